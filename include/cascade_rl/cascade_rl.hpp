@@ -1,0 +1,27 @@
+#pragma once
+// Umbrella header: everything of the host library.
+
+#include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/error.hpp"
+#include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/core/group_layout.hpp"
+#include "cascade_rl/core/parallel.hpp"
+#include "cascade_rl/core/token_layout.hpp"
+
+// Advantages, group statistics and filters.
+#include "cascade_rl/algorithms/broadcast.hpp"
+#include "cascade_rl/algorithms/distillation_advantages.hpp"
+#include "cascade_rl/algorithms/group_filters.hpp"
+#include "cascade_rl/algorithms/group_statistics.hpp"
+#include "cascade_rl/algorithms/grpo_advantages.hpp"
+#include "cascade_rl/algorithms/length_filters.hpp"
+#include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
+#include "cascade_rl/algorithms/rloo_advantages.hpp"
+
+// Policy losses, aggregation and KL estimators.
+#include "cascade_rl/algorithms/kl_estimators.hpp"
+#include "cascade_rl/algorithms/loss_aggregation.hpp"
+#include "cascade_rl/algorithms/policy_loss.hpp"
+
+// Presets reproducing peer frameworks' conventions.
+#include "cascade_rl/presets/verl.hpp"
