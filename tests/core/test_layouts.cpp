@@ -5,11 +5,13 @@
 
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "support/expect_error.hpp"
 
 namespace {
 
 using cascade_rl::group_layout;
 using cascade_rl::token_layout;
+using cascade_rl::testing::expect_error_naming;
 
 TEST(TokenLayout, ReportsSequencesTokensAndValidCounts) {
   const std::vector<std::int64_t> offsets{0, 3, 3, 7};
@@ -32,17 +34,6 @@ TEST(TokenLayout, WithoutMaskEveryTokenIsValid) {
   const token_layout layout(offsets);
   EXPECT_FALSE(layout.has_mask());
   EXPECT_EQ(layout.valid_tokens(1), 4u);
-}
-
-// Runs `make` and checks that it throws cascade_rl::error whose message holds `needle`.
-template <class Make>
-void expect_error_naming(Make make, const std::string& needle) {
-  try {
-    make();
-    ADD_FAILURE() << "expected cascade_rl::error naming " << needle;
-  } catch (const cascade_rl::error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
 }
 
 TEST(TokenLayout, RefusesBadOffsetsAndMasks) {

@@ -1,0 +1,229 @@
+#pragma once
+// Per-group reward statistics (mean, std, min, max, count, exact zero variance) and
+// per-sequence leave-one-out statistics. Every group-based advantage builds on the
+// detail:: helpers here, so they share one definition of mean, std and zero variance.
+//
+// Each group is reduced sequentially in double on one thread (two passes: mean, then
+// the squared deviations), and groups run in parallel, so the result does not depend
+// on the executor or the thread count.
+
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <span>
+#include <string>
+
+#include "cascade_rl/algorithms/advantage_options.hpp"
+#include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/error.hpp"
+#include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/core/group_layout.hpp"
+#include "cascade_rl/core/parallel.hpp"
+
+namespace cascade_rl {
+
+struct group_statistic {
+  double mean = 0.0;
+  double std = 0.0;  // 0 for a group of one (no spread), whatever the estimator
+  double min = 0.0;
+  double max = 0.0;
+  std::size_t count = 0;
+  bool zero_variance = false;  // max == min, exactly; a group of one is zero variance
+};
+
+struct group_statistics_options {
+  std_estimator estimator = std_estimator::unbiased;
+  mean_accumulation accumulation = mean_accumulation::double_precision;
+};
+
+struct leave_one_out_options {
+  std_estimator estimator = std_estimator::unbiased;
+};
+
+namespace detail {
+
+// Groups are cheap to reduce (a few to a few hundred rewards): go parallel only when
+// there are many of them.
+inline constexpr std::size_t group_parallel_threshold = 256;
+
+template <std::floating_point T>
+double group_mean(std::span<const T> values, std::size_t first, std::size_t last,
+                  mean_accumulation accumulation) {
+  const std::size_t n = last - first;
+  if (accumulation == mean_accumulation::float32_sequential) {
+    float sum = 0.0f;
+    for (std::size_t i = first; i < last; ++i) sum += static_cast<float>(values[i]);
+    return static_cast<double>(sum / static_cast<float>(n));
+  }
+  double sum = 0.0;
+  for (std::size_t i = first; i < last; ++i) sum += static_cast<double>(values[i]);
+  if (accumulation == mean_accumulation::float32_rounded_sum)
+    return static_cast<double>(static_cast<float>(sum) / static_cast<float>(n));
+  return sum / static_cast<double>(n);
+}
+
+// x - mean under the chosen accumulation: in float32 the subtraction itself rounds
+// in float32, as a float32 tensor op does.
+template <std::floating_point T>
+double deviation(T value, double mean, mean_accumulation accumulation) {
+  if (accumulation != mean_accumulation::double_precision)
+    return static_cast<double>(static_cast<float>(value) - static_cast<float>(mean));
+  return static_cast<double>(value) - mean;
+}
+
+inline double variance_divisor(std::size_t n, std_estimator estimator) {
+  return estimator == std_estimator::unbiased ? static_cast<double>(n) - 1.0
+                                              : static_cast<double>(n);
+}
+
+// One pass for min and max, then the two-pass moments, of values[first, last),
+// which must be non-empty and finite. m2 = sum of squared deviations.
+struct group_moments {
+  double mean = 0.0;
+  double m2 = 0.0;
+  double min = 0.0;
+  double max = 0.0;
+  std::size_t count = 0;
+  bool zero_variance = false;
+};
+
+template <std::floating_point T>
+group_moments group_moments_of(std::span<const T> values, std::size_t first, std::size_t last,
+                               mean_accumulation accumulation) {
+  group_moments m;
+  m.count = last - first;
+  m.min = m.max = static_cast<double>(values[first]);
+  for (std::size_t i = first + 1; i < last; ++i) {
+    m.min = std::min(m.min, static_cast<double>(values[i]));
+    m.max = std::max(m.max, static_cast<double>(values[i]));
+  }
+  // Decided on the data, not on a computed std: a constant group can have a
+  // non-zero computed std (double inputs, float32 means), and a tiny real spread
+  // must not be mistaken for none.
+  m.zero_variance = m.min == m.max;
+  if (m.zero_variance) {
+    m.mean = m.min;
+    return m;
+  }
+  m.mean = group_mean(values, first, last, accumulation);
+  for (std::size_t i = first; i < last; ++i) {
+    const double d = deviation(values[i], m.mean, accumulation);
+    m.m2 += d * d;
+  }
+  return m;
+}
+
+// The std of a group from its moments; 0 for a group of one, whatever the estimator.
+inline double group_std(const group_moments& m, std_estimator estimator) {
+  if (m.zero_variance || m.count < 2) return 0.0;
+  return std::sqrt(m.m2 / variance_divisor(m.count, estimator));
+}
+
+template <std::floating_point T>
+group_statistic summarize_group(std::span<const T> values, std::size_t first, std::size_t last,
+                                std_estimator estimator, mean_accumulation accumulation) {
+  const group_moments m = group_moments_of(values, first, last, accumulation);
+  return {m.mean, group_std(m, estimator), m.min, m.max, m.count, m.zero_variance};
+}
+
+template <std::floating_point T>
+bool group_has_nonfinite(std::span<const T> values, std::size_t first, std::size_t last) {
+  for (std::size_t i = first; i < last; ++i)
+    if (!std::isfinite(values[i])) return true;
+  return false;
+}
+
+// Throws naming the first group of one sequence; `why` says which estimator needs two.
+inline void refuse_singleton_groups(const group_layout& groups, std::string_view why) {
+  for (std::size_t g = 0; g < groups.groups(); ++g)
+    if (groups.size(g) == 1)
+      fail_at("groups", g,
+              "is a group of one sequence, but " + std::string(why) +
+                  " needs at least 2 (set options.singleton to accept it)");
+}
+
+inline void require_epsilon(double epsilon, std::string_view argument) {
+  if (!(epsilon >= 0.0) || !std::isfinite(epsilon))
+    fail(argument, "must be finite and >= 0, got " + std::to_string(epsilon));
+}
+
+// The checks every group-based advantage makes before its (non-throwing) loop:
+// sizes, finiteness unless non-finite groups are zeroed, and singletons where the
+// estimator needs two and the rule says refuse.
+template <class Policy, std::floating_point T>
+void validate_group_advantage_inputs(const Policy& policy, std::span<const T> rewards,
+                                     const group_layout& groups, std::size_t advantages_size,
+                                     nonfinite_rule nonfinite, bool refuse_singletons,
+                                     std::string_view estimator) {
+  groups.require_sequences(rewards.size(), "rewards");
+  require_size(advantages_size, rewards.size(), "advantages", "one per sequence");
+  if (nonfinite == nonfinite_rule::error) require_finite(policy, rewards, "rewards");
+  if (refuse_singletons) refuse_singleton_groups(groups, estimator);
+}
+
+}  // namespace detail
+
+// Statistics of every group of `rewards`. Refuses NaN or infinite rewards.
+template <exec::host_policy Policy, std::floating_point T>
+void group_statistics(const Policy& policy, std::span<const T> rewards, const group_layout& groups,
+                      std::span<group_statistic> statistics,
+                      const group_statistics_options& options = {}) {
+  groups.require_sequences(rewards.size(), "rewards");
+  detail::require_size(statistics.size(), groups.groups(), "statistics", "one per group");
+  detail::require_finite(policy, rewards, "rewards");
+  detail::for_each_index(
+      policy, groups.groups(),
+      [&](std::size_t g) {
+        statistics[g] = detail::summarize_group(rewards, groups.begin(g), groups.end(g),
+                                                options.estimator, options.accumulation);
+      },
+      detail::group_parallel_threshold);
+}
+
+// Per sequence, the mean (and, when `loo_std` is non-empty, the std) of the other
+// sequences of its group: the RLOO baseline (Ahmadian et al. 2024, "Back to Basics").
+// Needs groups of at least 2. The std of a single other value is 0.
+//
+// Computed by downdating the full-group moments instead of re-summing n - 1 values:
+//   mean_-i = mean - (r_i - mean) / (n - 1)
+//   M2_-i   = M2 - (r_i - mean)^2 * n / (n - 1)    (clamped at 0 against rounding)
+template <exec::host_policy Policy, std::floating_point T>
+void leave_one_out_statistics(const Policy& policy, std::span<const T> rewards,
+                              const group_layout& groups, std::span<T> loo_mean,
+                              std::span<T> loo_std, const leave_one_out_options& options = {}) {
+  groups.require_sequences(rewards.size(), "rewards");
+  detail::require_size(loo_mean.size(), rewards.size(), "loo_mean", "one per sequence");
+  if (!loo_std.empty())
+    detail::require_size(loo_std.size(), rewards.size(), "loo_std",
+                         "one per sequence, or empty to skip");
+  detail::require_finite(policy, rewards, "rewards");
+  detail::refuse_singleton_groups(groups, "a leave-one-out statistic");
+  detail::for_each_index(
+      policy, groups.groups(),
+      [&](std::size_t g) {
+        const std::size_t first = groups.begin(g);
+        const std::size_t last = groups.end(g);
+        const detail::group_moments s =
+            detail::group_moments_of(rewards, first, last, mean_accumulation::double_precision);
+        const double n = static_cast<double>(s.count);
+        for (std::size_t i = first; i < last; ++i) {
+          if (s.zero_variance) {
+            loo_mean[i] = rewards[i];
+            if (!loo_std.empty()) loo_std[i] = T(0);
+            continue;
+          }
+          const double d = static_cast<double>(rewards[i]) - s.mean;
+          loo_mean[i] = static_cast<T>(s.mean - d / (n - 1.0));
+          if (loo_std.empty()) continue;
+          const std::size_t others = s.count - 1;
+          const double others_m2 = std::max(0.0, s.m2 - d * d * n / (n - 1.0));
+          loo_std[i] = others < 2 ? T(0)
+                                  : static_cast<T>(std::sqrt(
+                                        others_m2 / detail::variance_divisor(others, options.estimator)));
+        }
+      },
+      detail::group_parallel_threshold);
+}
+
+}  // namespace cascade_rl

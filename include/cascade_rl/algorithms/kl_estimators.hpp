@@ -1,0 +1,148 @@
+#pragma once
+// Per-token estimators of KL(pi || pi_ref) from the sampled token's log-probs, with
+// their derivative with respect to logp (the policy's log-prob). Names follow veRL
+// (core_algos.py, kl_penalty) and Schulman, "Approximating KL Divergence" (2020):
+//   k1  ("kl")          logp - ref
+//   abs                 |logp - ref|          d/dlogp = sign(logp - ref), 0 at 0 (torch)
+//   k2  ("mse")         0.5 * (logp - ref)^2
+//   k3  ("low_var_kl")  exp(x) - x - 1 with x = ref - logp; d/dlogp = 1 - exp(x)
+// k3 is unbiased and non-negative but exp(x) explodes when the reference puts much
+// more mass on the token than the policy (x large). veRL clamps x to +-20 and the
+// result to +-10; both clamps are options here, and the derivative is 0 wherever a
+// clamp is active (the reference vectors include ref = -60, which hits both).
+
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "cascade_rl/algorithms/loss_aggregation.hpp"
+#include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/error.hpp"
+#include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/core/parallel.hpp"
+#include "cascade_rl/core/token_layout.hpp"
+
+namespace cascade_rl {
+
+enum class kl_estimator { k1, abs, k2, k3 };
+
+[[nodiscard]] constexpr std::string_view to_string(kl_estimator estimator) {
+  switch (estimator) {
+    case kl_estimator::k1: return "k1";
+    case kl_estimator::abs: return "abs";
+    case kl_estimator::k2: return "k2";
+    case kl_estimator::k3: return "k3";
+  }
+  return "unknown";
+}
+
+struct kl_options {
+  kl_estimator estimator = kl_estimator::k3;
+  double input_clamp = 20.0;   // k3 only: x = ref - logp clamped to +-input_clamp
+  double output_clamp = 10.0;  // k3 only: the estimate clamped to +-output_clamp
+};
+
+// A KL term used as a loss (veRL use_kl_loss): coefficient * aggregate(k_t).
+struct kl_loss_options {
+  kl_options kl{};
+  double coefficient = 1.0;
+  loss_aggregation aggregation = loss_aggregation::token_mean;
+};
+
+namespace detail {
+
+inline void validate_kl_options(const kl_options& options, std::string_view prefix) {
+  if (options.estimator != kl_estimator::k3) return;
+  if (!(options.input_clamp > 0))
+    fail(std::string(prefix) + ".input_clamp",
+         "is " + std::to_string(options.input_clamp) + ", expected > 0");
+  if (!(options.output_clamp > 0))
+    fail(std::string(prefix) + ".output_clamp",
+         "is " + std::to_string(options.output_clamp) + ", expected > 0");
+}
+
+inline token_loss kl_token(double logp, double ref, const kl_options& options) {
+  const double d = logp - ref;
+  switch (options.estimator) {
+    case kl_estimator::k1: return {d, 1.0};
+    case kl_estimator::abs: return {std::abs(d), d > 0 ? 1.0 : (d < 0 ? -1.0 : 0.0)};
+    case kl_estimator::k2: return {0.5 * d * d, d};
+    case kl_estimator::k3: {
+      double x = ref - logp;
+      const bool in_clamped = x > options.input_clamp || x < -options.input_clamp;
+      x = std::clamp(x, -options.input_clamp, options.input_clamp);
+      const double e = std::exp(x);
+      const double k = e - x - 1.0;
+      if (k > options.output_clamp || k < -options.output_clamp)
+        return {std::clamp(k, -options.output_clamp, options.output_clamp), 0.0};
+      // dk/dlogp = (e - 1) * dx/dlogp = 1 - e
+      return {k, in_clamped ? 0.0 : 1.0 - e};
+    }
+  }
+  return {};
+}
+
+template <class Policy, std::floating_point T>
+void validate_kl_inputs(const Policy& policy, const token_layout& layout,
+                        std::span<const T> log_probs, std::span<const T> ref_log_probs) {
+  require_size(log_probs.size(), layout.tokens(), "log_probs", "one per token");
+  require_size(ref_log_probs.size(), layout.tokens(), "ref_log_probs", "one per token");
+  require_finite_where_valid(policy, log_probs, layout, "log_probs");
+  require_finite_where_valid(policy, ref_log_probs, layout, "ref_log_probs");
+}
+
+}  // namespace detail
+
+// Per-token estimates k_t and d k_t / d logp_t (both 0 on masked tokens). Returns the
+// sum of k_t over valid tokens, whose gradient is grad_out.
+template <exec::host_policy Policy, std::floating_point T>
+double kl_penalty(const Policy& policy, const token_layout& layout, std::span<const T> log_probs,
+                  std::span<const T> ref_log_probs, std::span<T> values_out, std::span<T> grad_out,
+                  const kl_options& options = {}) {
+  detail::validate_kl_options(options, "options");
+  detail::validate_kl_inputs(policy, layout, log_probs, ref_log_probs);
+  detail::require_size(values_out.size(), layout.tokens(), "values_out", "one per token");
+  detail::require_size(grad_out.size(), layout.tokens(), "grad_out", "one per token");
+  return detail::blocked_sum(policy, layout.tokens(), [&](std::size_t t) {
+    if (!layout.valid(t)) {
+      values_out[t] = T(0);
+      grad_out[t] = T(0);
+      return 0.0;
+    }
+    const detail::token_loss k = detail::kl_token(static_cast<double>(log_probs[t]),
+                                                  static_cast<double>(ref_log_probs[t]), options);
+    values_out[t] = static_cast<T>(k.value);
+    grad_out[t] = static_cast<T>(k.grad);
+    return k.value;
+  });
+}
+
+// coefficient * aggregate(k_t) with its gradient dL/dlogp in grad_out.
+template <exec::host_policy Policy, std::floating_point T>
+double kl_loss(const Policy& policy, const token_layout& layout, std::span<const T> log_probs,
+               std::span<const T> ref_log_probs, std::span<T> grad_out,
+               const loss_normalizer& normalizer, const kl_loss_options& options = {}) {
+  detail::validate_kl_options(options.kl, "options.kl");
+  if (!std::isfinite(options.coefficient))
+    detail::fail("options.coefficient", "is not finite");
+  detail::validate_kl_inputs(policy, layout, log_probs, ref_log_probs);
+  detail::require_size(grad_out.size(), layout.tokens(), "grad_out", "one per token");
+  detail::validate_normalizer(policy, layout, normalizer, options.aggregation);
+  detail::write_aggregation_weights(policy, layout, normalizer, options.aggregation, grad_out);
+  const double coefficient = options.coefficient;
+  return detail::reduce_token_losses<detail::no_metrics>(
+             policy, layout, grad_out,
+             [&](std::size_t t, detail::no_metrics&) {
+               const detail::token_loss k =
+                   detail::kl_token(static_cast<double>(log_probs[t]),
+                                    static_cast<double>(ref_log_probs[t]), options.kl);
+               return detail::token_loss{coefficient * k.value, coefficient * k.grad};
+             })
+      .loss;
+}
+
+}  // namespace cascade_rl

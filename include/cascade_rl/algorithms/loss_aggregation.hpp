@@ -1,0 +1,250 @@
+#pragma once
+// Loss aggregation with explicit, global normalisers.
+//
+// Every aggregation mode is a per-token weight c_t, so that
+//     loss = sum_t c_t * l_t        and        dL/dlogp_t = c_t * dl_t/dlogp_t.
+// The weights divide by counts the caller fixes once per optimizer step (total valid
+// tokens, total sequences, a fixed scale; summed over micro-batches and ranks), never
+// by the counts of the slice at hand. A batch cut into micro-batches at sequence
+// boundaries therefore gets, slice by slice, exactly the gradient of the whole batch,
+// and the slice losses add up to the whole-batch loss. Dividing each micro-batch by
+// its own token count is the classic mistake (it overweights short micro-batches).
+//
+// Modes keep veRL's names (verl/trainer/ppo/core_algos.py, agg_loss):
+//   token-mean               c_t = 1 / tokens
+//   token-sum                c_t = 1
+//   seq-mean-token-sum       c_t = 1 / sequences
+//   seq-mean-token-mean      c_t = 1 / (n_i * sequences), n_i = valid tokens of t's sequence
+//   seq-mean-token-sum-norm  c_t = 1 / (sequences * scale)   (veRL: scale = padded length T;
+//                                                             Dr. GRPO: a fixed constant)
+// and c_t = 0 on masked tokens. veRL counts as "sequences" only those with at least one
+// valid token (a fully masked row neither adds to the sum nor to the count); so does
+// local_loss_counts below.
+
+#include <concepts>
+#include <cmath>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/error.hpp"
+#include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/core/parallel.hpp"
+#include "cascade_rl/core/token_layout.hpp"
+
+namespace cascade_rl {
+
+enum class loss_aggregation {
+  token_mean,
+  token_sum,
+  seq_mean_token_sum,
+  seq_mean_token_mean,
+  seq_mean_token_sum_norm,
+};
+
+[[nodiscard]] constexpr std::string_view to_string(loss_aggregation mode) {
+  switch (mode) {
+    case loss_aggregation::token_mean: return "token-mean";
+    case loss_aggregation::token_sum: return "token-sum";
+    case loss_aggregation::seq_mean_token_sum: return "seq-mean-token-sum";
+    case loss_aggregation::seq_mean_token_mean: return "seq-mean-token-mean";
+    case loss_aggregation::seq_mean_token_sum_norm: return "seq-mean-token-sum-norm";
+  }
+  return "unknown";
+}
+
+// The divisors of one optimizer step. `tokens` and `sequences` are totals over every
+// micro-batch and rank that contributes to the step (all-reduce local_loss_counts);
+// `scale` is a constant. Only the fields the mode uses are read.
+struct loss_normalizer {
+  double tokens = 0;
+  double sequences = 0;
+  double scale = 1;
+};
+
+// Counts of one slice of a step. Sum them over slices (operator+=) or all-reduce them,
+// then turn the total into a loss_normalizer.
+struct loss_counts {
+  std::size_t tokens = 0;     // valid (unmasked) tokens
+  std::size_t sequences = 0;  // sequences with at least one valid token
+
+  loss_counts& operator+=(const loss_counts& other) {
+    tokens += other.tokens;
+    sequences += other.sequences;
+    return *this;
+  }
+  [[nodiscard]] loss_normalizer normalizer(double scale = 1) const {
+    return {static_cast<double>(tokens), static_cast<double>(sequences), scale};
+  }
+};
+
+template <exec::host_policy Policy>
+[[nodiscard]] loss_counts local_loss_counts(const Policy& policy, const token_layout& layout) {
+  struct acc_t {
+    std::size_t tokens = 0;
+    std::size_t sequences = 0;
+  };
+  const acc_t total = detail::blocked_reduce(
+      policy, layout.sequences(), acc_t{},
+      [&](acc_t& acc, std::size_t s) {
+        const std::size_t n = layout.valid_tokens(s);
+        acc.tokens += n;
+        acc.sequences += n > 0;
+      },
+      [](acc_t& sum, const acc_t& part) {
+        sum.tokens += part.tokens;
+        sum.sequences += part.sequences;
+      });
+  return {total.tokens, total.sequences};
+}
+
+namespace detail {
+
+inline void require_positive_normalizer(double value, std::string_view field,
+                                        loss_aggregation mode) {
+  if (!(value > 0) || !std::isfinite(value))
+    fail(field, "is " + std::to_string(value) + ", but " + std::string(to_string(mode)) +
+                    " divides by it and the batch has valid tokens (expected a finite "
+                    "count > 0 fixed for the whole optimizer step)");
+}
+
+// Refuses a normaliser the mode would divide by when it is not a positive finite
+// number. A batch without valid tokens contributes nothing, so any normaliser passes.
+template <class Policy>
+void validate_normalizer(const Policy& policy, const token_layout& layout,
+                         const loss_normalizer& normalizer, loss_aggregation mode) {
+  const bool any_valid =
+      first_index_where(policy, layout.tokens(), [&](std::size_t t) { return layout.valid(t); }) !=
+      no_index;
+  if (!any_valid) return;
+  switch (mode) {
+    case loss_aggregation::token_mean:
+      require_positive_normalizer(normalizer.tokens, "normalizer.tokens", mode);
+      break;
+    case loss_aggregation::token_sum: break;
+    case loss_aggregation::seq_mean_token_sum:
+    case loss_aggregation::seq_mean_token_mean:
+      require_positive_normalizer(normalizer.sequences, "normalizer.sequences", mode);
+      break;
+    case loss_aggregation::seq_mean_token_sum_norm:
+      require_positive_normalizer(normalizer.sequences, "normalizer.sequences", mode);
+      require_positive_normalizer(normalizer.scale, "normalizer.scale", mode);
+      break;
+  }
+}
+
+// Writes c_t into weights_out without validating (callers validate first).
+template <class Policy, std::floating_point T>
+void write_aggregation_weights(const Policy& policy, const token_layout& layout,
+                               const loss_normalizer& normalizer, loss_aggregation mode,
+                               std::span<T> weights_out) {
+  if (mode == loss_aggregation::seq_mean_token_mean) {
+    // The weight depends on the sequence's own valid count: one task per sequence.
+    for_each_index(
+        policy, layout.sequences(),
+        [&](std::size_t s) {
+          const std::size_t n = layout.valid_tokens(s);
+          const double c = n == 0 ? 0.0 : 1.0 / (static_cast<double>(n) * normalizer.sequences);
+          for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
+            weights_out[t] = layout.valid(t) ? static_cast<T>(c) : T(0);
+        },
+        /*min_parallel=*/64);
+    return;
+  }
+  double c = 1.0;
+  switch (mode) {
+    case loss_aggregation::token_mean: c = 1.0 / normalizer.tokens; break;
+    case loss_aggregation::token_sum: c = 1.0; break;
+    case loss_aggregation::seq_mean_token_sum: c = 1.0 / normalizer.sequences; break;
+    case loss_aggregation::seq_mean_token_sum_norm:
+      c = 1.0 / (normalizer.sequences * normalizer.scale);
+      break;
+    case loss_aggregation::seq_mean_token_mean: break;  // handled above
+  }
+  const T weight = static_cast<T>(c);
+  for_each_index(policy, layout.tokens(),
+                 [&](std::size_t t) { weights_out[t] = layout.valid(t) ? weight : T(0); });
+}
+
+// The value and d/dlogp of one token's loss, before aggregation.
+struct token_loss {
+  double value = 0;
+  double grad = 0;
+};
+
+struct no_metrics {
+  no_metrics& operator+=(const no_metrics&) { return *this; }
+};
+
+template <class Metrics>
+struct aggregated {
+  double loss = 0;
+  Metrics metrics{};
+};
+
+// The shared driver of every loss. `grad_out` must already hold the aggregation
+// weights (write_aggregation_weights); for each valid token t, term(t, metrics) gives
+// the token's loss and derivative, and grad_out[t] becomes c_t * dl_t. The loss sum
+// runs over fixed blocks in block order, so seq and par agree bit for bit.
+template <class Metrics, class Policy, std::floating_point T, class Term>
+aggregated<Metrics> reduce_token_losses(const Policy& policy, const token_layout& layout,
+                                        std::span<T> grad_out, Term&& term) {
+  using acc_t = aggregated<Metrics>;
+  return blocked_reduce(
+      policy, layout.tokens(), acc_t{},
+      [&](acc_t& acc, std::size_t t) {
+        if (!layout.valid(t)) {
+          grad_out[t] = T(0);
+          return;
+        }
+        const double c = static_cast<double>(grad_out[t]);
+        const token_loss l = term(t, acc.metrics);
+        acc.loss += c * l.value;
+        grad_out[t] = static_cast<T>(c * l.grad);
+      },
+      [](acc_t& total, const acc_t& part) {
+        total.loss += part.loss;
+        total.metrics += part.metrics;
+      });
+}
+
+}  // namespace detail
+
+// Writes the aggregation weight c_t of every token (0 on masked tokens).
+template <exec::host_policy Policy, std::floating_point T>
+void aggregation_weights(const Policy& policy, const token_layout& layout,
+                         std::span<T> weights_out, const loss_normalizer& normalizer,
+                         loss_aggregation mode) {
+  detail::require_size(weights_out.size(), layout.tokens(), "weights_out", "one per token");
+  detail::validate_normalizer(policy, layout, normalizer, mode);
+  detail::write_aggregation_weights(policy, layout, normalizer, mode, weights_out);
+}
+
+// Aggregates a loss the caller computed per token (an entropy bonus, a custom term):
+// returns sum_t c_t * token_losses[t] and writes grad_out[t] = c_t * token_grads[t],
+// the gradient of the aggregated loss with respect to log-prob t.
+template <exec::host_policy Policy, std::floating_point T>
+double aggregate_token_losses(const Policy& policy, const token_layout& layout,
+                              std::span<const T> token_losses, std::span<const T> token_grads,
+                              std::span<T> grad_out, const loss_normalizer& normalizer,
+                              loss_aggregation mode) {
+  const std::size_t n = layout.tokens();
+  detail::require_size(token_losses.size(), n, "token_losses", "one per token");
+  detail::require_size(token_grads.size(), n, "token_grads", "one per token");
+  detail::require_size(grad_out.size(), n, "grad_out", "one per token");
+  detail::require_finite_where_valid(policy, token_losses, layout, "token_losses");
+  detail::require_finite_where_valid(policy, token_grads, layout, "token_grads");
+  detail::validate_normalizer(policy, layout, normalizer, mode);
+  detail::write_aggregation_weights(policy, layout, normalizer, mode, grad_out);
+  return detail::reduce_token_losses<detail::no_metrics>(
+             policy, layout, grad_out,
+             [&](std::size_t t, detail::no_metrics&) {
+               return detail::token_loss{static_cast<double>(token_losses[t]),
+                                         static_cast<double>(token_grads[t])};
+             })
+      .loss;
+}
+
+}  // namespace cascade_rl

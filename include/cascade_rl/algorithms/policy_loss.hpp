@@ -1,0 +1,274 @@
+#pragma once
+// Policy-gradient losses with their gradient dL/dlogp per sampled token.
+//
+//   reinforce_loss  strictly on-policy REINFORCE, the GRPO of Cascade RL (one gradient
+//                   step per rollout batch, so the ratio is identically 1 and PPO's
+//                   clip is inert); with a band importance mask it is MOPD's loss.
+//   ppo_clip_loss   PPO's clipped surrogate as in veRL compute_policy_loss_vanilla,
+//                   with clip-higher (DAPO: separate low/high ranges) and dual clip
+//                   (Ye et al. 2020, "Mastering Complex Control in MOBA Games").
+//
+// Each returns the aggregated loss (see loss_aggregation.hpp) and writes
+// grad_out[t] = dL/dlogp_t for every token, 0 on masked tokens: the seed of the
+// caller's backward pass. grad_out must not alias an input.
+
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "cascade_rl/algorithms/importance_weights.hpp"
+#include "cascade_rl/algorithms/loss_aggregation.hpp"
+#include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/error.hpp"
+#include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/core/token_layout.hpp"
+
+namespace cascade_rl {
+
+// Sums over the valid tokens of one slice, so that slices and ranks can add (or
+// all-reduce) them before taking fractions.
+struct policy_loss_metrics {
+  std::size_t valid_tokens = 0;
+  // PPO: the ratio clip is active, l2 > l1 (veRL pg_clipfrac). For A > 0 that is
+  // r > 1 + clip_high, for A < 0 it is r < 1 - clip_low.
+  std::size_t clipped = 0;
+  // PPO: the dual clip bounds the loss, A < 0 and l > -A * c (veRL pg_clipfrac_lower).
+  std::size_t dual_clipped = 0;
+  // PPO: sum of old_logp - logp after the log-ratio clamp (veRL ppo_kl is its mean).
+  double approx_kl_sum = 0;
+  // Importance correction: tokens whose ratio the cap truncated / the band dropped.
+  std::size_t importance_truncated = 0;
+  std::size_t importance_masked = 0;
+
+  policy_loss_metrics& operator+=(const policy_loss_metrics& other) {
+    valid_tokens += other.valid_tokens;
+    clipped += other.clipped;
+    dual_clipped += other.dual_clipped;
+    approx_kl_sum += other.approx_kl_sum;
+    importance_truncated += other.importance_truncated;
+    importance_masked += other.importance_masked;
+    return *this;
+  }
+
+  [[nodiscard]] double clip_fraction() const { return fraction(clipped); }
+  [[nodiscard]] double dual_clip_fraction() const { return fraction(dual_clipped); }
+  [[nodiscard]] double approx_kl() const {
+    return valid_tokens == 0 ? 0.0 : approx_kl_sum / static_cast<double>(valid_tokens);
+  }
+  [[nodiscard]] double truncated_fraction() const { return fraction(importance_truncated); }
+  [[nodiscard]] double masked_fraction() const { return fraction(importance_masked); }
+
+ private:
+  [[nodiscard]] double fraction(std::size_t count) const {
+    return valid_tokens == 0 ? 0.0
+                             : static_cast<double>(count) / static_cast<double>(valid_tokens);
+  }
+};
+
+struct policy_loss_result {
+  double loss = 0;
+  policy_loss_metrics metrics{};
+};
+
+// The value REINFORCE reports; both have the same gradient -w_t * A_t.
+enum class reinforce_surrogate {
+  // l_t = -A_t * exp(logp_t - stopgrad(logp_t)), whose value is -A_t (veRL/PPO at ratio 1).
+  ratio,
+  // l_t = -A_t * logp_t, the textbook form (and MOPD's -w_t * a_t * log pi_train).
+  log_prob,
+};
+
+struct reinforce_options {
+  loss_aggregation aggregation = loss_aggregation::token_mean;
+  reinforce_surrogate surrogate = reinforce_surrogate::ratio;
+  // Target of the ratio is the trainer's own log-probs (stop-gradient).
+  importance_options importance{};
+};
+
+struct ppo_clip_options {
+  double clip_low = 0.2;   // ratio floor 1 - clip_low, in [0, 1)
+  double clip_high = 0.2;  // ratio ceiling 1 + clip_high, >= 0 (DAPO clip-higher: 0.28)
+  // Dual clip constant c > 1: for A < 0 the loss is at most -A * c. nullopt: off.
+  std::optional<double> dual_clip{};
+  // |logp - old_logp| is clamped to this before exp (veRL: 20) so the ratio cannot
+  // overflow; the gradient is 0 where the clamp is active.
+  double log_ratio_clamp = 20.0;
+  loss_aggregation aggregation = loss_aggregation::token_mean;
+  // Target of the ratio is old_log_probs (veRL TIS: exp(old_log_prob - rollout_log_probs)).
+  importance_options importance{};
+};
+
+// MOPD (Nemotron-Cascade 2): -(1/|V|) sum_t w_t * a_t * log pi_train(y_t) with
+// w_t = r_t * 1[0.5 <= r_t <= 2], r_t = pi_train / pi_rollout (stop-gradient), and a_t =
+// teacher logp - student logp passed as the advantages. |V| counts every valid token,
+// band-dropped ones included: normalise with the step's total valid tokens.
+[[nodiscard]] inline reinforce_options mopd_options(double band_low = 0.5, double band_high = 2.0) {
+  return {.aggregation = loss_aggregation::token_mean,
+          .surrogate = reinforce_surrogate::log_prob,
+          .importance = {.mode = importance_sampling::band_mask,
+                         .band_low = band_low,
+                         .band_high = band_high}};
+}
+
+namespace detail {
+
+inline void validate_ppo_options(const ppo_clip_options& options) {
+  if (!(options.clip_low >= 0 && options.clip_low < 1))
+    fail("options.clip_low", "is " + std::to_string(options.clip_low) +
+                                 ", expected 0 <= clip_low < 1 (the ratio floor 1 - clip_low "
+                                 "must stay positive)");
+  if (!(options.clip_high >= 0))
+    fail("options.clip_high", "is " + std::to_string(options.clip_high) + ", expected >= 0");
+  if (options.dual_clip && !(*options.dual_clip > 1))
+    fail("options.dual_clip", "is " + std::to_string(*options.dual_clip) +
+                                  ", expected a constant > 1 (or nullopt to disable)");
+  if (!(options.log_ratio_clamp > 0))
+    fail("options.log_ratio_clamp",
+         "is " + std::to_string(options.log_ratio_clamp) + ", expected > 0");
+  validate_importance(options.importance, "options.importance");
+}
+
+template <class Policy, std::floating_point T>
+void validate_token_input(const Policy& policy, const token_layout& layout,
+                          std::span<const T> values, std::string_view argument) {
+  require_size(values.size(), layout.tokens(), argument, "one per token");
+  require_finite_where_valid(policy, values, layout, argument);
+}
+
+// One token of PPO's clipped surrogate (veRL compute_policy_loss_vanilla):
+//   l1 = -A r,  l2 = -A clamp(r, 1 - lo, 1 + hi),  l = max(l1, l2),
+//   dual clip (A < 0): l = min(l, -A c).
+// d/dlogp is -A r while the unclipped branch is active and 0 once a clip (or the
+// log-ratio clamp) is. A tie l1 == l2 has r inside the range, so both branches carry
+// -A r and autograd's halves sum to it. At an exact tie with the dual bound we keep
+// the full gradient where autograd would halve it (a measure-zero set).
+inline token_loss ppo_token(double logp, double old_logp, double advantage,
+                            const ppo_clip_options& options, policy_loss_metrics& metrics) {
+  double log_ratio = logp - old_logp;
+  const bool clamped = log_ratio > options.log_ratio_clamp || log_ratio < -options.log_ratio_clamp;
+  log_ratio = std::clamp(log_ratio, -options.log_ratio_clamp, options.log_ratio_clamp);
+  metrics.approx_kl_sum += -log_ratio;
+  const double ratio = std::exp(log_ratio);
+  const double l1 = -advantage * ratio;
+  const double l2 = -advantage * std::clamp(ratio, 1.0 - options.clip_low, 1.0 + options.clip_high);
+  token_loss l{l1, clamped ? 0.0 : -advantage * ratio};
+  if (l2 > l1) {
+    l = {l2, 0.0};
+    ++metrics.clipped;
+  }
+  if (options.dual_clip && advantage < 0) {
+    const double l3 = -advantage * *options.dual_clip;
+    if (l.value > l3) {
+      l = {l3, 0.0};
+      ++metrics.dual_clipped;
+    }
+  }
+  return l;
+}
+
+inline token_loss weighted(token_loss l, const importance_weight& w) {
+  return {l.value * w.weight, l.grad * w.weight};
+}
+
+}  // namespace detail
+
+// Strictly on-policy REINFORCE: l_t = -w_t * A_t * ratio_t with ratio_t =
+// exp(logp_t - stopgrad(logp_t)) == 1, so dl_t/dlogp_t = -w_t * A_t; no old log-probs.
+// behaviour_log_probs (the sampler's) are read only when options.importance asks.
+template <exec::host_policy Policy, std::floating_point T>
+policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layout,
+                                  std::span<const T> log_probs, std::span<const T> advantages,
+                                  std::span<const T> behaviour_log_probs, std::span<T> grad_out,
+                                  const loss_normalizer& normalizer,
+                                  const reinforce_options& options = {}) {
+  detail::validate_importance(options.importance, "options.importance");
+  detail::validate_token_input(policy, layout, log_probs, "log_probs");
+  detail::validate_token_input(policy, layout, advantages, "advantages");
+  detail::validate_behaviour(policy, layout, behaviour_log_probs, options.importance);
+  detail::require_size(grad_out.size(), layout.tokens(), "grad_out", "one per token");
+  detail::validate_normalizer(policy, layout, normalizer, options.aggregation);
+  detail::write_aggregation_weights(policy, layout, normalizer, options.aggregation, grad_out);
+
+  const bool correct = options.importance.mode != importance_sampling::none;
+  const auto total = detail::reduce_token_losses<policy_loss_metrics>(
+      policy, layout, grad_out, [&](std::size_t t, policy_loss_metrics& m) {
+        ++m.valid_tokens;
+        const double logp = static_cast<double>(log_probs[t]);
+        const double a = static_cast<double>(advantages[t]);
+        const double value = options.surrogate == reinforce_surrogate::ratio ? -a : -a * logp;
+        detail::importance_weight w{};
+        if (correct) {
+          w = detail::importance_weight_of(logp - static_cast<double>(behaviour_log_probs[t]),
+                                           options.importance);
+          m.importance_truncated += w.truncated;
+          m.importance_masked += w.masked;
+        }
+        return detail::weighted({value, -a}, w);
+      });
+  return {total.loss, total.metrics};
+}
+
+// Without behaviour log-probs: options.importance must be none.
+template <exec::host_policy Policy, std::floating_point T>
+policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layout,
+                                  std::span<const T> log_probs, std::span<const T> advantages,
+                                  std::span<T> grad_out, const loss_normalizer& normalizer,
+                                  const reinforce_options& options = {}) {
+  return reinforce_loss(policy, layout, log_probs, advantages, std::span<const T>{}, grad_out,
+                        normalizer, options);
+}
+
+// PPO clipped surrogate with clip-higher, dual clip and an optional importance
+// correction against behaviour log-probs (applied to the clipped token loss, as veRL's
+// truncated IS does).
+template <exec::host_policy Policy, std::floating_point T>
+policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layout,
+                                 std::span<const T> log_probs, std::span<const T> old_log_probs,
+                                 std::span<const T> advantages,
+                                 std::span<const T> behaviour_log_probs, std::span<T> grad_out,
+                                 const loss_normalizer& normalizer,
+                                 const ppo_clip_options& options = {}) {
+  detail::validate_ppo_options(options);
+  detail::validate_token_input(policy, layout, log_probs, "log_probs");
+  detail::validate_token_input(policy, layout, old_log_probs, "old_log_probs");
+  detail::validate_token_input(policy, layout, advantages, "advantages");
+  detail::validate_behaviour(policy, layout, behaviour_log_probs, options.importance);
+  detail::require_size(grad_out.size(), layout.tokens(), "grad_out", "one per token");
+  detail::validate_normalizer(policy, layout, normalizer, options.aggregation);
+  detail::write_aggregation_weights(policy, layout, normalizer, options.aggregation, grad_out);
+
+  const bool correct = options.importance.mode != importance_sampling::none;
+  const auto total = detail::reduce_token_losses<policy_loss_metrics>(
+      policy, layout, grad_out, [&](std::size_t t, policy_loss_metrics& m) {
+        ++m.valid_tokens;
+        const double old_logp = static_cast<double>(old_log_probs[t]);
+        const detail::token_loss l = detail::ppo_token(
+            static_cast<double>(log_probs[t]), old_logp, static_cast<double>(advantages[t]),
+            options, m);
+        detail::importance_weight w{};
+        if (correct) {
+          w = detail::importance_weight_of(old_logp - static_cast<double>(behaviour_log_probs[t]),
+                                           options.importance);
+          m.importance_truncated += w.truncated;
+          m.importance_masked += w.masked;
+        }
+        return detail::weighted(l, w);
+      });
+  return {total.loss, total.metrics};
+}
+
+template <exec::host_policy Policy, std::floating_point T>
+policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layout,
+                                 std::span<const T> log_probs, std::span<const T> old_log_probs,
+                                 std::span<const T> advantages, std::span<T> grad_out,
+                                 const loss_normalizer& normalizer,
+                                 const ppo_clip_options& options = {}) {
+  return ppo_clip_loss(policy, layout, log_probs, old_log_probs, advantages, std::span<const T>{},
+                       grad_out, normalizer, options);
+}
+
+}  // namespace cascade_rl

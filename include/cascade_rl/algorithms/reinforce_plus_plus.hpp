@@ -1,0 +1,216 @@
+#pragma once
+// REINFORCE++ (Hu 2025, "REINFORCE++: A Simple and Efficient Approach for Aligning
+// Large Language Models") and REINFORCE++-baseline, as veRL computes them
+// (compute_reinforce_plus_plus_outcome_advantage and
+// compute_reinforce_plus_plus_baseline_outcome_advantage in
+// verl/trainer/ppo/core_algos.py; masked_whiten in verl/utils/torch_functional.py).
+//
+//   REINFORCE++:           per-token rewards -> discounted returns -> batch whitening
+//   REINFORCE++-baseline:  per-sequence score - group mean -> on every valid token
+//                          -> batch whitening
+//
+// Whitening is global over every valid token of the batch (not per group): the batch
+// is the normaliser, so a caller that splits a batch must whiten before splitting.
+
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <span>
+#include <string>
+
+#include "cascade_rl/algorithms/advantage_options.hpp"
+#include "cascade_rl/algorithms/broadcast.hpp"
+#include "cascade_rl/algorithms/group_statistics.hpp"
+#include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/error.hpp"
+#include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/core/group_layout.hpp"
+#include "cascade_rl/core/parallel.hpp"
+#include "cascade_rl/core/token_layout.hpp"
+
+namespace cascade_rl {
+
+// veRL masked_whiten: (x - mean) * rsqrt(var + eps) over the valid tokens, with the
+// unbiased variance (masked_var's Bessel correction N / (N - 1)). veRL also adds 1e-8
+// to the token count inside masked_mean; at any real count that changes nothing in
+// float32, so we divide by the count itself.
+struct whitening_options {
+  double epsilon = 1e-8;  // inside the sqrt
+  std_estimator estimator = std_estimator::unbiased;
+  bool shift_mean = true;  // false: add the mean back after scaling (veRL shift_mean)
+  // How the batch mean is taken. The sum always runs in double over fixed blocks;
+  // float32_rounded_sum then rounds it (and the deviations) as a float32 peer does.
+  // float32_sequential is refused: a sequential float32 sum over a whole batch
+  // reproduces no peer and loses precision as the batch grows.
+  mean_accumulation accumulation = mean_accumulation::double_precision;
+};
+
+struct reinforce_plus_plus_options {
+  double gamma = 1.0;  // discount of the return, in [0, 1]
+  whitening_options whitening{};
+};
+
+struct reinforce_plus_plus_baseline_options {
+  // veRL gives a group of one a mean of 0, i.e. keeps its raw score (raw_score).
+  singleton_rule singleton = singleton_rule::error;
+  nonfinite_rule nonfinite = nonfinite_rule::error;
+  mean_accumulation accumulation = mean_accumulation::double_precision;
+  whitening_options whitening{};
+};
+
+namespace detail {
+
+inline void require_whitening_options(const whitening_options& options) {
+  require_epsilon(options.epsilon, "whitening.epsilon");
+  if (options.accumulation == mean_accumulation::float32_sequential)
+    fail("whitening.accumulation",
+         "float32_sequential is for small groups; a batch mean takes double_precision or "
+         "float32_rounded_sum");
+}
+
+// Whitens `values` into `out` (which may alias `values`) over the valid tokens;
+// masked tokens get 0. `values` must be finite on valid tokens (checked by callers).
+template <class Policy, std::floating_point T>
+void whiten_valid_tokens(const Policy& policy, std::span<const T> values,
+                         const token_layout& tokens, std::span<T> out,
+                         const whitening_options& options) {
+  const std::size_t n = tokens.tokens();
+  const std::size_t count = blocked_reduce(
+      policy, n, std::size_t{0},
+      [&](std::size_t& acc, std::size_t t) { acc += tokens.valid(t) ? 1 : 0; },
+      [](std::size_t& total, std::size_t part) { total += part; });
+  if (count == 0) {
+    for_each_index(policy, n, [&](std::size_t t) { out[t] = T(0); });
+    return;
+  }
+  if (options.estimator == std_estimator::unbiased && count < 2)
+    fail("tokens", "has 1 valid token, but whitening with the unbiased variance needs at least 2");
+  const double sum = blocked_sum(
+      policy, n, [&](std::size_t t) { return tokens.valid(t) ? static_cast<double>(values[t]) : 0.0; });
+  const bool in_float32 = options.accumulation != mean_accumulation::double_precision;
+  const double mean = in_float32
+                          ? static_cast<double>(static_cast<float>(sum) / static_cast<float>(count))
+                          : sum / static_cast<double>(count);
+  const auto deviation = [&](std::size_t t) {
+    return in_float32 ? static_cast<double>(static_cast<float>(values[t]) - static_cast<float>(mean))
+                      : static_cast<double>(values[t]) - mean;
+  };
+  const double squares = blocked_sum(policy, n, [&](std::size_t t) {
+    if (!tokens.valid(t)) return 0.0;
+    const double d = deviation(t);
+    return d * d;
+  });
+  const double variance = squares / variance_divisor(count, options.estimator);
+  const double inv_scale = 1.0 / std::sqrt(variance + options.epsilon);
+  const double shift = options.shift_mean ? 0.0 : mean;
+  for_each_index(policy, n, [&](std::size_t t) {
+    out[t] = tokens.valid(t)
+                 ? static_cast<T>(deviation(t) * inv_scale + shift)
+                 : T(0);
+  });
+}
+
+}  // namespace detail
+
+// Batch whitening of per-token values over the valid tokens of `tokens`; 0 on masked
+// tokens. `whitened` may be the same span as `values`.
+template <exec::host_policy Policy, std::floating_point T>
+void masked_whiten(const Policy& policy, std::span<const T> values, const token_layout& tokens,
+                   std::span<T> whitened, const whitening_options& options = {}) {
+  detail::require_whitening_options(options);
+  detail::require_size(values.size(), tokens.tokens(), "values", "one per token");
+  detail::require_size(whitened.size(), tokens.tokens(), "whitened", "one per token");
+  detail::require_finite_where_valid(policy, values, tokens, "values");
+  detail::whiten_valid_tokens(policy, values, tokens, whitened, options);
+}
+
+// Discounted return of per-token rewards, backwards within each sequence:
+//   ret_t = r_t + gamma * run;  run = mask_t ? ret_t : 0
+// so a masked token (padding, a tool observation) cuts the return: rewards after it
+// do not flow to tokens before it. Masked tokens hold ret_t as in veRL; only valid
+// tokens' rewards must be finite.
+template <exec::host_policy Policy, std::floating_point T>
+void discounted_returns(const Policy& policy, std::span<const T> token_rewards,
+                        const token_layout& tokens, std::span<T> returns, double gamma = 1.0) {
+  if (!(gamma >= 0.0 && gamma <= 1.0))
+    detail::fail("gamma", "must lie in [0, 1], got " + std::to_string(gamma));
+  detail::require_size(token_rewards.size(), tokens.tokens(), "token_rewards", "one per token");
+  detail::require_size(returns.size(), tokens.tokens(), "returns", "one per token");
+  detail::require_finite_where_valid(policy, token_rewards, tokens, "token_rewards");
+  detail::for_each_index(
+      policy, tokens.sequences(),
+      [&](std::size_t s) {
+        double run = 0.0;
+        for (std::size_t t = tokens.end(s); t-- > tokens.begin(s);) {
+          const double ret = static_cast<double>(token_rewards[t]) + gamma * run;
+          returns[t] = static_cast<T>(ret);
+          run = tokens.valid(t) ? ret : 0.0;
+        }
+      },
+      detail::sequence_parallel_threshold);
+}
+
+// REINFORCE++: discounted returns of `token_rewards` (see place_on_last_valid_token
+// for outcome rewards), whitened over the batch. Writes the returns into
+// `advantages` and whitens them there.
+template <exec::host_policy Policy, std::floating_point T>
+void reinforce_plus_plus_advantages(const Policy& policy, std::span<const T> token_rewards,
+                                    const token_layout& tokens, std::span<T> advantages,
+                                    const reinforce_plus_plus_options& options = {}) {
+  detail::require_whitening_options(options.whitening);
+  detail::require_size(advantages.size(), tokens.tokens(), "advantages", "one per token");
+  discounted_returns(policy, token_rewards, tokens, advantages, options.gamma);
+  detail::whiten_valid_tokens(policy, std::span<const T>(advantages), tokens, advantages,
+                              options.whitening);
+}
+
+// REINFORCE++-baseline: score_i - mean_g(score) on every valid token of sequence i,
+// whitened over the batch. A zero-variance group contributes exact zeros (which the
+// whitening then shifts with the rest of the batch).
+template <exec::host_policy Policy, std::floating_point T>
+void reinforce_plus_plus_baseline_advantages(const Policy& policy, std::span<const T> scores,
+                                             const group_layout& groups,
+                                             const token_layout& tokens, std::span<T> advantages,
+                                             const reinforce_plus_plus_baseline_options& options = {}) {
+  detail::require_whitening_options(options.whitening);
+  detail::require_size(tokens.sequences(), scores.size(), "tokens",
+                       "one sequence per score");
+  detail::require_size(advantages.size(), tokens.tokens(), "advantages", "one per token");
+  groups.require_sequences(scores.size(), "scores");
+  if (options.nonfinite == nonfinite_rule::error) detail::require_finite(policy, scores, "scores");
+  if (options.singleton == singleton_rule::error)
+    detail::refuse_singleton_groups(groups, "REINFORCE++-baseline");
+
+  const auto fill = [&](std::size_t s, double value) {
+    for (std::size_t t = tokens.begin(s); t < tokens.end(s); ++t)
+      advantages[t] = tokens.valid(t) ? static_cast<T>(value) : T(0);
+  };
+  detail::for_each_index(
+      policy, groups.groups(),
+      [&](std::size_t g) {
+        const std::size_t first = groups.begin(g);
+        const std::size_t last = groups.end(g);
+        const bool zero_group = options.nonfinite == nonfinite_rule::zero_group &&
+                                detail::group_has_nonfinite(scores, first, last);
+        if (zero_group) {
+          for (std::size_t s = first; s < last; ++s) fill(s, 0.0);
+          return;
+        }
+        if (last - first == 1) {
+          fill(first, options.singleton == singleton_rule::raw_score
+                          ? static_cast<double>(scores[first])
+                          : 0.0);
+          return;
+        }
+        const detail::group_moments m =
+            detail::group_moments_of(scores, first, last, options.accumulation);
+        for (std::size_t s = first; s < last; ++s)
+          fill(s, m.zero_variance ? 0.0
+                                  : detail::deviation(scores[s], m.mean, options.accumulation));
+      },
+      detail::group_parallel_threshold);
+  detail::whiten_valid_tokens(policy, std::span<const T>(advantages), tokens, advantages,
+                              options.whitening);
+}
+
+}  // namespace cascade_rl

@@ -1,0 +1,61 @@
+#pragma once
+// RLOO outcome advantages (Kool et al. 2019, "Buy 4 REINFORCE samples, get a baseline
+// for free!"; Ahmadian et al. 2024, "Back to Basics"): each sequence's baseline is the
+// mean reward of the other sequences of its group,
+//   A_i = r_i - (sum_j r_j - r_i) / (n - 1) = n / (n - 1) * (r_i - mean_g(r)).
+// veRL: compute_rloo_outcome_advantage in verl/trainer/ppo/core_algos.py, which
+// writes it as r_i * n/(n-1) - mean * n/(n-1) and keeps the raw score for a group
+// of one. We use the second form: one rounding fewer, and exact 0 for equal rewards.
+
+#include <concepts>
+#include <cstddef>
+#include <span>
+
+#include "cascade_rl/algorithms/advantage_options.hpp"
+#include "cascade_rl/algorithms/group_statistics.hpp"
+#include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/core/group_layout.hpp"
+#include "cascade_rl/core/parallel.hpp"
+
+namespace cascade_rl {
+
+struct rloo_options {
+  singleton_rule singleton = singleton_rule::error;  // a group of one has no "others"
+  nonfinite_rule nonfinite = nonfinite_rule::error;
+  mean_accumulation accumulation = mean_accumulation::double_precision;
+};
+
+template <exec::host_policy Policy, std::floating_point T>
+void rloo_advantages(const Policy& policy, std::span<const T> rewards, const group_layout& groups,
+                     std::span<T> advantages, const rloo_options& options = {}) {
+  detail::validate_group_advantage_inputs(policy, rewards, groups, advantages.size(),
+                                          options.nonfinite,
+                                          options.singleton == singleton_rule::error, "RLOO");
+  detail::for_each_index(
+      policy, groups.groups(),
+      [&](std::size_t g) {
+        const std::size_t first = groups.begin(g);
+        const std::size_t last = groups.end(g);
+        const bool zero_group = options.nonfinite == nonfinite_rule::zero_group &&
+                                detail::group_has_nonfinite(rewards, first, last);
+        if (last - first == 1 && !zero_group) {
+          advantages[first] = options.singleton == singleton_rule::raw_score ? rewards[first] : T(0);
+          return;
+        }
+        const detail::group_moments m =
+            zero_group ? detail::group_moments{}
+                       : detail::group_moments_of(rewards, first, last, options.accumulation);
+        if (zero_group || m.zero_variance) {
+          for (std::size_t i = first; i < last; ++i) advantages[i] = T(0);
+          return;
+        }
+        const double n = static_cast<double>(m.count);
+        const double factor = n / (n - 1.0);
+        for (std::size_t i = first; i < last; ++i)
+          advantages[i] = static_cast<T>(
+              factor * detail::deviation(rewards[i], m.mean, options.accumulation));
+      },
+      detail::group_parallel_threshold);
+}
+
+}  // namespace cascade_rl

@@ -1,0 +1,64 @@
+#pragma once
+// Options that reproduce veRL's advantage estimators (verl/trainer/ppo/core_algos.py
+// at 1dda039b; checked against ../shared/reference/verl_core_algos.json, float32,
+// rtol 1e-5, atol 1e-6, by tests/algorithms/test_verl_reference_advantages.cpp).
+//
+// veRL computes in float32 tensors: torch.mean of a small group is a float32 sum, so
+// the group-based presets use mean_accumulation::float32_sequential, and whitening (a
+// sum over the whole batch) uses float32_rounded_sum. That matters only
+// where veRL amplifies a rounding residue (a group that differs by one ulp); anywhere
+// else the double default agrees within float32 tolerance.
+
+#include "cascade_rl/algorithms/advantage_options.hpp"
+#include "cascade_rl/algorithms/grpo_advantages.hpp"
+#include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
+#include "cascade_rl/algorithms/rloo_advantages.hpp"
+
+namespace cascade_rl::presets::verl {
+
+// compute_grpo_outcome_advantage(epsilon = 1e-6, norm_adv_by_std_in_grpo): torch.std
+// (unbiased), eps added to the std, a group of one gets mean 0 and std 1.
+[[nodiscard]] inline grpo_options grpo(bool norm_adv_by_std_in_grpo = true,
+                                       double epsilon = 1e-6) {
+  return {.scale_by_std = norm_adv_by_std_in_grpo,
+          .epsilon = epsilon,
+          .epsilon_at = epsilon_placement::added_to_std,
+          .estimator = std_estimator::unbiased,
+          .singleton = singleton_rule::raw_score,
+          .nonfinite = nonfinite_rule::error,
+          .accumulation = mean_accumulation::float32_sequential};
+}
+
+// Dr. GRPO as veRL runs it: GRPO with norm_adv_by_std_in_grpo = False.
+[[nodiscard]] inline grpo_options dr_grpo() { return grpo(false); }
+
+// compute_rloo_outcome_advantage: a group of one keeps its score.
+[[nodiscard]] inline rloo_options rloo() {
+  return {.singleton = singleton_rule::raw_score,
+          .nonfinite = nonfinite_rule::error,
+          .accumulation = mean_accumulation::float32_sequential};
+}
+
+// masked_whiten: (x - mean) * rsqrt(var_unbiased + 1e-8), shift_mean = True, with the
+// mean of a float32 batch sum (torch.sum(values * mask) / mask.sum()).
+[[nodiscard]] inline whitening_options whitening() {
+  return {.epsilon = 1e-8,
+          .estimator = std_estimator::unbiased,
+          .shift_mean = true,
+          .accumulation = mean_accumulation::float32_rounded_sum};
+}
+
+// compute_reinforce_plus_plus_outcome_advantage (config.gamma).
+[[nodiscard]] inline reinforce_plus_plus_options reinforce_plus_plus(double gamma = 1.0) {
+  return {.gamma = gamma, .whitening = whitening()};
+}
+
+// compute_reinforce_plus_plus_baseline_outcome_advantage: a group of one gets mean 0.
+[[nodiscard]] inline reinforce_plus_plus_baseline_options reinforce_plus_plus_baseline() {
+  return {.singleton = singleton_rule::raw_score,
+          .nonfinite = nonfinite_rule::error,
+          .accumulation = mean_accumulation::float32_sequential,
+          .whitening = whitening()};
+}
+
+}  // namespace cascade_rl::presets::verl

@@ -1,0 +1,103 @@
+#pragma once
+// veRL's loss conventions (verl/trainer/ppo/core_algos.py at commit 1dda039b) as option
+// values, checked against ../shared/reference/verl_core_algos.json:
+//   - PPO clip: clip_ratio 0.2 (clip_ratio_low/high override it), dual clip
+//     clip_ratio_c = 3.0 (always on in compute_policy_loss_vanilla), log-ratio clamped
+//     to +-20 before exp, loss_agg_mode "token-mean" by default;
+//   - truncated IS: w = min(exp(old_log_prob - rollout_log_probs), tis_imp_ratio_cap);
+//   - kl_penalty names "kl"/"k1", "abs", "mse"/"k2", "low_var_kl"/"k3", the latter with
+//     the input clamped to +-20 and the output to +-10;
+//   - agg_loss: a rank divides by its own valid-token count, by the number of its
+//     sequences that hold a valid token, and (seq-mean-token-sum-norm) additionally by
+//     the padded length T. single_rank_normalizer reproduces that; in a multi-rank or
+//     micro-batched step pass global counts instead (see loss_aggregation.hpp).
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "cascade_rl/algorithms/kl_estimators.hpp"
+#include "cascade_rl/algorithms/loss_aggregation.hpp"
+#include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/core/error.hpp"
+#include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/core/token_layout.hpp"
+
+namespace cascade_rl::presets::verl {
+
+// veRL's loss_agg_mode strings.
+[[nodiscard]] inline loss_aggregation aggregation(std::string_view loss_agg_mode) {
+  for (const auto mode : {loss_aggregation::token_mean, loss_aggregation::token_sum,
+                          loss_aggregation::seq_mean_token_sum,
+                          loss_aggregation::seq_mean_token_mean,
+                          loss_aggregation::seq_mean_token_sum_norm})
+    if (to_string(mode) == loss_agg_mode) return mode;
+  // (Built with append: GCC 12 flags "literal" + std::string with a bogus -Wrestrict.)
+  std::string problem = "is \"";
+  problem.append(loss_agg_mode)
+      .append("\", not a veRL mode (token-mean, token-sum, seq-mean-token-sum, "
+              "seq-mean-token-mean, seq-mean-token-sum-norm)");
+  detail::fail("loss_agg_mode", problem);
+}
+
+// compute_policy_loss_vanilla with actor config clip_ratio_low / clip_ratio_high /
+// clip_ratio_c.
+[[nodiscard]] inline ppo_clip_options ppo_clip(
+    loss_aggregation mode = loss_aggregation::token_mean, double clip_ratio_low = 0.2,
+    double clip_ratio_high = 0.2, double clip_ratio_c = 3.0) {
+  return {.clip_low = clip_ratio_low,
+          .clip_high = clip_ratio_high,
+          .dual_clip = clip_ratio_c,
+          .log_ratio_clamp = 20.0,
+          .aggregation = mode,
+          .importance = {}};
+}
+
+// The same with truncated importance sampling against the rollout log-probs
+// (tis_imp_ratio_cap > 0).
+[[nodiscard]] inline ppo_clip_options ppo_clip_with_tis(
+    double tis_imp_ratio_cap, loss_aggregation mode = loss_aggregation::token_mean,
+    double clip_ratio_low = 0.2, double clip_ratio_high = 0.2, double clip_ratio_c = 3.0) {
+  ppo_clip_options options = ppo_clip(mode, clip_ratio_low, clip_ratio_high, clip_ratio_c);
+  options.importance = {.mode = importance_sampling::truncated, .cap = tis_imp_ratio_cap};
+  return options;
+}
+
+// kl_penalty's type strings. The straight-through "+" variants (k3+) are not supported.
+[[nodiscard]] inline kl_options kl_penalty(std::string_view type) {
+  kl_options options{.estimator = kl_estimator::k3, .input_clamp = 20.0, .output_clamp = 10.0};
+  if (type == "kl" || type == "k1") {
+    options.estimator = kl_estimator::k1;
+  } else if (type == "abs") {
+    options.estimator = kl_estimator::abs;
+  } else if (type == "mse" || type == "k2") {
+    options.estimator = kl_estimator::k2;
+  } else if (type == "low_var_kl" || type == "k3") {
+    options.estimator = kl_estimator::k3;
+  } else {
+    std::string problem = "is \"";
+    problem.append(type).append(
+        "\", not a supported veRL type (kl, k1, abs, mse, k2, low_var_kl, k3)");
+    detail::fail("kl_penalty", problem);
+  }
+  return options;
+}
+
+// actor use_kl_loss: kl_loss_type (default low_var_kl), kl_loss_coef (default 0.001),
+// aggregated with the actor's loss_agg_mode.
+[[nodiscard]] inline kl_loss_options kl_loss(std::string_view kl_loss_type = "low_var_kl",
+                                             double kl_loss_coef = 0.001,
+                                             loss_aggregation mode = loss_aggregation::token_mean) {
+  return {.kl = kl_penalty(kl_loss_type), .coefficient = kl_loss_coef, .aggregation = mode};
+}
+
+// The normaliser veRL's agg_loss uses on one rank without micro-batching: the batch's
+// own valid tokens and non-empty sequences, and the padded length T as scale.
+template <exec::host_policy Policy>
+[[nodiscard]] loss_normalizer single_rank_normalizer(const Policy& policy,
+                                                     const token_layout& layout,
+                                                     std::size_t padded_length) {
+  return local_loss_counts(policy, layout).normalizer(static_cast<double>(padded_length));
+}
+
+}  // namespace cascade_rl::presets::verl

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that cascade_rl's build, tests, benchmarks and examples
+# use. A no-op (no network, no root needed) when every package is already present.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++       # the toolchain (present on a fresh machine of this kind)
+  libgtest-dev                # GoogleTest, for tests/
+  libbenchmark-dev            # Google Benchmark, for benchmarks/
+  nlohmann-json3-dev          # JSON, for the reference-vector tests
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+as_root=()
+if [[ "$(id -u)" -ne 0 ]]; then
+  as_root=(sudo)
+fi
+"${as_root[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

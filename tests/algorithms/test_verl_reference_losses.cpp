@@ -1,0 +1,150 @@
+// Conformance with veRL's compute_policy_loss_vanilla, agg_loss and kl_penalty, through
+// the presets::verl options (../shared/reference/verl_core_algos.json).
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cascade_rl/algorithms/kl_estimators.hpp"
+#include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/presets/verl_losses.hpp"
+#include "support/reference.hpp"
+
+namespace {
+
+namespace verl = cascade_rl::presets::verl;
+using cascade_rl::testing::expect_all_close;
+using cascade_rl::testing::expect_close;
+using cascade_rl::testing::flatten;
+using cascade_rl::testing::load_reference;
+using cascade_rl::testing::padded_from_mask;
+
+template <class T>
+void check_policy_loss_vanilla(const nlohmann::json& entry, const std::string& context) {
+  const auto batch = padded_from_mask(entry["mask"]);
+  const auto layout = batch.layout();
+  const auto log_probs = flatten<T>(entry["log_prob"]);
+  const auto old_log_probs = flatten<T>(entry["old_log_prob"]);
+  const auto advantages = flatten<T>(entry["advantages"]);
+  std::vector<T> grad(layout.tokens(), T(-7));  // garbage: every entry must be written
+
+  const auto mode = verl::aggregation(entry["mode"].get<std::string>());
+  const auto options = verl::ppo_clip(mode, entry["clip_low"].get<double>(),
+                                      entry["clip_high"].get<double>(),
+                                      entry["clip_ratio_c"].get<double>());
+  const auto normalizer = verl::single_rank_normalizer(cascade_rl::exec::seq, layout, batch.width);
+  const auto result = cascade_rl::ppo_clip_loss(
+      cascade_rl::exec::seq, layout, std::span<const T>(log_probs),
+      std::span<const T>(old_log_probs), std::span<const T>(advantages), std::span<T>(grad),
+      normalizer, options);
+
+  expect_close(result.loss, entry["loss"].get<double>(), context + " loss");
+  expect_all_close(std::span<const T>(grad), flatten<double>(entry["grad_log_prob"]),
+                   context + " grad_log_prob");
+  const auto& metrics = entry["metrics"];
+  expect_close(result.metrics.clip_fraction(), metrics["actor/pg_clipfrac"].get<double>(),
+               context + " pg_clipfrac");
+  expect_close(result.metrics.approx_kl(), metrics["actor/ppo_kl"].get<double>(),
+               context + " ppo_kl");
+  expect_close(result.metrics.dual_clip_fraction(),
+               metrics["actor/pg_clipfrac_lower"].get<double>(), context + " pg_clipfrac_lower");
+}
+
+TEST(VerlReferenceLosses, PolicyLossVanillaEveryEntryDouble) {
+  const auto reference = load_reference("verl_core_algos.json");
+  const auto& entries = reference["policy_loss_vanilla"];
+  ASSERT_EQ(entries.size(), 60u);
+  for (std::size_t k = 0; k < entries.size(); ++k)
+    check_policy_loss_vanilla<double>(entries[k], "policy_loss_vanilla[" + std::to_string(k) +
+                                                      "] " + entries[k]["mode"].get<std::string>());
+}
+
+TEST(VerlReferenceLosses, PolicyLossVanillaEveryEntryFloat) {
+  const auto reference = load_reference("verl_core_algos.json");
+  const auto& entries = reference["policy_loss_vanilla"];
+  for (std::size_t k = 0; k < entries.size(); ++k)
+    check_policy_loss_vanilla<float>(entries[k], "policy_loss_vanilla[" + std::to_string(k) +
+                                                     "] (float)");
+}
+
+// The reference holds clipped tokens (pg_clipfrac up to 0.6) and a fully masked row
+// (entries 50..59): without them the comparisons above would not exercise the clip
+// branches or veRL's count of non-empty sequences.
+TEST(VerlReferenceLosses, PolicyLossReferenceExercisesClipsAndEmptyRows) {
+  const auto reference = load_reference("verl_core_algos.json");
+  bool clipped = false;
+  bool empty_row = false;
+  for (const auto& entry : reference["policy_loss_vanilla"]) {
+    clipped |= entry["metrics"]["actor/pg_clipfrac"].get<double>() > 0.5;
+    for (const auto& row : entry["mask"]) {
+      double sum = 0;
+      for (const auto& v : row) sum += v.get<double>();
+      empty_row |= sum == 0;
+    }
+  }
+  EXPECT_TRUE(clipped);
+  EXPECT_TRUE(empty_row);
+}
+
+// veRL's seq-mean-token-sum-norm divides by (sequences * T): entry 2 is token-sum
+// 19.640478 on 7 rows of width 6, entry 8 the same batch in seq-mean-token-sum-norm.
+TEST(VerlReferenceLosses, SeqMeanTokenSumNormDividesBySequencesTimesWidth) {
+  const auto reference = load_reference("verl_core_algos.json");
+  const auto& entries = reference["policy_loss_vanilla"];
+  ASSERT_EQ(entries[2]["mode"], "token-sum");
+  ASSERT_EQ(entries[8]["mode"], "seq-mean-token-sum-norm");
+  expect_close(entries[2]["loss"].get<double>() / (7.0 * 6.0), entries[8]["loss"].get<double>(),
+               "token-sum / (N * T)");
+}
+
+template <class T>
+void check_kl_penalty(const nlohmann::json& entry, const std::string& context) {
+  const auto log_probs = flatten<T>(entry["log_prob"]);
+  const auto ref_log_probs = flatten<T>(entry["ref_log_prob"]);
+  const auto offsets = cascade_rl::padded_offsets(entry["log_prob"].size(),
+                                                  entry["log_prob"][0].size());
+  const cascade_rl::token_layout layout(offsets);
+  std::vector<T> values(layout.tokens(), T(-7));
+  std::vector<T> grad(layout.tokens(), T(-7));
+  const double sum = cascade_rl::kl_penalty(
+      cascade_rl::exec::seq, layout, std::span<const T>(log_probs),
+      std::span<const T>(ref_log_probs), std::span<T>(values), std::span<T>(grad),
+      verl::kl_penalty(entry["type"].get<std::string>()));
+  const auto expected_values = flatten<double>(entry["value"]);
+  expect_all_close(std::span<const T>(values), expected_values, context + " value");
+  expect_all_close(std::span<const T>(grad), flatten<double>(entry["grad_log_prob_of_sum"]),
+                   context + " grad_log_prob_of_sum");
+  double expected_sum = 0;
+  for (double v : expected_values) expected_sum += v;
+  expect_close(sum, expected_sum, context + " sum", 1e-5, 1e-5);
+}
+
+TEST(VerlReferenceLosses, KlPenaltyEveryEntry) {
+  const auto reference = load_reference("verl_core_algos.json");
+  const auto& entries = reference["kl_penalty"];
+  ASSERT_EQ(entries.size(), 7u);
+  for (std::size_t k = 0; k < entries.size(); ++k) {
+    const std::string context =
+        "kl_penalty[" + std::to_string(k) + "] " + entries[k]["type"].get<std::string>();
+    check_kl_penalty<double>(entries[k], context);
+    check_kl_penalty<float>(entries[k], context + " (float)");
+  }
+}
+
+// The low_var_kl entry has ref_log_prob = -60 at [0][0]: the input clamp (+-20) and the
+// output clamp (10) are both active there, so the value is 10 and the gradient 0.
+TEST(VerlReferenceLosses, LowVarKlClampEntry) {
+  const auto reference = load_reference("verl_core_algos.json");
+  for (const auto& entry : reference["kl_penalty"]) {
+    if (entry["type"] != "low_var_kl") continue;
+    ASSERT_EQ(entry["ref_log_prob"][0][0].get<double>(), -60.0);
+    EXPECT_EQ(entry["value"][0][0].get<double>(), 10.0);
+    EXPECT_EQ(entry["grad_log_prob_of_sum"][0][0].get<double>(), 0.0);
+  }
+}
+
+}  // namespace

@@ -1,0 +1,102 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/parallel.hpp"
+
+namespace {
+
+namespace exec = cascade_rl::exec;
+namespace detail = cascade_rl::detail;
+
+std::vector<double> random_values(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1e3);
+  std::vector<double> values(n);
+  for (auto& v : values) v = normal(rng);
+  return values;
+}
+
+// Bit equality: floating-point sums depend on order, so equal bits prove equal order.
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+TEST(BlockedSum, SameBitsForEveryThreadCount) {
+  const auto values = random_values(10 * detail::reduce_block_size + 17, 1);
+  const auto term = [&](std::size_t i) { return values[i]; };
+  const double sequential = detail::blocked_sum(exec::seq, values.size(), term);
+  for (int threads : {1, 2, 7}) {
+    const double parallel = detail::blocked_sum(exec::par.with_threads(threads), values.size(), term);
+    EXPECT_TRUE(same_bits(sequential, parallel)) << threads << " threads";
+  }
+}
+
+TEST(BlockedSum, MatchesAPlainSumWithinRounding) {
+  const auto values = random_values(3 * detail::reduce_block_size, 2);
+  double plain = 0;
+  for (double v : values) plain += v;
+  const double blocked =
+      detail::blocked_sum(exec::par, values.size(), [&](std::size_t i) { return values[i]; });
+  EXPECT_NEAR(blocked, plain, 1e-9 * std::abs(plain) + 1e-6);
+  EXPECT_EQ(detail::blocked_sum(exec::seq, 0, [](std::size_t) { return 1.0; }), 0.0);
+}
+
+TEST(ForEachIndex, VisitsEveryIndexOnceUnderEachPolicy) {
+  const std::size_t n = 5 * detail::parallel_threshold + 3;
+  for (int threads : {1, 2, 7}) {
+    std::vector<int> visits(n, 0);
+    detail::for_each_index(exec::par.with_threads(threads), n, [&](std::size_t i) { ++visits[i]; });
+    EXPECT_EQ(std::count(visits.begin(), visits.end(), 1), static_cast<long>(n)) << threads;
+  }
+  std::vector<int> visits(n, 0);
+  detail::for_each_index(exec::seq, n, [&](std::size_t i) { ++visits[i]; });
+  EXPECT_EQ(std::count(visits.begin(), visits.end(), 1), static_cast<long>(n));
+}
+
+TEST(FirstIndexWhere, FindsTheSmallestIndexAcrossBlocks) {
+  const std::size_t n = 6 * detail::reduce_block_size;
+  const std::size_t first = 2 * detail::reduce_block_size + 5;
+  const auto bad = [&](std::size_t i) { return i == first || i == first + 7 || i > 5 * detail::reduce_block_size; };
+  for (int threads : {1, 2, 7})
+    EXPECT_EQ(detail::first_index_where(exec::par.with_threads(threads), n, bad), first);
+  EXPECT_EQ(detail::first_index_where(exec::seq, n, [](std::size_t) { return false; }),
+            detail::no_index);
+}
+
+TEST(RequireFinite, NamesTheArgumentAndTheFirstBadIndex) {
+  std::vector<float> values(9000, 1.0f);
+  values[5000] = std::numeric_limits<float>::infinity();
+  values[8000] = std::numeric_limits<float>::quiet_NaN();
+  try {
+    detail::require_finite(exec::par.with_threads(2), std::span<const float>(values), "rewards");
+    FAIL() << "expected cascade_rl::error";
+  } catch (const cascade_rl::error& e) {
+    EXPECT_EQ(std::string(e.what()), "cascade_rl: rewards[5000]: is infinite");
+  }
+  values[5000] = 1.0f;
+  try {
+    detail::require_finite(exec::seq, std::span<const float>(values), "rewards");
+    FAIL() << "expected cascade_rl::error";
+  } catch (const cascade_rl::error& e) {
+    EXPECT_EQ(std::string(e.what()), "cascade_rl: rewards[8000]: is NaN");
+  }
+}
+
+TEST(RequireSize, StatesBothCounts) {
+  try {
+    detail::require_size(3, 4, "advantages", "one per sequence");
+    FAIL() << "expected cascade_rl::error";
+  } catch (const cascade_rl::error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "cascade_rl: advantages: has 3 entries, expected 4 (one per sequence)");
+  }
+}
+
+}  // namespace
