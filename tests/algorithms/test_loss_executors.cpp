@@ -24,14 +24,11 @@ namespace {
 using cascade_rl::importance_sampling;
 using cascade_rl::kl_estimator;
 using cascade_rl::loss_aggregation;
+using cascade_rl::testing::all_aggregation_modes;
 using cascade_rl::testing::make_random_batch;
 using cascade_rl::testing::random_batch;
 namespace exec = cascade_rl::exec;
 
-constexpr loss_aggregation all_modes[] = {
-    loss_aggregation::token_mean, loss_aggregation::token_sum,
-    loss_aggregation::seq_mean_token_sum, loss_aggregation::seq_mean_token_mean,
-    loss_aggregation::seq_mean_token_sum_norm};
 
 const exec::parallel_policy parallel_policies[] = {exec::par.with_threads(1),
                                                    exec::par.with_threads(2),
@@ -89,7 +86,7 @@ TYPED_TEST(LossExecutors, PpoClipBitIdentical) {
   const auto& b = large_batch<T>();
   const auto layout = b.layout();
   const auto normalizer = cascade_rl::local_loss_counts(exec::seq, layout).normalizer(400);
-  for (const auto mode : all_modes) {
+  for (const auto mode : all_aggregation_modes) {
     const cascade_rl::ppo_clip_options options{
         .clip_high = 0.28, .dual_clip = 2.0, .aggregation = mode,
         .importance = {.mode = importance_sampling::truncated, .cap = 1.5}};
@@ -120,7 +117,7 @@ TYPED_TEST(LossExecutors, ReinforceBitIdentical) {
   const auto& b = large_batch<T>();
   const auto layout = b.layout();
   const auto normalizer = cascade_rl::local_loss_counts(exec::seq, layout).normalizer(400);
-  for (const auto mode : all_modes) {
+  for (const auto mode : all_aggregation_modes) {
     auto options = cascade_rl::mopd_options();
     options.aggregation = mode;
     auto run = [&](const auto& policy, std::vector<T>& grad) {

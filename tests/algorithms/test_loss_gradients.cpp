@@ -25,14 +25,11 @@ using cascade_rl::kl_estimator;
 using cascade_rl::loss_aggregation;
 using cascade_rl::loss_normalizer;
 using cascade_rl::ppo_clip_options;
+using cascade_rl::testing::all_aggregation_modes;
 using cascade_rl::testing::make_random_batch;
 using cascade_rl::testing::random_batch;
 namespace exec = cascade_rl::exec;
 
-constexpr loss_aggregation all_modes[] = {
-    loss_aggregation::token_mean, loss_aggregation::token_sum,
-    loss_aggregation::seq_mean_token_sum, loss_aggregation::seq_mean_token_mean,
-    loss_aggregation::seq_mean_token_sum_norm};
 
 constexpr double step = 1e-6;
 
@@ -113,7 +110,7 @@ void check_ppo(const ppo_clip_options& options, std::uint64_t seed, const std::s
 
 TEST(LossGradients, PpoClipEveryModeMatchesFiniteDifferences) {
   std::uint64_t seed = 100;
-  for (const auto mode : all_modes) {
+  for (const auto mode : all_aggregation_modes) {
     const std::string name = "ppo " + std::string(cascade_rl::to_string(mode));
     check_ppo({.clip_low = 0.2, .clip_high = 0.28, .dual_clip = 1.5, .aggregation = mode},
               seed++, name);
@@ -136,7 +133,7 @@ TEST(LossGradients, PpoWithImportanceCorrectionMatchesFiniteDifferences) {
 // the two share the gradient.
 TEST(LossGradients, ReinforceLogProbSurrogateMatchesFiniteDifferences) {
   std::uint64_t seed = 300;
-  for (const auto mode : all_modes) {
+  for (const auto mode : all_aggregation_modes) {
     const auto batch = batch_for(seed++);
     const auto layout = batch.layout();
     const auto normalizer = normalizer_of(batch);
@@ -164,7 +161,7 @@ TEST(LossGradients, KlLossEveryEstimatorMatchesFiniteDifferences) {
   std::uint64_t seed = 400;
   for (const auto estimator :
        {kl_estimator::k1, kl_estimator::abs, kl_estimator::k2, kl_estimator::k3}) {
-    for (const auto mode : all_modes) {
+    for (const auto mode : all_aggregation_modes) {
       auto batch = batch_for(seed++);
       // Push some k3 tokens past the output clamp (gradient 0 there).
       for (std::size_t t = 0; t < batch.tokens(); t += 9) batch.ref_log_probs[t] += 4.0;

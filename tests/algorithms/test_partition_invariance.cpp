@@ -28,15 +28,12 @@ using cascade_rl::loss_aggregation;
 using cascade_rl::loss_normalizer;
 using cascade_rl::token_layout;
 using cascade_rl::testing::batch_slice;
+using cascade_rl::testing::all_aggregation_modes;
 using cascade_rl::testing::make_random_batch;
 using cascade_rl::testing::random_batch;
 using cascade_rl::testing::random_split;
 namespace exec = cascade_rl::exec;
 
-constexpr loss_aggregation all_modes[] = {
-    loss_aggregation::token_mean, loss_aggregation::token_sum,
-    loss_aggregation::seq_mean_token_sum, loss_aggregation::seq_mean_token_mean,
-    loss_aggregation::seq_mean_token_sum_norm};
 
 // Runs a loss over the tokens [begin, end) of the batch described by `layout`, writing
 // that range of grad_out; returns (loss, an exact-count metric).
@@ -98,7 +95,7 @@ random_batch<double> batch_for(std::uint64_t seed) {
 
 TEST(PartitionInvariance, PpoClipEveryModeAndCorrection) {
   std::uint64_t seed = 1;
-  for (const auto mode : all_modes) {
+  for (const auto mode : all_aggregation_modes) {
     for (const auto correction : {importance_sampling::none, importance_sampling::truncated,
                                   importance_sampling::band_mask}) {
       const auto batch = batch_for(seed);
@@ -126,7 +123,7 @@ TEST(PartitionInvariance, PpoClipEveryModeAndCorrection) {
 
 TEST(PartitionInvariance, ReinforceEveryMode) {
   std::uint64_t seed = 100;
-  for (const auto mode : all_modes) {
+  for (const auto mode : all_aggregation_modes) {
     for (const auto& options :
          {cascade_rl::reinforce_options{.aggregation = mode},
           cascade_rl::reinforce_options{
@@ -154,7 +151,7 @@ TEST(PartitionInvariance, KlLossEveryEstimatorAndMode) {
   std::uint64_t seed = 200;
   for (const auto estimator :
        {kl_estimator::k1, kl_estimator::abs, kl_estimator::k2, kl_estimator::k3}) {
-    for (const auto mode : all_modes) {
+    for (const auto mode : all_aggregation_modes) {
       const auto batch = batch_for(seed);
       const cascade_rl::kl_loss_options options{
           .kl = {.estimator = estimator}, .coefficient = 0.01, .aggregation = mode};

@@ -9,9 +9,16 @@
 #include <span>
 #include <vector>
 
+#include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/core/token_layout.hpp"
 
 namespace cascade_rl::testing {
+
+// Every aggregation mode, for tests that sweep them.
+inline constexpr loss_aggregation all_aggregation_modes[] = {
+    loss_aggregation::token_mean, loss_aggregation::token_sum,
+    loss_aggregation::seq_mean_token_sum, loss_aggregation::seq_mean_token_mean,
+    loss_aggregation::seq_mean_token_sum_norm};
 
 struct random_batch_shape {
   std::size_t sequences = 16;

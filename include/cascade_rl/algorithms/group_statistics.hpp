@@ -148,6 +148,23 @@ inline void require_epsilon(double epsilon, std::string_view argument) {
     fail(argument, "must be finite and >= 0, got " + std::to_string(epsilon));
 }
 
+// Runs body(first, last, nonfinite_group) for each group [first, last), in parallel over
+// groups. nonfinite_group is true when the group holds a NaN or infinite value and the
+// rule zeroes such groups (under nonfinite_rule::error validation refused them).
+template <class Policy, std::floating_point T, class Body>
+void for_each_group(const Policy& policy, std::span<const T> values, const group_layout& groups,
+                    nonfinite_rule nonfinite, Body&& body) {
+  for_each_index(
+      policy, groups.groups(),
+      [&](std::size_t g) {
+        const std::size_t first = groups.begin(g);
+        const std::size_t last = groups.end(g);
+        body(first, last,
+             nonfinite == nonfinite_rule::zero_group && group_has_nonfinite(values, first, last));
+      },
+      group_parallel_threshold);
+}
+
 // The checks every group-based advantage makes before its (non-throwing) loop:
 // sizes, finiteness unless non-finite groups are zeroed, and singletons where the
 // estimator needs two and the rule says refuse.

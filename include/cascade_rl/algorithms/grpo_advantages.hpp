@@ -55,13 +55,9 @@ void grpo_advantages(const Policy& policy, std::span<const T> rewards, const gro
                : std::sqrt(std * std + options.epsilon);
   };
 
-  detail::for_each_index(
-      policy, groups.groups(),
-      [&](std::size_t g) {
-        const std::size_t first = groups.begin(g);
-        const std::size_t last = groups.end(g);
-        const bool zero_group = options.nonfinite == nonfinite_rule::zero_group &&
-                                detail::group_has_nonfinite(rewards, first, last);
+  detail::for_each_group(
+      policy, rewards, groups, options.nonfinite,
+      [&](std::size_t first, std::size_t last, bool zero_group) {
         const bool singleton = last - first == 1;
         if (zero_group || (singleton && options.singleton == singleton_rule::zero_advantage)) {
           for (std::size_t i = first; i < last; ++i) advantages[i] = T(0);
@@ -84,8 +80,7 @@ void grpo_advantages(const Policy& policy, std::span<const T> rewards, const gro
         for (std::size_t i = first; i < last; ++i)
           advantages[i] =
               static_cast<T>(detail::deviation(rewards[i], m.mean, options.accumulation) / divisor);
-      },
-      detail::group_parallel_threshold);
+      });
 }
 
 }  // namespace cascade_rl

@@ -174,6 +174,34 @@ inline token_loss weighted(token_loss l, const importance_weight& w) {
   return {l.value * w.weight, l.grad * w.weight};
 }
 
+// Token t's importance weight exp(target_logp - behaviour_logp) under the options
+// (weight 1 when they ask for no correction), counted into the metrics.
+template <std::floating_point T>
+importance_weight counted_importance_weight(const importance_options& options,
+                                            double target_logp,
+                                            std::span<const T> behaviour_log_probs,
+                                            std::size_t t, policy_loss_metrics& metrics) {
+  if (options.mode == importance_sampling::none) return {};
+  const importance_weight w =
+      importance_weight_of(target_logp - static_cast<double>(behaviour_log_probs[t]), options);
+  metrics.importance_truncated += w.truncated;
+  metrics.importance_masked += w.masked;
+  return w;
+}
+
+// The checks shared by every policy loss after its own inputs', then grad_out filled
+// with the aggregation weights that reduce_token_losses scales.
+template <class Policy, std::floating_point T>
+void prepare_policy_loss(const Policy& policy, const token_layout& layout,
+                         std::span<const T> behaviour_log_probs, std::span<T> grad_out,
+                         const loss_normalizer& normalizer, loss_aggregation aggregation,
+                         const importance_options& importance) {
+  validate_behaviour(policy, layout, behaviour_log_probs, importance);
+  require_size(grad_out.size(), layout.tokens(), "grad_out", "one per token");
+  validate_normalizer(policy, layout, normalizer, aggregation);
+  write_aggregation_weights(policy, layout, normalizer, aggregation, grad_out);
+}
+
 }  // namespace detail
 
 // Strictly on-policy REINFORCE: l_t = -w_t * A_t * ratio_t with ratio_t =
@@ -188,26 +216,18 @@ policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layo
   detail::validate_importance(options.importance, "options.importance");
   detail::validate_token_input(policy, layout, log_probs, "log_probs");
   detail::validate_token_input(policy, layout, advantages, "advantages");
-  detail::validate_behaviour(policy, layout, behaviour_log_probs, options.importance);
-  detail::require_size(grad_out.size(), layout.tokens(), "grad_out", "one per token");
-  detail::validate_normalizer(policy, layout, normalizer, options.aggregation);
-  detail::write_aggregation_weights(policy, layout, normalizer, options.aggregation, grad_out);
+  detail::prepare_policy_loss(policy, layout, behaviour_log_probs, grad_out, normalizer,
+                              options.aggregation, options.importance);
 
-  const bool correct = options.importance.mode != importance_sampling::none;
   const auto total = detail::reduce_token_losses<policy_loss_metrics>(
       policy, layout, grad_out, [&](std::size_t t, policy_loss_metrics& m) {
         ++m.valid_tokens;
         const double logp = static_cast<double>(log_probs[t]);
         const double a = static_cast<double>(advantages[t]);
         const double value = options.surrogate == reinforce_surrogate::ratio ? -a : -a * logp;
-        detail::importance_weight w{};
-        if (correct) {
-          w = detail::importance_weight_of(logp - static_cast<double>(behaviour_log_probs[t]),
-                                           options.importance);
-          m.importance_truncated += w.truncated;
-          m.importance_masked += w.masked;
-        }
-        return detail::weighted({value, -a}, w);
+        return detail::weighted(
+            {value, -a},
+            detail::counted_importance_weight(options.importance, logp, behaviour_log_probs, t, m));
       });
   return {total.loss, total.metrics};
 }
@@ -236,12 +256,9 @@ policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layou
   detail::validate_token_input(policy, layout, log_probs, "log_probs");
   detail::validate_token_input(policy, layout, old_log_probs, "old_log_probs");
   detail::validate_token_input(policy, layout, advantages, "advantages");
-  detail::validate_behaviour(policy, layout, behaviour_log_probs, options.importance);
-  detail::require_size(grad_out.size(), layout.tokens(), "grad_out", "one per token");
-  detail::validate_normalizer(policy, layout, normalizer, options.aggregation);
-  detail::write_aggregation_weights(policy, layout, normalizer, options.aggregation, grad_out);
+  detail::prepare_policy_loss(policy, layout, behaviour_log_probs, grad_out, normalizer,
+                              options.aggregation, options.importance);
 
-  const bool correct = options.importance.mode != importance_sampling::none;
   const auto total = detail::reduce_token_losses<policy_loss_metrics>(
       policy, layout, grad_out, [&](std::size_t t, policy_loss_metrics& m) {
         ++m.valid_tokens;
@@ -249,14 +266,8 @@ policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layou
         const detail::token_loss l = detail::ppo_token(
             static_cast<double>(log_probs[t]), old_logp, static_cast<double>(advantages[t]),
             options, m);
-        detail::importance_weight w{};
-        if (correct) {
-          w = detail::importance_weight_of(old_logp - static_cast<double>(behaviour_log_probs[t]),
-                                           options.importance);
-          m.importance_truncated += w.truncated;
-          m.importance_masked += w.masked;
-        }
-        return detail::weighted(l, w);
+        return detail::weighted(l, detail::counted_importance_weight(
+                                       options.importance, old_logp, behaviour_log_probs, t, m));
       });
   return {total.loss, total.metrics};
 }

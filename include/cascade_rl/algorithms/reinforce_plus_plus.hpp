@@ -185,13 +185,9 @@ void reinforce_plus_plus_baseline_advantages(const Policy& policy, std::span<con
     for (std::size_t t = tokens.begin(s); t < tokens.end(s); ++t)
       advantages[t] = tokens.valid(t) ? static_cast<T>(value) : T(0);
   };
-  detail::for_each_index(
-      policy, groups.groups(),
-      [&](std::size_t g) {
-        const std::size_t first = groups.begin(g);
-        const std::size_t last = groups.end(g);
-        const bool zero_group = options.nonfinite == nonfinite_rule::zero_group &&
-                                detail::group_has_nonfinite(scores, first, last);
+  detail::for_each_group(
+      policy, scores, groups, options.nonfinite,
+      [&](std::size_t first, std::size_t last, bool zero_group) {
         if (zero_group) {
           for (std::size_t s = first; s < last; ++s) fill(s, 0.0);
           return;
@@ -207,8 +203,7 @@ void reinforce_plus_plus_baseline_advantages(const Policy& policy, std::span<con
         for (std::size_t s = first; s < last; ++s)
           fill(s, m.zero_variance ? 0.0
                                   : detail::deviation(scores[s], m.mean, options.accumulation));
-      },
-      detail::group_parallel_threshold);
+      });
   detail::whiten_valid_tokens(policy, std::span<const T>(advantages), tokens, advantages,
                               options.whitening);
 }

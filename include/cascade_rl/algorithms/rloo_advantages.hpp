@@ -31,13 +31,9 @@ void rloo_advantages(const Policy& policy, std::span<const T> rewards, const gro
   detail::validate_group_advantage_inputs(policy, rewards, groups, advantages.size(),
                                           options.nonfinite,
                                           options.singleton == singleton_rule::error, "RLOO");
-  detail::for_each_index(
-      policy, groups.groups(),
-      [&](std::size_t g) {
-        const std::size_t first = groups.begin(g);
-        const std::size_t last = groups.end(g);
-        const bool zero_group = options.nonfinite == nonfinite_rule::zero_group &&
-                                detail::group_has_nonfinite(rewards, first, last);
+  detail::for_each_group(
+      policy, rewards, groups, options.nonfinite,
+      [&](std::size_t first, std::size_t last, bool zero_group) {
         if (last - first == 1 && !zero_group) {
           advantages[first] = options.singleton == singleton_rule::raw_score ? rewards[first] : T(0);
           return;
@@ -54,8 +50,7 @@ void rloo_advantages(const Policy& policy, std::span<const T> rewards, const gro
         for (std::size_t i = first; i < last; ++i)
           advantages[i] = static_cast<T>(
               factor * detail::deviation(rewards[i], m.mean, options.accumulation));
-      },
-      detail::group_parallel_threshold);
+      });
 }
 
 }  // namespace cascade_rl
