@@ -1,0 +1,1 @@
+# Registers the comm tests; included from tests/CMakeLists.txt.

@@ -1,0 +1,1 @@
+# Registers the cuda tests; included from tests/CMakeLists.txt.
