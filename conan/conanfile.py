@@ -1,0 +1,119 @@
+"""Conan 2 recipe for cascade_rl, a header-only C++20 library.
+
+Run from the repository root: `conan create conan/ --build=missing`
+(add `-o "&:with_cuda=True"` and friends for the optional parts).
+The version is read from the top-level CMakeLists.txt, the one place it is written.
+"""
+import os
+import re
+
+from conan import ConanFile
+from conan.errors import ConanInvalidConfiguration
+from conan.tools.build import check_min_cppstd
+from conan.tools.files import copy, load
+from conan.tools.layout import basic_layout
+
+REPOSITORY_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+
+class CascadeRlConan(ConanFile):
+    name = "cascade_rl"
+    license = "MIT"
+    description = ("Cascade RL (Nemotron-Cascade) algorithms for C++ trainers: GRPO and "
+                   "friends, policy losses with dL/dlogp, MOPD, cascades of RL stages")
+    topics = ("reinforcement-learning", "grpo", "llm", "header-only", "cuda")
+    package_type = "header-library"
+    # Settings only to check the C++ standard; package_id() clears them: one package
+    # serves every configuration.
+    settings = "os", "arch", "compiler", "build_type"
+    options = {
+        "with_engine": [True, False],  # cascade_rl::cascade (needs nlohmann_json)
+        "with_cuda": [True, False],    # cascade_rl::cuda (system CUDA toolkit)
+        "with_mpi": [True, False],     # cascade_rl::mpi (system MPI)
+        "with_nccl": [True, False],    # cascade_rl::nccl (system NCCL; needs cuda and mpi)
+    }
+    default_options = {
+        "with_engine": True,
+        "with_cuda": False,
+        "with_mpi": False,
+        "with_nccl": False,
+    }
+    no_copy_source = True
+
+    def set_version(self):
+        cmakelists = load(self, os.path.join(REPOSITORY_ROOT, "CMakeLists.txt"))
+        match = re.search(r"project\(cascade_rl\s+VERSION\s+([0-9]+\.[0-9]+\.[0-9]+)", cmakelists)
+        if not match:
+            raise ConanInvalidConfiguration("no 'project(cascade_rl VERSION x.y.z' in CMakeLists.txt")
+        self.version = match.group(1)
+
+    def export_sources(self):
+        for pattern in ("include/*", "kernels/*", "LICENSE", "README.md", "CHANGELOG.md"):
+            copy(self, pattern, src=REPOSITORY_ROOT, dst=self.export_sources_folder)
+
+    def layout(self):
+        basic_layout(self, src_folder=".")
+
+    def requirements(self):
+        if self.options.with_engine:
+            self.requires("nlohmann_json/3.11.3")
+
+    def validate(self):
+        if self.settings.compiler.get_safe("cppstd"):
+            check_min_cppstd(self, 20)
+        if self.options.with_nccl and not (self.options.with_cuda and self.options.with_mpi):
+            raise ConanInvalidConfiguration("with_nccl needs with_cuda and with_mpi "
+                                            "(NCCL's unique id is bootstrapped over MPI)")
+
+    def package_id(self):
+        self.info.clear()
+
+    def package(self):
+        copy(self, "LICENSE", src=self.source_folder, dst=os.path.join(self.package_folder, "licenses"))
+        # The CUDA executors install next to the host headers, as CMake installs them.
+        copy(self, "*", src=os.path.join(self.source_folder, "include"),
+             dst=os.path.join(self.package_folder, "include"))
+        copy(self, "*.hpp", src=os.path.join(self.source_folder, "kernels"),
+             dst=os.path.join(self.package_folder, "include"))
+        copy(self, "*.cuh", src=os.path.join(self.source_folder, "kernels"),
+             dst=os.path.join(self.package_folder, "include"))
+
+    def package_info(self):
+        # The same file and target names as the CMake package: find_package(cascade_rl).
+        self.cpp_info.set_property("cmake_file_name", "cascade_rl")
+        self.cpp_info.bindirs = []
+        self.cpp_info.libdirs = []
+
+        core = self.cpp_info.components["core"]
+        core.set_property("cmake_target_name", "cascade_rl::cascade_rl")
+        core.bindirs = []
+        core.libdirs = []
+
+        if self.options.with_engine:
+            engine = self.cpp_info.components["cascade"]
+            engine.set_property("cmake_target_name", "cascade_rl::cascade")
+            engine.requires = ["core", "nlohmann_json::nlohmann_json"]
+            engine.system_libs = ["pthread"]
+            engine.bindirs = []
+            engine.libdirs = []
+        if self.options.with_cuda:
+            cuda = self.cpp_info.components["cuda"]
+            cuda.set_property("cmake_target_name", "cascade_rl::cuda")
+            cuda.requires = ["core"]
+            cuda.system_libs = ["cudart"]  # from the system toolkit, as vcpkg's cuda port
+            cuda.bindirs = []
+            cuda.libdirs = []
+        if self.options.with_mpi:
+            mpi = self.cpp_info.components["mpi"]
+            mpi.set_property("cmake_target_name", "cascade_rl::mpi")
+            mpi.requires = ["core"]
+            mpi.system_libs = ["mpi_cxx", "mpi"]  # the system's MPI (Debian: libopenmpi-dev)
+            mpi.bindirs = []
+            mpi.libdirs = []
+        if self.options.with_nccl:
+            nccl = self.cpp_info.components["nccl"]
+            nccl.set_property("cmake_target_name", "cascade_rl::nccl")
+            nccl.requires = ["cuda", "mpi"]
+            nccl.system_libs = ["nccl"]
+            nccl.bindirs = []
+            nccl.libdirs = []

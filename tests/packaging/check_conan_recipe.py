@@ -1,0 +1,60 @@
+"""Checks the Conan recipes without Conan (it cannot be installed here): both files
+compile, and the main recipe's own set_version() reads the version that CMakeLists.txt
+sets. Conan's modules are replaced by minimal stand-ins for the few names the recipe
+imports; only `load` does real work (it reads a file), as Conan's does.
+
+usage: python3 check_conan_recipe.py <source dir> <expected version>
+"""
+import importlib.util
+import pathlib
+import sys
+import types
+
+
+def install_conan_stand_ins():
+    def module(name, **members):
+        m = types.ModuleType(name)
+        m.__dict__.update(members)
+        sys.modules[name] = m
+        return m
+
+    class ConanFile:  # the recipe only subclasses it
+        pass
+
+    class ConanInvalidConfiguration(Exception):
+        pass
+
+    def unused(*args, **kwargs):
+        raise AssertionError("not expected to be called by set_version()")
+
+    module("conan", ConanFile=ConanFile)
+    module("conan.errors", ConanInvalidConfiguration=ConanInvalidConfiguration)
+    module("conan.tools")
+    module("conan.tools.build", check_min_cppstd=unused, can_run=unused)
+    module("conan.tools.files", copy=unused,
+           load=lambda conanfile, path: pathlib.Path(path).read_text())
+    module("conan.tools.layout", basic_layout=unused)
+    module("conan.tools.cmake", CMake=unused, cmake_layout=unused)
+
+
+def main():
+    source, expected = pathlib.Path(sys.argv[1]), sys.argv[2]
+    recipes = [source / "conan" / "conanfile.py", source / "conan" / "test_package" / "conanfile.py"]
+    for recipe in recipes:
+        compile(recipe.read_text(), str(recipe), "exec")  # what py_compile checks, without writing
+
+    install_conan_stand_ins()
+    spec = importlib.util.spec_from_file_location("cascade_rl_recipe", recipes[0])
+    recipe_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recipe_module)
+    recipe = recipe_module.CascadeRlConan()
+    recipe.set_version()
+    if recipe.version != expected:
+        sys.exit(f"conanfile.py reads version {recipe.version}, CMakeLists.txt says {expected}")
+    if recipe.name != "cascade_rl":
+        sys.exit(f"conanfile.py names the package {recipe.name}, expected cascade_rl")
+    print(f"conan recipes compile; the recipe reads version {recipe.version}")
+
+
+if __name__ == "__main__":
+    main()
