@@ -13,8 +13,6 @@ from conan.tools.build import check_min_cppstd
 from conan.tools.files import copy, load
 from conan.tools.layout import basic_layout
 
-REPOSITORY_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-
 
 class CascadeRlConan(ConanFile):
     name = "cascade_rl"
@@ -40,8 +38,14 @@ class CascadeRlConan(ConanFile):
     }
     no_copy_source = True
 
+    @property
+    def _repository_root(self):
+        # The recipe lives in conan/ of the repository; set_version and export_sources
+        # run at export time, from there.
+        return os.path.join(self.recipe_folder, "..")
+
     def set_version(self):
-        cmakelists = load(self, os.path.join(REPOSITORY_ROOT, "CMakeLists.txt"))
+        cmakelists = load(self, os.path.join(self._repository_root, "CMakeLists.txt"))
         match = re.search(r"project\(cascade_rl\s+VERSION\s+([0-9]+\.[0-9]+\.[0-9]+)", cmakelists)
         if not match:
             raise ConanInvalidConfiguration("no 'project(cascade_rl VERSION x.y.z' in CMakeLists.txt")
@@ -49,7 +53,7 @@ class CascadeRlConan(ConanFile):
 
     def export_sources(self):
         for pattern in ("include/*", "kernels/*", "LICENSE", "README.md", "CHANGELOG.md"):
-            copy(self, pattern, src=REPOSITORY_ROOT, dst=self.export_sources_folder)
+            copy(self, pattern, src=self._repository_root, dst=self.export_sources_folder)
 
     def layout(self):
         basic_layout(self, src_folder=".")

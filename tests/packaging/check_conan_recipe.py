@@ -48,6 +48,7 @@ def main():
     recipe_module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(recipe_module)
     recipe = recipe_module.CascadeRlConan()
+    recipe.recipe_folder = str(recipes[0].parent)  # as Conan sets it at export time
     recipe.set_version()
     if recipe.version != expected:
         sys.exit(f"conanfile.py reads version {recipe.version}, CMakeLists.txt says {expected}")
