@@ -8,6 +8,7 @@ packages=(
   libgtest-dev                # GoogleTest, for tests/
   libbenchmark-dev            # Google Benchmark, for benchmarks/
   nlohmann-json3-dev          # JSON, for the reference-vector tests
+  libopenmpi-dev openmpi-bin  # MPI, for cascade_rl::mpi and the multi-process tests
 )
 
 missing=()

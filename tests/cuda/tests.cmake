@@ -1,1 +1,51 @@
-# Registers the cuda tests; included from tests/CMakeLists.txt.
+# Registers the cuda tests; included from tests/CMakeLists.txt. cmake/cuda.cmake has
+# defined the targets used here (CASCADE_RL_CCCL_INCLUDE_DIR, cascade_rl::cuda).
+#
+#   cuda_portable_cpp, cuda_portable_omp  the Thrust path on the host systems, built by
+#                                         the C++ compiler: run everywhere.
+#   cuda_executors                        the CUB kernels against the host executors;
+#                                         ctest label gpu, skips without a device.
+
+set(_cuda_tests_dir "${CMAKE_CURRENT_LIST_DIR}")
+
+# The portable tests: each GoogleTest case a ctest test labelled cuda.
+function(_cascade_rl_cuda_test target)
+  target_include_directories(${target} PRIVATE "${_cuda_tests_dir}/..")
+  target_link_libraries(${target} PRIVATE cascade_rl::cascade_rl GTest::gtest_main)
+  gtest_discover_tests(${target}
+    TEST_PREFIX "${target}."
+    DISCOVERY_MODE PRE_TEST
+    PROPERTIES LABELS cuda)
+endfunction()
+
+if(CASCADE_RL_CCCL_INCLUDE_DIR)
+  foreach(system IN ITEMS CPP OMP)
+    if(system STREQUAL "OMP" AND NOT OpenMP_CXX_FOUND)
+      continue()
+    endif()
+    string(TOLOWER "${system}" suffix)
+    set(target cuda_portable_${suffix})
+    add_executable(${target} "${_cuda_tests_dir}/test_portable.cpp")
+    target_compile_definitions(${target} PRIVATE
+      THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_${system})
+    target_include_directories(${target} SYSTEM PRIVATE
+      "${CASCADE_RL_CCCL_INCLUDE_DIR}" ${CUDAToolkit_INCLUDE_DIRS})
+    target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}/kernels")
+    if(system STREQUAL "OMP")
+      target_link_libraries(${target} PRIVATE OpenMP::OpenMP_CXX)
+    endif()
+    _cascade_rl_cuda_test(${target})
+  endforeach()
+endif()
+
+# The GPU tests: one ctest test for the whole binary, so that it can carry both labels
+# (cuda;gpu); without a device every case skips and ctest reports the test as skipped.
+if(TARGET cascade_rl::cuda)
+  add_executable(cuda_executors "${_cuda_tests_dir}/test_executors.cu")
+  target_include_directories(cuda_executors PRIVATE "${_cuda_tests_dir}/..")
+  target_link_libraries(cuda_executors PRIVATE cascade_rl::cuda GTest::gtest_main)
+  target_compile_options(cuda_executors PRIVATE ${CASCADE_RL_CUDA_WARNING_FLAGS})
+  add_test(NAME cuda_executors COMMAND cuda_executors)
+  set_tests_properties(cuda_executors PROPERTIES LABELS "cuda;gpu" TIMEOUT 300
+    SKIP_REGULAR_EXPRESSION "SKIPPED \\][^\n]*[1-9][0-9]* tests?, listed below")
+endif()

@@ -1,6 +1,7 @@
 # Script mode: checks the vcpkg manifest for what vcpkg requires of a port, and that the
 # port and CHANGELOG.md carry the project's version (set once, in CMakeLists.txt).
 #   cmake -DSOURCE_DIR=... -DPROJECT_VERSION=... -P check_vcpkg_and_changelog.cmake
+cmake_minimum_required(VERSION 3.25)  # policies for script mode
 foreach(var SOURCE_DIR PROJECT_VERSION)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "-D${var}=... is required")

@@ -1,0 +1,150 @@
+// A complete cascade on a model small enough to read: GRPO on domain "short" (answers
+// of one token), GRPO on domain "long" (prompts sharing the same table rows, other
+// answers, so the policy forgets "short"), then MOPD routing "short" prompts to the
+// best "short" snapshot seen so far. Prints one progress line per step, the forgetting
+// table after each stage, metrics as JSON lines to cascade_metrics.jsonl, and
+// checkpoints to cascade_checkpoints/ (run it again: it resumes, here finding the
+// run finished). `--check` exits non-zero unless MOPD recovers "short".
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <span>
+#include <vector>
+
+#include <cascade_rl/cascade.hpp>
+
+namespace cr = cascade_rl;
+
+constexpr int vocabulary = 8, max_length = 4, rows = 4;  // token 0 ends a response
+
+// The answer to prompt id k: one token for ids 0-3, three tokens for ids 4-7.
+std::vector<int> answer(std::int64_t k) {
+  std::vector<int> a;
+  for (int t = 0; t < (k < 4 ? 1 : 3); ++t) a.push_back(1 + static_cast<int>(3 * k + 2 * t) % 7);
+  a.push_back(0);
+  return a;
+}
+
+// Reward: the fraction of answer positions right. Called from worker threads.
+float reward(const cr::response_view& r) {
+  const auto a = answer(r.input.id);
+  float right = 0;
+  for (std::size_t t = 0; t < a.size() && t < r.tokens.size(); ++t) right += r.tokens[t] == a[t];
+  return right / static_cast<float>(a.size());
+}
+
+// Parameters: logits[row = id % rows][position][token]. Scores tokens, so it can teach.
+struct table {
+  std::vector<double> logits = std::vector<double>(rows * max_length * vocabulary, 0.0);
+  std::vector<double> p(std::int64_t id, std::size_t position) const {
+    const double* z = &logits[((id % rows) * max_length + position) * vocabulary];
+    std::vector<double> out(z, z + vocabulary);
+    const double top = *std::max_element(out.begin(), out.end());
+    double sum = 0;
+    for (double& x : out) sum += x = std::exp(x - top);
+    for (double& x : out) x /= sum;
+    return out;
+  }
+  void log_probs(const cr::rollout_batch& b, std::span<float> out) const {
+    for (std::size_t i = 0; i < b.response_count(); ++i)
+      for (std::size_t t = 0; t < b.length(i); ++t)
+        out[b.token_offsets[i] + t] = static_cast<float>(std::log(p(b.prompts[b.group_of(i)].id, t)[b.response_tokens(i)[t]]));
+  }
+};
+
+// The Policy: generate, log_probs, apply_gradient (plain SGD on dL/dlogits =
+// dL/dlogp * (onehot - softmax)), snapshot/restore, save/load for checkpoints.
+struct tabular_policy {
+  using snapshot_type = table;
+  table params;
+
+  cr::rollout_batch generate(std::span<const cr::prompt> prompts, const cr::generation_request& request) {
+    cr::rng_type rng(request.seed);  // every draw from the request's seed
+    cr::rollout_batch batch;
+    for (const cr::prompt& prompt : prompts) {
+      batch.add_prompt(prompt);
+      for (std::size_t g = 0; g < request.group_size; ++g) {
+        std::vector<std::int32_t> tokens;
+        std::vector<float> logps;
+        while (tokens.size() < max_length && (tokens.empty() || tokens.back() != 0)) {
+          const auto p = params.p(prompt.id, tokens.size());
+          int k = 0;
+          if (request.sampling.temperature == 0) {
+            k = static_cast<int>(std::max_element(p.begin(), p.end()) - p.begin());
+          } else {
+            for (double u = cr::detail::uniform01(rng); k < vocabulary - 1 && u >= p[k]; ++k) u -= p[k];
+          }
+          tokens.push_back(k);
+          logps.push_back(static_cast<float>(std::log(p[k])));
+        }
+        batch.add_response(tokens, logps, tokens.back() == 0 ? cr::finish_reason::stopped : cr::finish_reason::truncated);
+      }
+    }
+    return batch;
+  }
+  void log_probs(const cr::rollout_batch& b, std::span<float> out) const { params.log_probs(b, out); }
+  void apply_gradient(const cr::rollout_batch& b, std::span<const float> dlogp, double lr) {
+    table next = params;
+    for (std::size_t i = 0; i < b.response_count(); ++i)
+      for (std::size_t t = 0; t < b.length(i); ++t) {
+        const std::int64_t id = b.prompts[b.group_of(i)].id;
+        const auto p = params.p(id, t);
+        const float d = dlogp[b.token_offsets[i] + t];
+        double* z = &next.logits[((id % rows) * max_length + t) * vocabulary];
+        for (int k = 0; k < vocabulary; ++k) z[k] -= lr * d * ((k == b.response_tokens(i)[t]) - p[k]);
+      }
+    params = next;
+  }
+  table snapshot() const { return params; }
+  void restore(const table& t) { params = t; }
+  void save(const table& t, const std::filesystem::path& path) const {
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(t.logits.data()), t.logits.size() * sizeof(double));
+  }
+  table load(const std::filesystem::path& path) const {
+    table t;
+    std::ifstream in(path, std::ios::binary);
+    if (!in.read(reinterpret_cast<char*>(t.logits.data()), t.logits.size() * sizeof(double)))
+      throw cr::error("cascade_rl: " + path.string() + ": truncated policy file");
+    return t;
+  }
+};
+
+std::vector<cr::prompt> prompts(const char* domain, std::int64_t first) {
+  std::vector<cr::prompt> out;
+  for (std::int64_t id = first; id < first + 4; ++id) out.push_back({.id = id, .domain = domain});
+  return out;
+}
+
+cr::stage_config grpo(const char* name, const char* domain, std::int64_t first, std::size_t steps) {
+  return {.name = name, .domains = {domain}, .group_size = 8, .prompts_per_step = 4, .steps = steps,
+          .lr = cr::constant_lr(2.0), .sampling = {.max_response_length = max_length},
+          .evals = {{.domain = domain, .prompts = prompts(domain, first)}}};
+}
+
+int main(int argc, char** argv) {
+  auto cascade = cr::make_cascade(
+      cr::make_grpo_stage(grpo("grpo_short", "short", 0, 20), cr::prompt_pool(prompts("short", 0)), reward),
+      cr::make_grpo_stage(grpo("grpo_long", "long", 4, 40), cr::prompt_pool(prompts("long", 4)), reward),
+      cr::make_mopd_stage({.name = "mopd", .domains = {"short"}, .group_size = 4, .prompts_per_step = 4,
+                           .steps = 30, .lr = cr::linear_warmup_lr(0.2, 2.0, 5),
+                           .sampling = {.max_response_length = max_length}},
+                          cr::prompt_pool(prompts("short", 0))));
+  tabular_policy policy;
+  auto runner = cr::make_runner(cascade, policy, {.seed = 7, .checkpoint_dir = "cascade_checkpoints"});
+  if (runner.resume()) std::printf("resumed at stage %zu, step %zu\n", runner.stage_index(), runner.step());
+  std::ofstream metrics("cascade_metrics.jsonl", std::ios::app);
+  const cr::cascade_report report =
+      runner.run(cr::console_progress(std::cout), cr::forgetting_table(std::cout), cr::jsonl_metrics(metrics));
+  for (const auto& r : report.regressions)
+    std::printf("regression: %s fell %.3f after %s\n", r.domain.c_str(), r.drop(), r.stage.c_str());
+  const auto& m = report.forgetting;
+  const std::size_t last = m.rows() - 1;
+  const bool recovered = m.score(last, "short") > m.score(last - 1, "short");
+  std::printf("short: %.3f after grpo_long, %.3f after mopd\n", m.score(last - 1, "short"), m.score(last, "short"));
+  return argc > 1 && std::strcmp(argv[1], "--check") == 0 && !recovered ? 1 : 0;
+}

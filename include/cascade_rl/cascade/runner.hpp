@@ -1,0 +1,417 @@
+#pragma once
+// Runs a cascade on one policy:
+//   validate everything (configs, teachers MOPD will need, checkpointing) before
+//   touching the policy
+//   evaluate every domain ("before" row of the forgetting matrix); offer teachers
+//   for each stage: steps (lr from the stage schedule, seeds from the cascade's
+//     generator), optional evaluations inside the stage for the stop criteria, then
+//     evaluation of every domain (a forgetting-matrix row) and teacher capture
+//   checkpoints along the way; resume() continues from the latest one exactly.
+//
+// A run can be cut short with run_options.max_steps (a time-limited job, or a test's
+// "kill"): it checkpoints and returns; a later run() or a fresh runner's resume() +
+// run() continues, and the final policy is bit for bit that of an uninterrupted run
+// (the policy's snapshot holds its optimizer state; every random draw comes from the
+// checkpointed generator).
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cascade_rl/cascade/checkpoint.hpp"
+#include "cascade_rl/cascade/composition.hpp"
+#include "cascade_rl/cascade/concepts.hpp"
+#include "cascade_rl/cascade/forgetting_matrix.hpp"
+#include "cascade_rl/cascade/observers.hpp"
+#include "cascade_rl/cascade/rng.hpp"
+#include "cascade_rl/cascade/stage.hpp"
+#include "cascade_rl/cascade/teacher_registry.hpp"
+#include "cascade_rl/core/error.hpp"
+
+namespace cascade_rl {
+
+struct run_options {
+  std::uint64_t seed = 0;
+  std::filesystem::path checkpoint_dir{};  // empty: no checkpoints
+  std::size_t checkpoint_every = 1;        // in steps; the baseline, stage ends and
+                                           // interrupted runs always checkpoint
+  std::size_t keep_checkpoints = 2;
+  std::size_t max_steps = 0;               // steps one run() may take; 0: no limit
+  double regression_threshold = 0.02;      // a drop larger than this is a regression
+};
+
+struct cascade_report {
+  bool finished = false;                   // false: cut short by max_steps
+  std::size_t global_step = 0;
+  forgetting_matrix forgetting;
+  std::vector<std::pair<std::string, std::optional<double>>> backward_transfer;
+  std::optional<double> backward_transfer_overall;
+  std::vector<regression> regressions;
+  std::vector<std::string> warnings;       // the ordering check
+  std::vector<std::string> stopped_early;  // stages ended by their stop criteria
+};
+
+namespace detail {
+
+// Calls o.member(args...) when the observer has it.
+#define CASCADE_RL_NOTIFY(observers, member, ...)                                  \
+  std::apply(                                                                       \
+      [&](auto&... o) {                                                             \
+        (                                                                           \
+            [&](auto& one) {                                                        \
+              if constexpr (requires { one.member(__VA_ARGS__); }) one.member(__VA_ARGS__); \
+            }(o),                                                                   \
+            ...);                                                                   \
+      },                                                                            \
+      observers)
+
+// The evaluation seed: fixed for a run, independent of the training generator.
+inline std::uint64_t evaluation_seed(std::uint64_t seed) { return seed ^ 0x9e3779b97f4a7c15ULL; }
+
+}  // namespace detail
+
+template <Policy P, stage_shape... S>
+  requires(Stage<S, P> && ...)
+class cascade_runner {
+ public:
+  using snapshot = snapshot_t<P>;
+
+  cascade_runner(cascade<S...>& stages, P& policy, run_options options = {})
+      : stages_(&stages), policy_(&policy), options_(std::move(options)),
+        rng_(options_.seed), matrix_(stages.eval_domains()) {}
+
+  // Explicit teachers: assign before run() (an assigned teacher is never replaced).
+  [[nodiscard]] teacher_registry<snapshot>& teachers() { return teachers_; }
+  [[nodiscard]] const teacher_registry<snapshot>& teachers() const { return teachers_; }
+  [[nodiscard]] const forgetting_matrix& forgetting() const { return matrix_; }
+  [[nodiscard]] std::size_t stage_index() const { return stage_; }
+  [[nodiscard]] std::size_t step() const { return step_; }
+  [[nodiscard]] std::size_t global_step() const { return global_step_; }
+  [[nodiscard]] bool finished() const { return stage_ == stages_->size(); }
+
+  // Loads the latest checkpoint of options.checkpoint_dir, if there is one, and returns
+  // whether it did. All or nothing: a malformed, truncated or foreign checkpoint throws
+  // cascade_rl::error and leaves the runner, the stages and the policy as they were.
+  bool resume() {
+    if (options_.checkpoint_dir.empty())
+      detail::fail("run_options.checkpoint_dir", "is empty: there is nothing to resume from");
+    if constexpr (!Checkpointable<P>) {
+      detail::fail("policy", "cannot resume: its type has no save(snapshot, path) / load(path)");
+    } else {
+      auto loaded = read_latest_checkpoint(options_.checkpoint_dir, *policy_);
+      if (!loaded) return false;
+      const parsed_state parsed = parse_state(loaded->state, loaded->path.string());
+      if (parsed.stage < stages_->size())
+        stages_->visit(parsed.stage, [&](auto& s) { s.load_state(parsed.stage_state); });
+      // Commit: nothing below throws but restore, which runs last.
+      stage_ = parsed.stage;
+      step_ = parsed.step;
+      global_step_ = parsed.global_step;
+      baseline_done_ = parsed.baseline_done;
+      stage_stopped_ = parsed.stage_stopped;
+      best_ = parsed.best;
+      since_improvement_ = parsed.since_improvement;
+      sequence_ = parsed.sequence;
+      stopped_early_ = parsed.stopped_early;
+      rng_ = parsed.rng;
+      matrix_ = parsed.matrix;
+      teachers_ = std::move(loaded->teachers);
+      policy_->restore(loaded->policy);
+      return true;
+    }
+  }
+
+  // Runs (or continues) the cascade. Observers: see observers.hpp.
+  template <class... O>
+  cascade_report run(O&&... observers) {
+    auto obs = std::forward_as_tuple(observers...);
+    validate();
+    const std::vector<std::string> warnings = stages_->warnings();
+    for (const std::string& w : warnings) CASCADE_RL_NOTIFY(obs, on_warning, std::string_view(w));
+
+    std::size_t taken = 0;
+    bool dirty = false;
+    if (!baseline_done_) {
+      evaluate_all("before", {}, obs);
+      baseline_done_ = true;
+      checkpoint();
+    }
+    while (stage_ < stages_->size()) {
+      bool interrupted = false;
+      stages_->visit(stage_, [&](auto& stage) {
+        const stage_config& config = stage.config();
+        if (step_ == 0 && !stage_stopped_) {
+          require_teachers_now(stage);
+          CASCADE_RL_NOTIFY(obs, on_stage_begin, config, stage_);
+        }
+        while (!stage_stopped_ && step_ < config.steps) {
+          if (options_.max_steps != 0 && taken == options_.max_steps) {
+            interrupted = true;
+            return;
+          }
+          step_context<snapshot> context{step_, config.lr.at(step_, config.steps), rng_, teachers_};
+          step_metrics m = stage.step(*policy_, context);
+          ++step_;
+          ++global_step_;
+          ++taken;
+          m.stage = config.name;
+          m.stage_index = stage_;
+          m.step = step_;
+          m.steps = config.steps;
+          m.global_step = global_step_;
+          m.lr = context.lr;
+          CASCADE_RL_NOTIFY(obs, on_step, static_cast<const step_metrics&>(m));
+          if (config.stop.eval_every != 0 && step_ % config.stop.eval_every == 0 && step_ < config.steps)
+            evaluate_inside(stage, obs);
+          dirty = true;
+          if (global_step_ % std::max<std::size_t>(options_.checkpoint_every, 1) == 0) {
+            checkpoint();
+            dirty = false;
+          }
+        }
+        evaluate_all(config.name, config.domains, obs);
+        CASCADE_RL_NOTIFY(obs, on_stage_end, config, static_cast<const forgetting_matrix&>(matrix_));
+        ++stage_;
+        step_ = 0;
+        stage_stopped_ = false;
+        best_.reset();
+        since_improvement_ = 0;
+        checkpoint();
+        dirty = false;
+      });
+      if (interrupted) {
+        if (dirty) checkpoint();
+        return report(false, warnings);
+      }
+    }
+    return report(true, warnings);
+  }
+
+ private:
+  // ---- validation --------------------------------------------------------------------
+
+  void validate() const {
+    stages_->validate();
+    if (!options_.checkpoint_dir.empty() && !Checkpointable<P>)
+      detail::fail("run_options.checkpoint_dir",
+                   "is set, but the policy type has no save(snapshot, path) / load(path)");
+    // MOPD stages still to run: every domain needs a teacher now, or an evaluation set
+    // from which one will be captured (every domain is evaluated before the first stage).
+    const std::vector<std::string> evaluated = stages_->eval_domains();
+    const std::set<std::string> capturable(evaluated.begin(), evaluated.end());
+    for (std::size_t k = stage_; k < stages_->size(); ++k)
+      stages_->visit(k, [&](const auto& stage) {
+        if constexpr (needs_teachers<std::decay_t<decltype(stage)>>)
+          for (const std::string& d : stage.required_teachers())
+            if (!teachers_.contains(d) && !capturable.contains(d))
+              detail::fail("stage '" + stage.config().name + "'.domains",
+                           "has domain '" + d + "' without a teacher: none is assigned, and no "
+                           "evaluation set measures it, so none can be captured");
+      });
+  }
+
+  template <class Stage_>
+  void require_teachers_now(const Stage_& stage) const {
+    if constexpr (needs_teachers<Stage_>)
+      for (const std::string& d : stage.required_teachers())
+        if (!teachers_.contains(d))
+          detail::fail("stage '" + stage.config().name + "'.domains",
+                       "has domain '" + d + "' without a teacher at the start of the stage");
+  }
+
+  // ---- evaluation and teachers -------------------------------------------------------
+
+  // Domains a capture now could serve: those of MOPD stages after the current one (all
+  // of them before the first stage).
+  [[nodiscard]] std::set<std::string> wanted_teachers() const {
+    std::set<std::string> wanted;
+    const std::size_t first = baseline_done_ ? stage_ + 1 : 0;
+    for (std::size_t k = first; k < stages_->size(); ++k)
+      stages_->visit(k, [&](const auto& stage) {
+        if constexpr (needs_teachers<std::decay_t<decltype(stage)>>)
+          for (const std::string& d : stage.required_teachers()) wanted.insert(d);
+      });
+    return wanted;
+  }
+
+  void offer_teachers(const std::vector<domain_score>& scores, const std::string& label) {
+    const std::set<std::string> wanted = wanted_teachers();
+    std::vector<std::pair<std::string, double>> offered;
+    for (const auto& s : scores)
+      if (wanted.contains(s.domain)) offered.emplace_back(s.domain, s.score);
+    teachers_.offer(offered, label, [&] { return policy_->snapshot(); });
+  }
+
+  template <class Obs>
+  void evaluate_all(const std::string& label, const std::vector<std::string>& trained, Obs& obs) {
+    const std::uint64_t seed = detail::evaluation_seed(options_.seed);
+    std::vector<domain_score> scores;
+    stages_->for_each([&](auto& stage) {
+      for (auto& s : stage.evaluate(*policy_, seed)) scores.push_back(std::move(s));
+    });
+    std::vector<double> row(matrix_.domains().size(), 0.0);
+    for (const auto& s : scores) row[matrix_.column(s.domain)] = s.score;
+    matrix_.add_row(label, trained, row);
+    offer_teachers(scores, label);
+    const evaluation_record record{label, stage_, step_, true, scores};
+    CASCADE_RL_NOTIFY(obs, on_evaluation, record);
+  }
+
+  template <class Stage_, class Obs>
+  void evaluate_inside(Stage_& stage, Obs& obs) {
+    const stage_config& config = stage.config();
+    const std::vector<domain_score> scores = stage.evaluate(*policy_, detail::evaluation_seed(options_.seed));
+    offer_teachers(scores, config.name);
+    const evaluation_record record{config.name, stage_, step_, false, scores};
+    CASCADE_RL_NOTIFY(obs, on_evaluation, record);
+    double mean = 0.0;
+    for (const auto& s : scores) mean += s.score;
+    if (!scores.empty()) mean /= static_cast<double>(scores.size());
+    const stop_criteria& stop = config.stop;
+    if (!best_ || mean > *best_ + stop.plateau_min_delta) {
+      best_ = mean;
+      since_improvement_ = 0;
+    } else {
+      ++since_improvement_;
+    }
+    const bool reached = stop.target_score && mean >= *stop.target_score;
+    const bool plateau = stop.plateau_patience != 0 && since_improvement_ >= stop.plateau_patience;
+    if (reached || plateau) {
+      stage_stopped_ = true;
+      stopped_early_.push_back(config.name);
+    }
+  }
+
+  // ---- checkpoints -------------------------------------------------------------------
+
+  [[nodiscard]] std::vector<std::string> stage_names() const {
+    std::vector<std::string> names;
+    for (const auto& c : stages_->configs()) names.push_back(c.name);
+    return names;
+  }
+
+  void checkpoint() {
+    if (options_.checkpoint_dir.empty()) return;
+    if constexpr (Checkpointable<P>) {
+      nlohmann::json state = {
+          {"stages", stage_names()},
+          {"position", {{"stage", stage_}, {"step", step_}, {"global_step", global_step_},
+                        {"baseline_done", baseline_done_}, {"stage_stopped", stage_stopped_}}},
+          {"stop", {{"best", best_ ? nlohmann::json(*best_) : nlohmann::json()},
+                    {"since_improvement", since_improvement_}}},
+          {"stopped_early", stopped_early_},
+          {"rng", detail::save_rng(rng_)},
+          {"forgetting", matrix_.to_json()},
+          {"sequence", sequence_ + 1},
+          {"stage_state", stage_ < stages_->size()
+                              ? stages_->visit(stage_, [](const auto& s) { return s.state(); })
+                              : nlohmann::json()}};
+      write_checkpoint(options_.checkpoint_dir, sequence_ + 1, *policy_, teachers_, std::move(state),
+                       options_.keep_checkpoints);
+      ++sequence_;
+    }
+  }
+
+  struct parsed_state {
+    std::size_t stage = 0, step = 0, global_step = 0, since_improvement = 0;
+    std::uint64_t sequence = 0;
+    bool baseline_done = false, stage_stopped = false;
+    std::optional<double> best;
+    std::vector<std::string> stopped_early;
+    rng_type rng;
+    forgetting_matrix matrix;
+    nlohmann::json stage_state;
+  };
+
+  [[nodiscard]] parsed_state parse_state(const nlohmann::json& state, const std::string& where) const {
+    const std::string field = "checkpoint '" + where + "' state";
+    parsed_state p;
+    try {
+      const auto names = state.at("stages").get<std::vector<std::string>>();
+      if (names != stage_names())
+        detail::fail(field + ".stages", "are " + detail::joined(names) +
+                                            ", but this cascade's stages are " + detail::joined(stage_names()));
+      const auto& position = state.at("position");
+      p.stage = position.at("stage").get<std::size_t>();
+      p.step = position.at("step").get<std::size_t>();
+      p.global_step = position.at("global_step").get<std::size_t>();
+      p.baseline_done = position.at("baseline_done").get<bool>();
+      p.stage_stopped = position.at("stage_stopped").get<bool>();
+      const auto& stop = state.at("stop");
+      if (!stop.at("best").is_null()) p.best = stop.at("best").get<double>();
+      p.since_improvement = stop.at("since_improvement").get<std::size_t>();
+      p.stopped_early = state.at("stopped_early").get<std::vector<std::string>>();
+      p.rng = detail::load_rng(state.at("rng").get<std::string>(), field + ".rng");
+      p.sequence = state.at("sequence").get<std::uint64_t>();
+      p.stage_state = state.at("stage_state");
+    } catch (const nlohmann::json::exception& e) {
+      detail::fail(field, std::string("is malformed: ") + e.what());
+    }
+    if (p.stage > stages_->size())
+      detail::fail(field + ".position.stage", "is past the last stage");
+    if (p.stage < stages_->size()) {
+      const std::size_t steps = stages_->visit(p.stage, [](const auto& s) { return s.config().steps; });
+      if (p.step > steps) detail::fail(field + ".position.step", "is past the stage's step budget");
+    }
+    p.matrix = forgetting_matrix::from_json(state.at("forgetting"));
+    if (p.matrix.domains() != stages_->eval_domains())
+      detail::fail(field + ".forgetting", "has other domains than this cascade's evaluation sets");
+    return p;
+  }
+
+  [[nodiscard]] cascade_report report(bool finished, std::vector<std::string> warnings) const {
+    cascade_report r;
+    r.finished = finished;
+    r.global_step = global_step_;
+    r.forgetting = matrix_;
+    for (const auto& d : matrix_.domains()) r.backward_transfer.emplace_back(d, matrix_.backward_transfer(d));
+    r.backward_transfer_overall = matrix_.backward_transfer();
+    r.regressions = matrix_.regressions(options_.regression_threshold);
+    r.warnings = std::move(warnings);
+    r.stopped_early = stopped_early_;
+    return r;
+  }
+
+  cascade<S...>* stages_;
+  P* policy_;
+  run_options options_;
+  rng_type rng_;
+  forgetting_matrix matrix_;
+  teacher_registry<snapshot> teachers_;
+  std::size_t stage_ = 0;
+  std::size_t step_ = 0;
+  std::size_t global_step_ = 0;
+  bool baseline_done_ = false;
+  bool stage_stopped_ = false;
+  std::optional<double> best_;
+  std::size_t since_improvement_ = 0;
+  std::uint64_t sequence_ = 0;
+  std::vector<std::string> stopped_early_;
+};
+
+#undef CASCADE_RL_NOTIFY
+
+template <Policy P, stage_shape... S>
+  requires(Stage<S, P> && ...)
+[[nodiscard]] cascade_runner<P, S...> make_runner(cascade<S...>& stages, P& policy,
+                                                  run_options options = {}) {
+  return cascade_runner<P, S...>(stages, policy, std::move(options));
+}
+
+// One call: a runner without checkpoints or explicit teachers, run to the end.
+template <Policy P, stage_shape... S, class... O>
+  requires(Stage<S, P> && ...)
+cascade_report run_cascade(cascade<S...>& stages, P& policy, run_options options, O&&... observers) {
+  cascade_runner<P, S...> runner(stages, policy, std::move(options));
+  return runner.run(std::forward<O>(observers)...);
+}
+
+}  // namespace cascade_rl

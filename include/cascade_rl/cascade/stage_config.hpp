@@ -1,0 +1,166 @@
+#pragma once
+// The configuration of one stage, written with designated initializers:
+//   {.name = "if_rl", .kind = stage_kind::if_rl, .domains = {"if"}, .group_size = 16,
+//    .prompts_per_step = 128, .steps = 180, .lr = constant_lr(3e-6)}
+// One struct serves GRPO and MOPD stages; MOPD reads .mopd, GRPO reads .update and
+// .filters.
+
+#include <cmath>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cascade_rl/algorithms/length_filters.hpp"
+#include "cascade_rl/algorithms/loss_aggregation.hpp"
+#include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/cascade/lr_schedule.hpp"
+#include "cascade_rl/cascade/prompt.hpp"
+#include "cascade_rl/core/error.hpp"
+
+namespace cascade_rl {
+
+// What a stage trains, for the ordering check and the metrics. generic: anything else.
+enum class stage_kind {
+  generic, if_rl, multi_domain_rl, mopd, rlhf, long_context_rl, math_rl, code_rl, swe_rl,
+};
+
+[[nodiscard]] constexpr std::string_view to_string(stage_kind kind) {
+  switch (kind) {
+    case stage_kind::generic: return "generic";
+    case stage_kind::if_rl: return "IF-RL";
+    case stage_kind::multi_domain_rl: return "multi-domain RL";
+    case stage_kind::mopd: return "MOPD";
+    case stage_kind::rlhf: return "RLHF";
+    case stage_kind::long_context_rl: return "long-context RL";
+    case stage_kind::math_rl: return "math RL";
+    case stage_kind::code_rl: return "code RL";
+    case stage_kind::swe_rl: return "SWE RL";
+  }
+  return "unknown";
+}
+
+// Ends a stage before its step budget. Both criteria read the mean score of the
+// stage's own evaluation sets, measured every eval_every steps.
+struct stop_criteria {
+  std::size_t eval_every = 0;             // 0: no evaluation inside the stage
+  std::optional<double> target_score{};   // stop once the score reaches it
+  std::size_t plateau_patience = 0;       // stop after so many evaluations without
+  double plateau_min_delta = 0.0;         //   an improvement larger than min_delta (0: off)
+};
+
+enum class update_rule {
+  on_policy,  // one optimizer step per batch, REINFORCE at ratio 1 (Cascade RL's GRPO)
+  ppo_clip,   // `epochs` passes over `mini_batches` mini-batches, PPO clip against the
+              // behaviour log-probs (each mini-batch is one optimizer step)
+};
+
+struct update_options {
+  update_rule rule = update_rule::on_policy;
+  std::size_t epochs = 1;
+  std::size_t mini_batches = 1;
+  loss_aggregation aggregation = loss_aggregation::token_mean;
+  ppo_clip_options ppo{};
+  // on_policy only: a correction against the behaviour log-probs (e.g. truncated IS for
+  // sampler/trainer mismatch); when not none the trainer's log-probs are recomputed.
+  importance_options importance{};
+};
+
+struct filter_options {
+  // Groups whose rewards are all equal carry no signal (IF-RL filters them).
+  bool drop_zero_variance_groups = true;
+  // Overlong responses dropped, masked or softly penalised (DAPO); nullopt: kept.
+  std::optional<overlong_options> overlong{};
+};
+
+struct mopd_settings {
+  // Truncated importance band against the behaviour log-probs (Nemotron-Cascade 2).
+  double band_low = 0.5;
+  double band_high = 2.0;
+  // 0: pure distillation. Otherwise the token advantage is
+  // (log pi_teacher - log pi_student) + outcome_weight * A_GRPO(reward).
+  double outcome_weight = 0.0;
+};
+
+// An evaluation set: the score of `domain` is the mean reward over its prompts, with
+// samples_per_prompt responses each, sampled with the stage's eval_sampling.
+struct eval_set {
+  std::string domain{};
+  std::vector<prompt> prompts{};
+  std::size_t samples_per_prompt = 1;
+};
+
+struct stage_config {
+  std::string name{};
+  stage_kind kind = stage_kind::generic;
+  std::vector<std::string> domains{};   // MOPD: the domains routed to teachers
+  std::size_t group_size = 16;          // responses per prompt
+  std::size_t prompts_per_step = 128;
+  std::size_t steps = 0;                // step budget, > 0
+  stop_criteria stop{};
+  lr_schedule lr = constant_lr(1e-6);
+  sampling_params sampling{};
+  update_options update{};
+  filter_options filters{};
+  mopd_settings mopd{};
+  double success_threshold = 1.0;       // a response with reward >= this counts as solved
+  std::size_t reward_workers = 4;       // threads verifying rewards
+  std::vector<eval_set> evals{};
+  sampling_params eval_sampling{.temperature = 0.0};
+};
+
+namespace detail {
+
+inline std::string stage_field(const stage_config& c, std::string_view field) {
+  return "stage '" + c.name + "'." + std::string(field);
+}
+
+inline void validate_sampling(const sampling_params& s, const std::string& field) {
+  if (!(s.temperature >= 0) || !std::isfinite(s.temperature))
+    fail(field + ".temperature", "must be finite and >= 0, got " + std::to_string(s.temperature));
+  if (!(s.top_p > 0 && s.top_p <= 1))
+    fail(field + ".top_p", "must lie in (0, 1], got " + std::to_string(s.top_p));
+  if (s.max_response_length <= 0)
+    fail(field + ".max_response_length", "must be > 0, got " + std::to_string(s.max_response_length));
+}
+
+// The checks every stage makes; `min_group_size` is 2 where a group baseline is needed.
+inline void validate_stage_config(const stage_config& c, std::size_t min_group_size,
+                                  std::string_view why_group) {
+  if (c.name.empty()) fail("stage.name", "is empty (every stage needs a name)");
+  if (c.steps == 0) fail(stage_field(c, "steps"), "is 0 (a stage needs at least one step)");
+  if (c.prompts_per_step == 0) fail(stage_field(c, "prompts_per_step"), "is 0");
+  if (c.group_size < min_group_size)
+    fail(stage_field(c, "group_size"), "is " + std::to_string(c.group_size) + ", but " +
+                                           std::string(why_group) + " needs at least " +
+                                           std::to_string(min_group_size));
+  c.lr.validate(stage_field(c, "lr"));
+  validate_sampling(c.sampling, stage_field(c, "sampling"));
+  validate_sampling(c.eval_sampling, stage_field(c, "eval_sampling"));
+  if (c.update.epochs == 0) fail(stage_field(c, "update.epochs"), "is 0");
+  if (c.update.mini_batches == 0) fail(stage_field(c, "update.mini_batches"), "is 0");
+  if (c.update.mini_batches > c.prompts_per_step)
+    fail(stage_field(c, "update.mini_batches"),
+         "is " + std::to_string(c.update.mini_batches) + ", more than prompts_per_step = " +
+             std::to_string(c.prompts_per_step));
+  if (c.update.rule == update_rule::on_policy && (c.update.epochs != 1 || c.update.mini_batches != 1))
+    fail(stage_field(c, "update"), "asks for several epochs or mini-batches under the strictly "
+                                   "on-policy rule; set .rule = update_rule::ppo_clip");
+  if (c.reward_workers == 0) fail(stage_field(c, "reward_workers"), "is 0");
+  if (!std::isfinite(c.success_threshold))
+    fail(stage_field(c, "success_threshold"), "is not finite");
+  for (std::size_t e = 0; e < c.evals.size(); ++e) {
+    const std::string f = stage_field(c, "evals[" + std::to_string(e) + "]");
+    if (c.evals[e].domain.empty()) fail(f + ".domain", "is empty");
+    if (c.evals[e].prompts.empty()) fail(f + ".prompts", "is empty");
+    if (c.evals[e].samples_per_prompt == 0) fail(f + ".samples_per_prompt", "is 0");
+  }
+  const bool stops = c.stop.target_score.has_value() || c.stop.plateau_patience > 0;
+  if (stops && (c.stop.eval_every == 0 || c.evals.empty()))
+    fail(stage_field(c, "stop"), "has a target score or plateau, which need stop.eval_every > 0 "
+                                 "and at least one evaluation set");
+}
+
+}  // namespace detail
+}  // namespace cascade_rl

@@ -1,0 +1,161 @@
+#pragma once
+// Building blocks of the CUDA kernels: deterministic team reductions (a fixed
+// butterfly within a warp, then warp results combined in warp order), temporary-storage
+// carving, the device report, and the owning buffer of the convenience layer.
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "cascade_rl/core/error.hpp"
+#include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/policy.hpp"
+
+namespace cascade_rl::cuda::detail {
+
+inline constexpr unsigned full_warp = 0xffffffffu;
+
+// __shfl_xor_sync of any trivially copyable value, word by word.
+template <class V>
+__device__ inline V shuffle_xor(const V& v, int mask, int width) {
+  static_assert(sizeof(V) % 4 == 0, "shuffled values are whole 32-bit words");
+  constexpr int words = sizeof(V) / 4;
+  unsigned w[words];
+  memcpy(w, &v, sizeof(V));
+#pragma unroll
+  for (int k = 0; k < words; ++k) w[k] = __shfl_xor_sync(full_warp, w[k], mask, width);
+  V out;
+  memcpy(&out, w, sizeof(V));
+  return out;
+}
+
+// Reduces v over aligned teams of W lanes (W a power of two <= 32). Every lane of the
+// warp must call it (no divergent early exit); every lane of a team gets the result.
+template <int W, class V, class Op>
+__device__ inline V team_reduce(V v, Op op) {
+#pragma unroll
+  for (int offset = W / 2; offset > 0; offset /= 2) v = op(v, shuffle_xor(v, offset, W));
+  return v;
+}
+
+// The largest value a block_reduce may carry, in bytes.
+inline constexpr int block_reduce_bytes = 64;
+
+// Reduces v over the whole block (blockDim.x a multiple of 32): the warp butterfly, then
+// the warp results in warp order. Every thread gets the result; `shared` holds 32 values.
+template <class V, class Op>
+__device__ inline V block_reduce(V v, Op op, unsigned char* shared) {
+  static_assert(sizeof(V) <= block_reduce_bytes);
+  v = team_reduce<32>(v, op);
+  V* partial = reinterpret_cast<V*>(shared);
+  const unsigned warp = threadIdx.x / 32;
+  if (threadIdx.x % 32 == 0) partial[warp] = v;
+  __syncthreads();
+  V total = partial[0];
+  for (unsigned k = 1; k < blockDim.x / 32; ++k) total = op(total, partial[k]);
+  __syncthreads();
+  return total;
+}
+
+struct add_op {
+  template <class V>
+  __device__ V operator()(const V& a, const V& b) const { return a + b; }
+};
+struct min_op {
+  template <class V>
+  __device__ V operator()(const V& a, const V& b) const { return b < a ? b : a; }
+};
+struct max_op {
+  template <class V>
+  __device__ V operator()(const V& a, const V& b) const { return a < b ? b : a; }
+};
+
+__device__ inline void report_min(unsigned long long* slot, std::size_t index) {
+  if (slot != nullptr) atomicMin(slot, static_cast<unsigned long long>(index));
+}
+
+// f(i) for i in [0, n), one thread each; for the portable functors on the device.
+template <class F>
+__global__ void for_each_kernel(std::size_t n, F f) {
+  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) f(i);
+}
+
+inline unsigned blocks_for(std::size_t n, unsigned per_block) {
+  return static_cast<unsigned>((n + per_block - 1) / per_block);
+}
+
+// Carves one temporary-storage allocation into aligned pieces (CUB's pattern): the first
+// call with a null base only sums the sizes.
+class temp_carver {
+ public:
+  explicit temp_carver(void* base) : base_(static_cast<unsigned char*>(base)) {}
+  template <class V>
+  V* take(std::size_t count) {
+    const std::size_t offset = used_;
+    used_ += (count * sizeof(V) + alignment - 1) / alignment * alignment;
+    return base_ == nullptr ? nullptr : reinterpret_cast<V*>(base_ + offset);
+  }
+  [[nodiscard]] std::size_t bytes() const { return used_ == 0 ? alignment : used_; }
+
+ private:
+  static constexpr std::size_t alignment = 256;
+  unsigned char* base_;
+  std::size_t used_ = 0;
+};
+
+inline cudaError_t reset_report(device_report* report, cudaStream_t stream) {
+  return cudaMemsetAsync(report, 0xff, sizeof(device_report), stream);
+}
+
+// Stream-ordered device memory owned by the convenience layer.
+class device_buffer {
+ public:
+  device_buffer(std::size_t bytes, cudaStream_t stream) : stream_(stream), bytes_(bytes) {
+    if (bytes > 0) check(cudaMallocAsync(&data_, bytes, stream), "cudaMallocAsync");
+  }
+  device_buffer(const device_buffer&) = delete;
+  device_buffer& operator=(const device_buffer&) = delete;
+  ~device_buffer() {
+    if (data_ != nullptr) (void)cudaFreeAsync(data_, stream_);
+  }
+  [[nodiscard]] void* data() const { return data_; }
+  [[nodiscard]] std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  cudaStream_t stream_;
+  std::size_t bytes_;
+};
+
+template <class V>
+V copy_to_host(const V* device, cudaStream_t stream) {
+  V host{};
+  check(cudaMemcpyAsync(&host, device, sizeof(V), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  return host;
+}
+
+// Throws cascade_rl::error for what a kernel reported, naming the argument as the host
+// core would: `arguments` names the first_nonfinite slots in validation order.
+inline void throw_if_reported(const device_report& r, std::initializer_list<const char*> arguments,
+                              const char* singleton_message = nullptr) {
+  if (r.first_bad_offset != device_report::none)
+    cascade_rl::detail::fail_at("offsets", static_cast<std::size_t>(r.first_bad_offset),
+            "breaks the layout (not increasing, or past the end of the data)");
+  int k = 0;
+  for (const char* name : arguments) {
+    if (r.first_nonfinite[k] != device_report::none)
+      cascade_rl::detail::fail_at(name, static_cast<std::size_t>(r.first_nonfinite[k]), "is NaN or infinite");
+    ++k;
+  }
+  if (r.first_singleton != device_report::none && singleton_message != nullptr)
+    cascade_rl::detail::fail_at("groups", static_cast<std::size_t>(r.first_singleton), singleton_message);
+  if (r.first_bad_label != device_report::none)
+    cascade_rl::detail::fail_at("labels", static_cast<std::size_t>(r.first_bad_label), "is outside [0, vocab)");
+}
+
+}  // namespace cascade_rl::cuda::detail

@@ -1,0 +1,74 @@
+#pragma once
+// Views of layouts whose arrays live in device memory (or, for the portable Thrust
+// path on the CPP/OMP systems, in host memory). They mirror token_layout and
+// group_layout of the host core, but cannot validate their arrays on construction
+// (that would read device memory): the kernels report bad offsets and values through
+// device_report, and the convenience layer turns the report into cascade_rl::error.
+
+#include <cstddef>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define CASCADE_RL_HD __host__ __device__
+#else
+#define CASCADE_RL_HD
+#endif
+
+namespace cascade_rl::cuda {
+
+// Ragged tokens: sequence i owns [offsets[i], offsets[i+1]); mask is null or one byte
+// per token (non-zero keeps the token). `tokens` must equal offsets[sequences].
+struct device_token_layout {
+  const std::int64_t* offsets = nullptr;
+  const std::uint8_t* mask = nullptr;
+  std::size_t sequences = 0;
+  std::size_t tokens = 0;
+
+  CASCADE_RL_HD std::size_t begin(std::size_t s) const { return static_cast<std::size_t>(offsets[s]); }
+  CASCADE_RL_HD std::size_t end(std::size_t s) const { return static_cast<std::size_t>(offsets[s + 1]); }
+  CASCADE_RL_HD bool valid(std::size_t t) const { return mask == nullptr || mask[t] != 0; }
+};
+
+// Groups of contiguous sequences: uniform (offsets null, group_size each) or group g
+// owning [offsets[g], offsets[g+1]). max_group_size is a hint for variable groups (0:
+// unknown) that picks the kernel: up to 32 a part of a warp per group, up to 1024 a
+// warp, beyond a block.
+struct device_group_layout {
+  const std::int64_t* offsets = nullptr;
+  std::size_t groups = 0;
+  std::size_t group_size = 0;
+  std::size_t sequences = 0;
+  std::size_t max_group_size = 0;
+
+  [[nodiscard]] static device_group_layout uniform(std::size_t group_count, std::size_t size) {
+    return {nullptr, group_count, size, group_count * size, size};
+  }
+  // offsets: group_count + 1 entries in device memory, offsets[group_count] == sequences.
+  [[nodiscard]] static device_group_layout variable(const std::int64_t* offsets,
+                                                    std::size_t group_count, std::size_t sequences,
+                                                    std::size_t max_group_size = 0) {
+    return {offsets, group_count, 0, sequences, max_group_size};
+  }
+
+  CASCADE_RL_HD std::size_t begin(std::size_t g) const {
+    return offsets == nullptr ? g * group_size : static_cast<std::size_t>(offsets[g]);
+  }
+  CASCADE_RL_HD std::size_t end(std::size_t g) const {
+    return offsets == nullptr ? (g + 1) * group_size : static_cast<std::size_t>(offsets[g + 1]);
+  }
+};
+
+// What a kernel found wrong, as the smallest offending index per kind (all ones: none).
+// Written with integer atomicMin, so it is the same on every run. Lives at the start of
+// a function's temporary storage; the convenience layer reads it back.
+struct device_report {
+  static constexpr unsigned long long none = ~0ull;
+  // first_nonfinite[k]: first token or sequence where input argument k (in the order the
+  // host core validates them) is NaN or infinite on a valid element.
+  unsigned long long first_nonfinite[4];
+  unsigned long long first_singleton;  // first group of one where the rule refuses it
+  unsigned long long first_bad_offset; // first group/sequence whose offsets are not increasing
+  unsigned long long first_bad_label;  // log-probs: first row whose label is outside [0, V)
+};
+
+}  // namespace cascade_rl::cuda

@@ -1,0 +1,307 @@
+#pragma once
+// Group statistics fused with GRPO / Dr. GRPO / RLOO advantages: one kernel launch reads
+// each group's rewards, reduces min, max, sum and the squared deviations, and writes the
+// per-sequence advantages (and, when asked, the group's statistics).
+//
+// Teams: groups up to 32 use a part of a warp (4, 8, 16 or 32 lanes) per group, groups up
+// to 1024 a whole warp, larger ones a block of 256 threads. The rewards of a group are
+// read from memory once; the second and third passes hit L1. Reductions are a fixed
+// butterfly (and warp order within a block), in double, so results are the same bits on
+// every run; they differ from the host core's sequential sums only by rounding.
+//
+// CUB's shape: call once with d_temp_storage == nullptr to get temp_storage_bytes, then
+// again to run. The temporary storage holds the device_report: after the stream reaches
+// the end of the call, report_of(d_temp_storage) says which rewards were NaN or infinite
+// (under nonfinite_rule::error) and which groups of one the options refuse.
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <span>
+
+#include "cascade_rl/algorithms/group_statistics.hpp"
+#include "cascade_rl/algorithms/grpo_advantages.hpp"
+#include "cascade_rl/algorithms/rloo_advantages.hpp"
+#include "cascade_rl/cuda/detail/device.cuh"
+#include "cascade_rl/cuda/detail/math.hpp"
+#include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/policy.hpp"
+
+namespace cascade_rl::cuda {
+
+// The device_report at the start of a call's temporary storage.
+inline device_report* report_of(void* d_temp_storage) {
+  return static_cast<device_report*>(d_temp_storage);
+}
+
+namespace detail {
+
+inline constexpr unsigned group_block_threads = 256;
+
+// Lanes 0..W-1 of a team cooperate on one group (W == 0: the whole block).
+template <int W>
+struct group_team {
+  __device__ static unsigned lane() { return W == 0 ? threadIdx.x : threadIdx.x % W; }
+  __device__ static unsigned width() { return W == 0 ? blockDim.x : W; }
+  __device__ static std::size_t group() {
+    return W == 0 ? blockIdx.x
+                  : (static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / W;
+  }
+  template <class V, class Op>
+  __device__ static V reduce(V v, Op op, unsigned char* shared) {
+    if constexpr (W == 0)
+      return block_reduce(v, op, shared);
+    else
+      return team_reduce<W>(v, op);
+  }
+  // The team leader's value, for every lane.
+  __device__ static float from_leader(float v, unsigned char* shared) {
+    if constexpr (W == 0) {
+      __syncthreads();
+      if (threadIdx.x == 0) *reinterpret_cast<float*>(shared) = v;
+      __syncthreads();
+      const float out = *reinterpret_cast<float*>(shared);
+      __syncthreads();
+      return out;
+    } else {
+      return __shfl_sync(full_warp, v, 0, W);
+    }
+  }
+};
+
+struct low_high_sum {
+  double low, high, sum;
+  unsigned long long first_bad;
+};
+struct combine_low_high_sum {
+  __device__ low_high_sum operator()(const low_high_sum& a, const low_high_sum& b) const {
+    return {b.low < a.low ? b.low : a.low, a.high < b.high ? b.high : a.high, a.sum + b.sum,
+            b.first_bad < a.first_bad ? b.first_bad : a.first_bad};
+  }
+};
+
+template <int W, class T>
+__global__ void __launch_bounds__(group_block_threads)
+group_kernel(const T* __restrict__ rewards, device_group_layout groups, T* __restrict__ advantages,
+             group_statistic* __restrict__ statistics, group_params p, device_report* report) {
+  using team = group_team<W>;
+  __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
+  const std::size_t g = team::group();
+  const unsigned lane = team::lane();
+  const unsigned width = team::width();
+  // Every lane runs every reduction (shuffles need the whole warp): an inactive or
+  // broken group just has an empty range.
+  std::size_t first = 0, last = 0;
+  if (g < groups.groups) {
+    first = groups.begin(g);
+    last = groups.end(g);
+    if (last <= first || last > groups.sequences || (g == 0 && first != 0)) {
+      if (lane == 0) report_min(&report->first_bad_offset, g == 0 && first != 0 ? 0 : g + 1);
+      first = last = 0;
+    }
+  }
+  const std::size_t count = last - first;
+
+  constexpr double inf = ::cuda::std::numeric_limits<double>::infinity();
+  low_high_sum pass1{inf, -inf, 0.0, device_report::none};
+  for (std::size_t i = first + lane; i < last; i += width) {
+    const T r = rewards[i];
+    if (!::cuda::std::isfinite(r)) {
+      if (pass1.first_bad == device_report::none) pass1.first_bad = i;
+      continue;
+    }
+    const double x = static_cast<double>(r);
+    pass1.low = x < pass1.low ? x : pass1.low;
+    pass1.high = pass1.high < x ? x : pass1.high;
+    pass1.sum += x;
+  }
+  pass1 = team::reduce(pass1, combine_low_high_sum{}, shared);
+
+  group_moments m;
+  m.count = count;
+  m.nonfinite = pass1.first_bad != device_report::none;
+  m.min = count > 0 ? pass1.low : 0.0;
+  m.max = count > 0 ? pass1.high : 0.0;
+  m.zero_variance = count > 0 && m.min == m.max;
+
+  // float32_sequential: the leader sums in float in order, as PyTorch does on a small group.
+  float float_sum = 0;
+  if (p.accumulation == static_cast<int>(mean_accumulation::float32_sequential)) {
+    if (lane == 0)
+      for (std::size_t i = first; i < last; ++i) float_sum += static_cast<float>(rewards[i]);
+    float_sum = team::from_leader(float_sum, shared);
+  }
+  m.mean = m.zero_variance ? m.min : (count > 0 ? mean_of(pass1.sum, float_sum, count, p.accumulation) : 0.0);
+
+  double m2 = 0;
+  if (!m.zero_variance && !m.nonfinite)
+    for (std::size_t i = first + lane; i < last; i += width) {
+      const double d = deviation(rewards[i], m.mean, p.accumulation);
+      m2 += d * d;
+    }
+  m.m2 = team::reduce(m2, add_op{}, shared);
+  if (m.zero_variance || m.nonfinite) m.m2 = 0;
+
+  if (count == 0) return;
+  if (lane == 0) {
+    const bool refuse_nonfinite =
+        p.kind == group_kind::statistics || p.nonfinite == static_cast<int>(nonfinite_rule::error);
+    if (m.nonfinite && refuse_nonfinite) report_min(&report->first_nonfinite[0], pass1.first_bad);
+    if (count == 1 && p.refuse_singletons) report_min(&report->first_singleton, g);
+    if (statistics != nullptr) {
+      group_statistic s;
+      s.mean = m.mean;
+      s.std = std_of(m, p.unbiased);
+      s.min = m.min;
+      s.max = m.max;
+      s.count = m.count;
+      s.zero_variance = m.zero_variance;
+      statistics[g] = s;
+    }
+  }
+  if (advantages == nullptr) return;
+  const group_plan plan = plan_group(m, p);
+  for (std::size_t i = first + lane; i < last; i += width)
+    advantages[i] = advantage_of(rewards[i], m, plan, p);
+}
+
+template <int W, class T>
+cudaError_t launch_group_kernel(const T* rewards, const device_group_layout& groups, T* advantages,
+                                group_statistic* statistics, const group_params& p,
+                                device_report* report, cudaStream_t stream) {
+  const unsigned blocks = W == 0 ? static_cast<unsigned>(groups.groups)
+                                 : blocks_for(groups.groups * W, group_block_threads);
+  group_kernel<W, T><<<blocks, group_block_threads, 0, stream>>>(rewards, groups, advantages,
+                                                                 statistics, p, report);
+  return cudaGetLastError();
+}
+
+template <class T>
+cudaError_t run_groups(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* rewards,
+                       const device_group_layout& groups, T* advantages,
+                       group_statistic* statistics, const group_params& p, cudaStream_t stream) {
+  if (d_temp_storage == nullptr) {
+    temp_storage_bytes = sizeof(device_report);
+    return cudaSuccess;
+  }
+  if (temp_storage_bytes < sizeof(device_report)) return cudaErrorInvalidValue;
+  device_report* report = report_of(d_temp_storage);
+  CASCADE_RL_CUDA_TRY(reset_report(report, stream));
+  if (groups.groups == 0) return cudaSuccess;
+  const std::size_t size = groups.max_group_size == 0 ? 1024 : groups.max_group_size;
+  if (size <= 4) return launch_group_kernel<4>(rewards, groups, advantages, statistics, p, report, stream);
+  if (size <= 8) return launch_group_kernel<8>(rewards, groups, advantages, statistics, p, report, stream);
+  if (size <= 16) return launch_group_kernel<16>(rewards, groups, advantages, statistics, p, report, stream);
+  if (size <= 1024) return launch_group_kernel<32>(rewards, groups, advantages, statistics, p, report, stream);
+  return launch_group_kernel<0>(rewards, groups, advantages, statistics, p, report, stream);
+}
+
+}  // namespace detail
+
+// ---- the CUB-style layer ----------------------------------------------------------------
+
+template <class T>
+cudaError_t group_statistics(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                             const T* d_rewards, const device_group_layout& groups,
+                             group_statistic* d_statistics, const group_statistics_options& options,
+                             cudaStream_t stream = nullptr) {
+  return detail::run_groups<T>(d_temp_storage, temp_storage_bytes, d_rewards, groups, nullptr,
+                               d_statistics, detail::to_params(options), stream);
+}
+
+// d_statistics may be null; when given it receives the statistics under the options.
+template <class T>
+cudaError_t grpo_advantages(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                            const T* d_rewards, const device_group_layout& groups, T* d_advantages,
+                            group_statistic* d_statistics, const grpo_options& options,
+                            cudaStream_t stream = nullptr) {
+  return detail::run_groups<T>(d_temp_storage, temp_storage_bytes, d_rewards, groups, d_advantages,
+                               d_statistics, detail::to_params(options), stream);
+}
+
+template <class T>
+cudaError_t rloo_advantages(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                            const T* d_rewards, const device_group_layout& groups, T* d_advantages,
+                            group_statistic* d_statistics, const rloo_options& options,
+                            cudaStream_t stream = nullptr) {
+  return detail::run_groups<T>(d_temp_storage, temp_storage_bytes, d_rewards, groups, d_advantages,
+                               d_statistics, detail::to_params(options), stream);
+}
+
+namespace detail {
+
+template <class T>
+void require_group_sizes(std::size_t rewards, const device_group_layout& groups, std::size_t out,
+                         const char* out_name, const char* what) {
+  if (rewards != groups.sequences)
+    cascade_rl::detail::fail("rewards", "has " + std::to_string(rewards) + " entries, but the groups hold " +
+                        std::to_string(groups.sequences) + " sequences");
+  cascade_rl::detail::require_size(out, rewards, out_name, what);
+}
+
+// Runs one of the group functions with owned temporary storage, waits, and throws what
+// the report holds.
+template <class Run>
+void run_groups_throwing(cudaStream_t stream, const char* singleton_message, Run run) {
+  std::size_t bytes = 0;
+  check(run(nullptr, bytes), "size query");
+  device_buffer temp(bytes, stream);
+  check(run(temp.data(), bytes), "kernel launch");
+  throw_if_reported(copy_to_host(report_of(temp.data()), stream), {"rewards"}, singleton_message);
+}
+
+}  // namespace detail
+}  // namespace cascade_rl::cuda
+
+// ---- the throwing convenience layer: exec::cuda overloads of the host algorithms ---------
+// Spans point to device memory. Each call waits for its stream (to read the report).
+
+namespace cascade_rl {
+
+template <std::floating_point T>
+void group_statistics(exec::cuda_policy policy, std::span<const T> rewards,
+                      const cuda::device_group_layout& groups, std::span<group_statistic> statistics,
+                      const group_statistics_options& options = {}) {
+  if (rewards.size() != groups.sequences)
+    detail::fail("rewards", "has " + std::to_string(rewards.size()) + " entries, but the groups hold " +
+                                std::to_string(groups.sequences) + " sequences");
+  detail::require_size(statistics.size(), groups.groups, "statistics", "one per group");
+  cuda::detail::run_groups_throwing(policy.stream, nullptr, [&](void* temp, std::size_t& bytes) {
+    return cuda::group_statistics(temp, bytes, rewards.data(), groups, statistics.data(), options,
+                                  policy.stream);
+  });
+}
+
+template <std::floating_point T>
+void grpo_advantages(exec::cuda_policy policy, std::span<const T> rewards,
+                     const cuda::device_group_layout& groups, std::span<T> advantages,
+                     const grpo_options& options = {}) {
+  detail::require_epsilon(options.epsilon, "epsilon");
+  cuda::detail::require_group_sizes<T>(rewards.size(), groups, advantages.size(), "advantages",
+                                       "one per sequence");
+  cuda::detail::run_groups_throwing(
+      policy.stream,
+      "is a group of one sequence, but GRPO with the unbiased std needs at least 2 (set "
+      "options.singleton to accept it)",
+      [&](void* temp, std::size_t& bytes) {
+        return cuda::grpo_advantages(temp, bytes, rewards.data(), groups, advantages.data(),
+                                     nullptr, options, policy.stream);
+      });
+}
+
+template <std::floating_point T>
+void rloo_advantages(exec::cuda_policy policy, std::span<const T> rewards,
+                     const cuda::device_group_layout& groups, std::span<T> advantages,
+                     const rloo_options& options = {}) {
+  cuda::detail::require_group_sizes<T>(rewards.size(), groups, advantages.size(), "advantages",
+                                       "one per sequence");
+  cuda::detail::run_groups_throwing(
+      policy.stream,
+      "is a group of one sequence, but RLOO needs at least 2 (set options.singleton to accept it)",
+      [&](void* temp, std::size_t& bytes) {
+        return cuda::rloo_advantages(temp, bytes, rewards.data(), groups, advantages.data(),
+                                     nullptr, options, policy.stream);
+      });
+}
+
+}  // namespace cascade_rl

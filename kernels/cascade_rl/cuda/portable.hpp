@@ -1,0 +1,388 @@
+#pragma once
+// The portable path: every device algorithm written with Thrust algorithms and the
+// per-element formulas of detail/math.hpp, for any Thrust system. Under the CPP and OMP
+// systems (a g++ build with -DTHRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_CPP or _OMP)
+// it runs on the host and the test suite checks it against exec::seq without a GPU;
+// under nvcc it runs on the device with thrust::cuda::par.on(stream).
+//
+// It keeps the host core's structure: groups and rows are reduced sequentially one per
+// Thrust work item, token sums over fixed blocks of detail::reduce_block_size tokens
+// combined in block order. Under CPP and OMP it therefore gives the same bits as
+// exec::seq for any thread count. The CUB kernels (*.cuh) are the fast path; this one is
+// the reference that runs everywhere.
+//
+// Pointers are in the memory of the policy's system. Inputs are not validated here
+// (the convenience layer over the CUB path does that); callers own every buffer.
+
+#include <thrust/copy.h>
+#include <thrust/fill.h>
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+#include <thrust/scan.h>
+
+#include <cuda/std/cmath>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cascade_rl/algorithms/group_statistics.hpp"
+#include "cascade_rl/core/parallel.hpp"
+#include "cascade_rl/cuda/detail/math.hpp"
+#include "cascade_rl/cuda/device_layout.hpp"
+
+namespace cascade_rl::cuda::portable {
+
+using detail::loss_tally;
+
+namespace detail {
+
+using namespace cascade_rl::cuda::detail;
+
+template <class ExecPolicy, class F>
+void for_each_index(ExecPolicy&& exec, std::size_t n, F f) {
+  if (n == 0) return;
+  thrust::for_each_n(exec, thrust::counting_iterator<std::size_t>(0), n, f);
+}
+
+// One group, sequentially, as the host core reduces it.
+template <class T>
+struct group_functor {
+  const T* rewards;
+  device_group_layout groups;
+  T* advantages;                 // null: statistics only
+  group_statistic* statistics;   // null: not wanted
+  group_params p;
+
+  CASCADE_RL_HD void operator()(std::size_t g) const {
+    const std::size_t first = groups.begin(g);
+    const std::size_t last = groups.end(g);
+    group_moments m;
+    m.count = last - first;
+    for (std::size_t i = first; i < last; ++i)
+      if (!::cuda::std::isfinite(rewards[i])) m.nonfinite = true;
+    if (!m.nonfinite && m.count > 0) {
+      m.min = m.max = static_cast<double>(rewards[first]);
+      for (std::size_t i = first + 1; i < last; ++i) {
+        m.min = min_of(m.min, static_cast<double>(rewards[i]));
+        m.max = max_of(m.max, static_cast<double>(rewards[i]));
+      }
+      m.zero_variance = m.min == m.max;
+      if (m.zero_variance) {
+        m.mean = m.min;
+      } else {
+        double sum = 0;
+        float float_sum = 0;
+        if (p.accumulation == static_cast<int>(mean_accumulation::float32_sequential))
+          for (std::size_t i = first; i < last; ++i) float_sum += static_cast<float>(rewards[i]);
+        else
+          for (std::size_t i = first; i < last; ++i) sum += static_cast<double>(rewards[i]);
+        m.mean = mean_of(sum, float_sum, m.count, p.accumulation);
+        for (std::size_t i = first; i < last; ++i) {
+          const double d = deviation(rewards[i], m.mean, p.accumulation);
+          m.m2 += d * d;
+        }
+      }
+    }
+    if (statistics != nullptr) {
+      group_statistic s;
+      s.mean = m.mean;
+      s.std = std_of(m, p.unbiased);
+      s.min = m.min;
+      s.max = m.max;
+      s.count = m.count;
+      s.zero_variance = m.zero_variance;
+      statistics[g] = s;
+    }
+    if (advantages == nullptr) return;
+    const group_plan plan = plan_group(m, p);
+    for (std::size_t i = first; i < last; ++i) advantages[i] = advantage_of(rewards[i], m, plan, p);
+  }
+};
+
+// grad_out[t] = c_t (0 on masked tokens), as detail::write_aggregation_weights does.
+template <class T>
+struct sequence_weights_functor {
+  device_token_layout layout;
+  loss_normalizer normalizer;
+  T* grad_out;
+  CASCADE_RL_HD void operator()(std::size_t s) const {
+    unsigned long long n = 0;
+    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) n += layout.valid(t);
+    const T c = static_cast<T>(aggregation_weight<T>(
+        static_cast<int>(loss_aggregation::seq_mean_token_mean), normalizer, n));
+    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
+      grad_out[t] = layout.valid(t) ? c : T(0);
+  }
+};
+
+template <class T>
+struct token_weights_functor {
+  device_token_layout layout;
+  T weight;
+  T* grad_out;
+  CASCADE_RL_HD void operator()(std::size_t t) const { grad_out[t] = layout.valid(t) ? weight : T(0); }
+};
+
+// One block of detail::reduce_block_size tokens, as detail::reduce_token_losses does.
+template <class T, class Term>
+struct token_block_functor {
+  device_token_layout layout;
+  Term term;
+  T* grad_out;
+  loss_tally* partials;
+  CASCADE_RL_HD void operator()(std::size_t b) const {
+    const std::size_t first = b * cascade_rl::detail::reduce_block_size;
+    const std::size_t last = min_of(first + cascade_rl::detail::reduce_block_size, layout.tokens);
+    loss_tally acc;
+    for (std::size_t t = first; t < last; ++t) {
+      if (!layout.valid(t)) {
+        grad_out[t] = T(0);
+        term.on_masked(t);
+        continue;
+      }
+      const double c = static_cast<double>(grad_out[t]);
+      ++acc.valid_tokens;
+      const token_term l = term(t, acc);
+      acc.loss += c * l.value;
+      grad_out[t] = static_cast<T>(c * l.grad);
+    }
+    partials[b] = acc;
+  }
+};
+
+// partials[blocks] = the block results joined in block order.
+struct combine_functor {
+  loss_tally* partials;
+  std::size_t blocks;
+  CASCADE_RL_HD void operator()(std::size_t) const {
+    loss_tally total;
+    for (std::size_t b = 0; b < blocks; ++b) total = add_tallies{}(total, partials[b]);
+    partials[blocks] = total;
+  }
+};
+
+template <class T, class ExecPolicy, class Term>
+void reduce_tokens(ExecPolicy&& exec, const device_token_layout& layout, Term term,
+                   T* grad_out, loss_aggregation mode, const loss_normalizer& normalizer,
+                   loss_tally* scratch) {
+  if (mode == loss_aggregation::seq_mean_token_mean) {
+    for_each_index(exec, layout.sequences, sequence_weights_functor<T>{layout, normalizer, grad_out});
+  } else {
+    const T c = static_cast<T>(aggregation_weight<T>(static_cast<int>(mode), normalizer, 0));
+    for_each_index(exec, layout.tokens, token_weights_functor<T>{layout, c, grad_out});
+  }
+  const std::size_t blocks =
+      (layout.tokens + cascade_rl::detail::reduce_block_size - 1) / cascade_rl::detail::reduce_block_size;
+  for_each_index(exec, blocks, token_block_functor<T, Term>{layout, term, grad_out, scratch});
+  for_each_index(exec, 1, combine_functor{scratch, blocks});
+}
+
+template <class T>
+struct log_probs_functor {
+  const T* logits;
+  std::size_t row_stride;
+  std::size_t vocab;
+  const std::int64_t* labels;
+  float inverse_temperature;
+  float* log_probs;
+  float* entropy;
+  CASCADE_RL_HD void operator()(std::size_t row) const {
+    const T* x = logits + row * row_stride;
+    lse_state st;
+    const std::size_t chunks = vocab / 8;
+    for (std::size_t c = 0; c < chunks; ++c) {
+      float chunk[8];
+      for (int k = 0; k < 8; ++k) chunk[k] = static_cast<float>(x[8 * c + k]) * inverse_temperature;
+      lse_add(st, chunk);
+    }
+    for (std::size_t v = 8 * chunks; v < vocab; ++v) {
+      const float one[1] = {static_cast<float>(x[v]) * inverse_temperature};
+      lse_add(st, one);
+    }
+    const std::int64_t label = labels[row];
+    const bool in_range = label >= 0 && static_cast<std::size_t>(label) < vocab;
+    const float label_logit = in_range ? static_cast<float>(x[label]) * inverse_temperature
+                                       : ::cuda::std::numeric_limits<float>::quiet_NaN();
+    log_probs[row] = label_logit - log_sum_exp(st);
+    if (entropy != nullptr) entropy[row] = entropy_of(st);
+  }
+};
+
+template <class T>
+struct group_filter_functor {
+  const T* rewards;
+  device_group_layout groups;
+  std::uint8_t* keep_group;
+  std::uint8_t* keep_sequence;
+  unsigned long long* first_nonfinite = nullptr;  // CUDA path: reports the first NaN/inf
+  CASCADE_RL_HD void operator()(std::size_t g) const {
+    const std::size_t first = groups.begin(g);
+    const std::size_t last = groups.end(g);
+    bool nonfinite = false, varies = false;
+    for (std::size_t i = first; i < last; ++i) {
+      const bool bad = !::cuda::std::isfinite(rewards[i]);
+#if defined(__CUDA_ARCH__)
+      if (bad && !nonfinite && first_nonfinite != nullptr)
+        atomicMin(first_nonfinite, static_cast<unsigned long long>(i));
+#endif
+      nonfinite = nonfinite || bad;
+      varies = varies || rewards[i] != rewards[first];
+    }
+    const std::uint8_t keep = !nonfinite && varies ? 1 : 0;
+    keep_group[g] = keep;
+    for (std::size_t i = first; i < last; ++i) keep_sequence[i] = keep;
+  }
+};
+
+struct kept_group_size {
+  device_group_layout groups;
+  const std::uint8_t* keep_group;
+  CASCADE_RL_HD std::int64_t operator()(std::size_t g) const {
+    return keep_group[g] != 0 ? static_cast<std::int64_t>(groups.end(g) - groups.begin(g)) : 0;
+  }
+};
+
+struct is_set {
+  CASCADE_RL_HD bool operator()(std::uint8_t flag) const { return flag != 0; }
+};
+
+}  // namespace detail
+
+// ---- group statistics and advantages --------------------------------------------------
+
+template <class ExecPolicy, class T>
+void group_statistics(ExecPolicy&& exec, const T* rewards, const device_group_layout& groups,
+                      group_statistic* statistics, const group_statistics_options& options = {}) {
+  detail::for_each_index(exec, groups.groups,
+                         detail::group_functor<T>{rewards, groups, nullptr, statistics,
+                                                  detail::to_params(options)});
+}
+
+// statistics may be null; when given, it receives each group's statistics computed under
+// the advantage's own accumulation and estimator.
+template <class ExecPolicy, class T>
+void grpo_advantages(ExecPolicy&& exec, const T* rewards, const device_group_layout& groups,
+                     T* advantages, group_statistic* statistics, const grpo_options& options = {}) {
+  detail::for_each_index(exec, groups.groups,
+                         detail::group_functor<T>{rewards, groups, advantages, statistics,
+                                                  detail::to_params(options)});
+}
+
+template <class ExecPolicy, class T>
+void rloo_advantages(ExecPolicy&& exec, const T* rewards, const device_group_layout& groups,
+                     T* advantages, group_statistic* statistics, const rloo_options& options = {}) {
+  detail::for_each_index(exec, groups.groups,
+                         detail::group_functor<T>{rewards, groups, advantages, statistics,
+                                                  detail::to_params(options)});
+}
+
+// ---- token losses -----------------------------------------------------------------------
+
+// Entries of `scratch` a token loss over `tokens` tokens needs; the result is the last.
+[[nodiscard]] inline std::size_t scratch_tallies(std::size_t tokens) {
+  return (tokens + cascade_rl::detail::reduce_block_size - 1) / cascade_rl::detail::reduce_block_size + 1;
+}
+[[nodiscard]] inline std::size_t result_index(std::size_t tokens) { return scratch_tallies(tokens) - 1; }
+
+// behaviour may be null when options.importance.mode is none.
+template <class ExecPolicy, class T>
+void reinforce_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,
+                    const T* advantages, const T* behaviour, T* grad_out,
+                    const loss_normalizer& normalizer, const reinforce_options& options,
+                    loss_tally* scratch) {
+  const detail::reinforce_term<T> term{log_probs, advantages, behaviour,
+                                       options.surrogate == reinforce_surrogate::log_prob,
+                                       detail::to_params(options.importance)};
+  detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
+}
+
+template <class ExecPolicy, class T>
+void ppo_clip_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,
+                   const T* old_log_probs, const T* advantages, const T* behaviour, T* grad_out,
+                   const loss_normalizer& normalizer, const ppo_clip_options& options,
+                   loss_tally* scratch) {
+  const detail::ppo_term<T> term{log_probs, old_log_probs, advantages, behaviour,
+                                 detail::to_params(options)};
+  detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
+}
+
+// values_out may be null. The result's loss is the sum of k_t over valid tokens.
+template <class ExecPolicy, class T>
+void kl_penalty(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,
+                const T* ref_log_probs, T* values_out, T* grad_out, const kl_options& options,
+                loss_tally* scratch) {
+  const detail::kl_term<T> term{log_probs, ref_log_probs, detail::to_params(options), 1.0, values_out};
+  detail::reduce_tokens(exec, layout, term, grad_out, loss_aggregation::token_sum, {}, scratch);
+}
+
+template <class ExecPolicy, class T>
+void kl_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,
+             const T* ref_log_probs, T* grad_out, const loss_normalizer& normalizer,
+             const kl_loss_options& options, loss_tally* scratch) {
+  const detail::kl_term<T> term{log_probs, ref_log_probs, detail::to_params(options.kl),
+                                options.coefficient, nullptr};
+  detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
+}
+
+template <class ExecPolicy, class T>
+void aggregate_token_losses(ExecPolicy&& exec, const device_token_layout& layout,
+                            const T* token_losses, const T* token_grads, T* grad_out,
+                            const loss_normalizer& normalizer, loss_aggregation mode,
+                            loss_tally* scratch) {
+  detail::reduce_tokens(exec, layout, detail::aggregate_term<T>{token_losses, token_grads},
+                        grad_out, mode, normalizer, scratch);
+}
+
+// ---- log-probs and entropy from logits -------------------------------------------------
+
+// logits: `rows` rows of `vocab` values, row r at logits + r * row_stride. Writes the
+// log-probability of labels[r] (NaN for a label outside [0, vocab)) and, when entropy
+// is not null, the entropy of the row's softmax; both of logits * inverse_temperature.
+template <class ExecPolicy, class T>
+void log_probs_from_logits(ExecPolicy&& exec, const T* logits, std::size_t rows,
+                           std::size_t vocab, std::size_t row_stride, const std::int64_t* labels,
+                           float* log_probs, float* entropy, float inverse_temperature = 1.0f) {
+  detail::for_each_index(exec, rows,
+                         detail::log_probs_functor<T>{logits, row_stride, vocab, labels,
+                                                      inverse_temperature, log_probs, entropy});
+}
+
+// ---- zero-variance group filtering -------------------------------------------------------
+
+struct filter_counts {
+  std::size_t kept_sequences = 0;
+  std::size_t kept_groups = 0;
+};
+
+// Drops the groups whose rewards are all equal or hold a NaN or infinite value. Writes
+// keep_group[g] (groups), the input indices of the kept sequences (up to
+// groups.sequences) and the offsets of the kept groups over them (up to groups.groups + 1
+// entries); scratch holds groups.groups values.
+template <class ExecPolicy, class T>
+filter_counts drop_zero_variance_groups(ExecPolicy&& exec, const T* rewards,
+                                        const device_group_layout& groups,
+                                        std::uint8_t* keep_group, std::uint8_t* keep_sequence,
+                                        std::int64_t* kept_sequences,
+                                        std::int64_t* kept_group_offsets, std::int64_t* scratch) {
+  detail::for_each_index(exec, groups.groups,
+                         detail::group_filter_functor<T>{rewards, groups, keep_group, keep_sequence});
+  const thrust::counting_iterator<std::int64_t> index(0);
+  filter_counts counts;
+  counts.kept_sequences = static_cast<std::size_t>(
+      thrust::copy_if(exec, index, index + static_cast<std::int64_t>(groups.sequences),
+                      keep_sequence, kept_sequences, detail::is_set{}) -
+      kept_sequences);
+  thrust::fill_n(exec, kept_group_offsets, 1, std::int64_t{0});
+  if (groups.groups == 0) return counts;
+  const auto sizes = thrust::make_transform_iterator(
+      thrust::counting_iterator<std::size_t>(0), detail::kept_group_size{groups, keep_group});
+  thrust::inclusive_scan(exec, sizes, sizes + groups.groups, scratch);
+  counts.kept_groups = static_cast<std::size_t>(
+      thrust::copy_if(exec, scratch, scratch + groups.groups, keep_group, kept_group_offsets + 1,
+                      detail::is_set{}) -
+      (kept_group_offsets + 1));
+  return counts;
+}
+
+}  // namespace cascade_rl::cuda::portable

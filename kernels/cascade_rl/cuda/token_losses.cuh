@@ -1,0 +1,366 @@
+#pragma once
+// Token losses over the ragged layout: REINFORCE (ratio and log-prob surrogates), PPO
+// clip (clip-higher, dual clip), importance truncation and the MOPD band mask, KL
+// estimators as a penalty or a loss, and aggregation of caller-computed token losses,
+// under every aggregation mode of the host core.
+//
+// One kernel pass: each block takes a tile of 2048 tokens, writes dL/dlogp, and reduces
+// its loss and metrics in a fixed order (lane butterfly, then warps in order) to one
+// partial; a second single-block kernel joins the partials in a fixed order. Same bits on
+// every run. seq-mean-token-mean first counts each sequence's valid tokens (one warp per
+// sequence), and a token finds its sequence by binary search over the offsets.
+//
+// CUB's shape: size query with d_temp_storage == nullptr, then the run; the result (loss
+// and metrics, a detail::loss_tally) is written to d_result in device memory. The
+// temporary storage starts with the device_report (report_of) naming non-finite inputs.
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <span>
+
+#include "cascade_rl/algorithms/kl_estimators.hpp"
+#include "cascade_rl/algorithms/loss_aggregation.hpp"
+#include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/cuda/detail/device.cuh"
+#include "cascade_rl/cuda/detail/math.hpp"
+#include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/group_advantages.cuh"
+#include "cascade_rl/cuda/policy.hpp"
+
+namespace cascade_rl::cuda {
+
+using loss_tally = detail::loss_tally;
+
+namespace detail {
+
+inline constexpr unsigned token_threads = 256;
+inline constexpr unsigned token_items = 8;
+inline constexpr std::size_t token_tile = token_threads * token_items;
+
+// valid[s] = valid tokens of sequence s; one warp per sequence. Reports broken offsets.
+__global__ void __launch_bounds__(256)
+sequence_valid_kernel(device_token_layout layout, unsigned long long* valid, device_report* report) {
+  const std::size_t s = (static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const unsigned lane = threadIdx.x % 32;
+  std::size_t first = 0, last = 0;
+  if (s < layout.sequences) {
+    first = layout.begin(s);
+    last = layout.end(s);
+    const bool broken = last < first || last > layout.tokens || (s == 0 && first != 0) ||
+                        (s + 1 == layout.sequences && last != layout.tokens);
+    if (broken) {
+      if (lane == 0) report_min(&report->first_bad_offset, s == 0 && first != 0 ? 0 : s + 1);
+      first = last = 0;
+    }
+  }
+  unsigned long long n = 0;
+  for (std::size_t t = first + lane; t < last; t += 32) n += layout.valid(t);
+  n = team_reduce<32>(n, add_op{});
+  if (s < layout.sequences && lane == 0) valid[s] = n;
+}
+
+// The sequence holding token t: the last s with offsets[s] <= t (and t < offsets[s + 1]).
+__device__ inline std::size_t sequence_of(const device_token_layout& layout, std::size_t t) {
+  std::size_t lo = 0, hi = layout.sequences;  // answer in [lo, hi)
+  while (hi - lo > 1) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    if (static_cast<std::size_t>(layout.offsets[mid]) <= t) lo = mid; else hi = mid;
+  }
+  return lo;
+}
+
+template <class T, class Term>
+__global__ void __launch_bounds__(token_threads)
+token_loss_kernel(device_token_layout layout, Term term, T* __restrict__ grad_out, int mode,
+                  loss_normalizer normalizer, const unsigned long long* __restrict__ sequence_valid,
+                  loss_tally* __restrict__ partials, device_report* report) {
+  __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
+  const double constant_weight = aggregation_weight<T>(mode, normalizer, 0);
+  const std::size_t tile_begin = static_cast<std::size_t>(blockIdx.x) * token_tile;
+  loss_tally acc;
+#pragma unroll 4
+  for (unsigned k = 0; k < token_items; ++k) {
+    const std::size_t t = tile_begin + k * token_threads + threadIdx.x;
+    if (t >= layout.tokens) break;
+    if (!layout.valid(t)) {
+      grad_out[t] = T(0);
+      term.on_masked(t);
+      continue;
+    }
+    const int bad = term.nonfinite_argument(t);
+    if (bad >= 0) report_min(&report->first_nonfinite[bad], t);
+    const double c = sequence_valid == nullptr
+                         ? constant_weight
+                         : aggregation_weight<T>(mode, normalizer,
+                                                 sequence_valid[sequence_of(layout, t)]);
+    ++acc.valid_tokens;
+    const token_term l = term(t, acc);
+    acc.loss += c * l.value;
+    grad_out[t] = static_cast<T>(c * l.grad);
+  }
+  acc = block_reduce(acc, add_tallies{}, shared);
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+__global__ void __launch_bounds__(256)
+combine_tallies_kernel(const loss_tally* __restrict__ partials, std::size_t count, loss_tally* result) {
+  __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
+  loss_tally acc;
+  for (std::size_t b = threadIdx.x; b < count; b += blockDim.x) acc = add_tallies{}(acc, partials[b]);
+  acc = block_reduce(acc, add_tallies{}, shared);
+  if (threadIdx.x == 0) *result = acc;
+}
+
+template <class T, class Term>
+cudaError_t run_tokens(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                       const device_token_layout& layout, const Term& term, T* grad_out,
+                       loss_aggregation mode, const loss_normalizer& normalizer,
+                       loss_tally* d_result, cudaStream_t stream) {
+  const bool per_sequence = mode == loss_aggregation::seq_mean_token_mean;
+  const std::size_t tiles = (layout.tokens + token_tile - 1) / token_tile;
+  temp_carver carve(d_temp_storage);
+  device_report* report = carve.take<device_report>(1);
+  loss_tally* partials = carve.take<loss_tally>(tiles);
+  unsigned long long* valid = carve.take<unsigned long long>(per_sequence ? layout.sequences : 0);
+  if (d_temp_storage == nullptr) {
+    temp_storage_bytes = carve.bytes();
+    return cudaSuccess;
+  }
+  if (temp_storage_bytes < carve.bytes()) return cudaErrorInvalidValue;
+  CASCADE_RL_CUDA_TRY(reset_report(report, stream));
+  if (per_sequence && layout.sequences > 0) {
+    sequence_valid_kernel<<<blocks_for(layout.sequences * 32, 256), 256, 0, stream>>>(layout, valid, report);
+    CASCADE_RL_CUDA_TRY(cudaGetLastError());
+  }
+  if (tiles > 0) {
+    token_loss_kernel<T, Term><<<static_cast<unsigned>(tiles), token_threads, 0, stream>>>(
+        layout, term, grad_out, static_cast<int>(mode), normalizer, per_sequence ? valid : nullptr,
+        partials, report);
+    CASCADE_RL_CUDA_TRY(cudaGetLastError());
+  }
+  combine_tallies_kernel<<<1, 256, 0, stream>>>(partials, tiles, d_result);
+  return cudaGetLastError();
+}
+
+}  // namespace detail
+
+// ---- the CUB-style layer ----------------------------------------------------------------
+// d_behaviour may be null when options.importance.mode is none. d_result: one loss_tally.
+
+template <class T>
+cudaError_t reinforce_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                           const device_token_layout& layout, const T* d_log_probs,
+                           const T* d_advantages, const T* d_behaviour, T* d_grad_out,
+                           const loss_normalizer& normalizer, const reinforce_options& options,
+                           loss_tally* d_result, cudaStream_t stream = nullptr) {
+  const detail::reinforce_term<T> term{d_log_probs, d_advantages, d_behaviour,
+                                       options.surrogate == reinforce_surrogate::log_prob,
+                                       detail::to_params(options.importance)};
+  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
+                            options.aggregation, normalizer, d_result, stream);
+}
+
+template <class T>
+cudaError_t ppo_clip_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                          const device_token_layout& layout, const T* d_log_probs,
+                          const T* d_old_log_probs, const T* d_advantages, const T* d_behaviour,
+                          T* d_grad_out, const loss_normalizer& normalizer,
+                          const ppo_clip_options& options, loss_tally* d_result,
+                          cudaStream_t stream = nullptr) {
+  const detail::ppo_term<T> term{d_log_probs, d_old_log_probs, d_advantages, d_behaviour,
+                                 detail::to_params(options)};
+  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
+                            options.aggregation, normalizer, d_result, stream);
+}
+
+// d_values_out may be null; d_result->loss is the sum of k_t over valid tokens.
+template <class T>
+cudaError_t kl_penalty(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                       const device_token_layout& layout, const T* d_log_probs,
+                       const T* d_ref_log_probs, T* d_values_out, T* d_grad_out,
+                       const kl_options& options, loss_tally* d_result, cudaStream_t stream = nullptr) {
+  const detail::kl_term<T> term{d_log_probs, d_ref_log_probs, detail::to_params(options), 1.0, d_values_out};
+  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
+                            loss_aggregation::token_sum, loss_normalizer{}, d_result, stream);
+}
+
+template <class T>
+cudaError_t kl_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                    const device_token_layout& layout, const T* d_log_probs,
+                    const T* d_ref_log_probs, T* d_grad_out, const loss_normalizer& normalizer,
+                    const kl_loss_options& options, loss_tally* d_result, cudaStream_t stream = nullptr) {
+  const detail::kl_term<T> term{d_log_probs, d_ref_log_probs, detail::to_params(options.kl),
+                                options.coefficient, nullptr};
+  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
+                            options.aggregation, normalizer, d_result, stream);
+}
+
+template <class T>
+cudaError_t aggregate_token_losses(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                                   const device_token_layout& layout, const T* d_token_losses,
+                                   const T* d_token_grads, T* d_grad_out,
+                                   const loss_normalizer& normalizer, loss_aggregation mode,
+                                   loss_tally* d_result, cudaStream_t stream = nullptr) {
+  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout,
+                            detail::aggregate_term<T>{d_token_losses, d_token_grads}, d_grad_out,
+                            mode, normalizer, d_result, stream);
+}
+
+namespace detail {
+
+// Runs a token function with owned temporary storage (the result at its end), waits,
+// throws what the report holds and refuses a normaliser the mode divides by when the
+// batch has valid tokens (as detail::validate_normalizer of the host core).
+template <class Run>
+loss_tally run_tokens_throwing(cudaStream_t stream, std::initializer_list<const char*> arguments,
+                               loss_aggregation mode, const loss_normalizer& normalizer, Run run) {
+  std::size_t bytes = 0;
+  check(run(nullptr, bytes, nullptr), "size query");
+  const std::size_t result_offset = (bytes + 255) / 256 * 256;
+  device_buffer temp(result_offset + sizeof(loss_tally), stream);
+  auto* result = reinterpret_cast<loss_tally*>(static_cast<unsigned char*>(temp.data()) + result_offset);
+  check(run(temp.data(), bytes, result), "kernel launch");
+  const loss_tally tally = copy_to_host(result, stream);
+  throw_if_reported(copy_to_host(report_of(temp.data()), stream), arguments);
+  if (tally.valid_tokens > 0) {
+    // Counts only matter when a token used them; the host core checks the same way.
+    switch (mode) {
+      case loss_aggregation::token_mean:
+        cascade_rl::detail::require_positive_normalizer(normalizer.tokens, "normalizer.tokens", mode);
+        break;
+      case loss_aggregation::token_sum: break;
+      case loss_aggregation::seq_mean_token_sum_norm:
+        cascade_rl::detail::require_positive_normalizer(normalizer.scale, "normalizer.scale", mode);
+        [[fallthrough]];
+      default:
+        cascade_rl::detail::require_positive_normalizer(normalizer.sequences, "normalizer.sequences", mode);
+    }
+  }
+  return tally;
+}
+
+inline void require_tokens(std::size_t size, const device_token_layout& layout, const char* name) {
+  cascade_rl::detail::require_size(size, layout.tokens, name, "one per token");
+}
+
+template <class T>
+const T* behaviour_of(std::span<const T> behaviour, const device_token_layout& layout,
+                      const importance_options& importance) {
+  if (importance.mode == importance_sampling::none) {
+    if (!behaviour.empty()) require_tokens(behaviour.size(), layout, "behaviour_log_probs");
+    return nullptr;
+  }
+  if (behaviour.empty() && layout.tokens > 0)
+    cascade_rl::detail::fail("behaviour_log_probs", "is empty, but the importance correction needs one per token");
+  require_tokens(behaviour.size(), layout, "behaviour_log_probs");
+  return behaviour.data();
+}
+
+}  // namespace detail
+}  // namespace cascade_rl::cuda
+
+// ---- the throwing convenience layer -----------------------------------------------------
+// Spans point to device memory; each call waits for its stream to return the loss.
+
+namespace cascade_rl {
+
+template <std::floating_point T>
+policy_loss_result reinforce_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+                                  std::span<const T> log_probs, std::span<const T> advantages,
+                                  std::span<const T> behaviour_log_probs, std::span<T> grad_out,
+                                  const loss_normalizer& normalizer,
+                                  const reinforce_options& options = {}) {
+  detail::validate_importance(options.importance, "options.importance");
+  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
+  cuda::detail::require_tokens(advantages.size(), layout, "advantages");
+  const T* behaviour = cuda::detail::behaviour_of(behaviour_log_probs, layout, options.importance);
+  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
+  return cuda::detail::to_result(cuda::detail::run_tokens_throwing(
+      policy.stream, {"log_probs", "advantages", "behaviour_log_probs"}, options.aggregation,
+      normalizer, [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
+        return cuda::reinforce_loss(temp, bytes, layout, log_probs.data(), advantages.data(),
+                                    behaviour, grad_out.data(), normalizer, options, result,
+                                    policy.stream);
+      }));
+}
+
+template <std::floating_point T>
+policy_loss_result ppo_clip_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+                                 std::span<const T> log_probs, std::span<const T> old_log_probs,
+                                 std::span<const T> advantages,
+                                 std::span<const T> behaviour_log_probs, std::span<T> grad_out,
+                                 const loss_normalizer& normalizer,
+                                 const ppo_clip_options& options = {}) {
+  detail::validate_ppo_options(options);
+  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
+  cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
+  cuda::detail::require_tokens(advantages.size(), layout, "advantages");
+  const T* behaviour = cuda::detail::behaviour_of(behaviour_log_probs, layout, options.importance);
+  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
+  return cuda::detail::to_result(cuda::detail::run_tokens_throwing(
+      policy.stream, {"log_probs", "old_log_probs", "advantages", "behaviour_log_probs"},
+      options.aggregation, normalizer, [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
+        return cuda::ppo_clip_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
+                                   advantages.data(), behaviour, grad_out.data(), normalizer,
+                                   options, result, policy.stream);
+      }));
+}
+
+template <std::floating_point T>
+double kl_penalty(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+                  std::span<const T> log_probs, std::span<const T> ref_log_probs,
+                  std::span<T> values_out, std::span<T> grad_out, const kl_options& options = {}) {
+  detail::validate_kl_options(options, "options");
+  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
+  cuda::detail::require_tokens(ref_log_probs.size(), layout, "ref_log_probs");
+  cuda::detail::require_tokens(values_out.size(), layout, "values_out");
+  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
+  return cuda::detail::run_tokens_throwing(
+             policy.stream, {"log_probs", "ref_log_probs"}, loss_aggregation::token_sum, {},
+             [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
+               return cuda::kl_penalty(temp, bytes, layout, log_probs.data(), ref_log_probs.data(),
+                                       values_out.data(), grad_out.data(), options, result,
+                                       policy.stream);
+             })
+      .loss;
+}
+
+template <std::floating_point T>
+double kl_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+               std::span<const T> log_probs, std::span<const T> ref_log_probs,
+               std::span<T> grad_out, const loss_normalizer& normalizer,
+               const kl_loss_options& options = {}) {
+  detail::validate_kl_options(options.kl, "options.kl");
+  if (!std::isfinite(options.coefficient)) detail::fail("options.coefficient", "is not finite");
+  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
+  cuda::detail::require_tokens(ref_log_probs.size(), layout, "ref_log_probs");
+  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
+  return cuda::detail::run_tokens_throwing(
+             policy.stream, {"log_probs", "ref_log_probs"}, options.aggregation, normalizer,
+             [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
+               return cuda::kl_loss(temp, bytes, layout, log_probs.data(), ref_log_probs.data(),
+                                    grad_out.data(), normalizer, options, result, policy.stream);
+             })
+      .loss;
+}
+
+template <std::floating_point T>
+double aggregate_token_losses(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+                              std::span<const T> token_losses, std::span<const T> token_grads,
+                              std::span<T> grad_out, const loss_normalizer& normalizer,
+                              loss_aggregation mode) {
+  cuda::detail::require_tokens(token_losses.size(), layout, "token_losses");
+  cuda::detail::require_tokens(token_grads.size(), layout, "token_grads");
+  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
+  return cuda::detail::run_tokens_throwing(
+             policy.stream, {"token_losses", "token_grads"}, mode, normalizer,
+             [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
+               return cuda::aggregate_token_losses(temp, bytes, layout, token_losses.data(),
+                                                   token_grads.data(), grad_out.data(), normalizer,
+                                                   mode, result, policy.stream);
+             })
+      .loss;
+}
+
+}  // namespace cascade_rl

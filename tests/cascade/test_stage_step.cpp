@@ -1,0 +1,250 @@
+// One GRPO step at a time: what reaches the policy (request, filtered batch, dL/dlogp
+// with the step's global normaliser), the PPO mini-batch path, the reward worker pool.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <vector>
+
+#include "cascade_rl/cascade.hpp"
+#include "support/expect_error.hpp"
+#include "support/test_policy.hpp"
+
+namespace {
+
+namespace cr = cascade_rl;
+using cr::testing::domain_prompts;
+using cr::testing::exact_answer_reward;
+using cr::testing::tabular_policy;
+using cr::testing::tabular_snapshot;
+
+cr::stage_config config(std::size_t group = 4, std::size_t prompts = 4) {
+  return {.name = "s", .domains = {"a"}, .group_size = group, .prompts_per_step = prompts, .steps = 10,
+          .lr = cr::constant_lr(0.05), .sampling = {.temperature = 1.0, .max_response_length = 6},
+          .reward_workers = 3};
+}
+
+template <class Stage>
+cr::step_metrics step(Stage& stage, tabular_policy& policy, cr::rng_type& rng, std::size_t index = 0) {
+  const cr::teacher_registry<tabular_snapshot> none;
+  cr::step_context<tabular_snapshot> context{index, stage.config().lr.at(index, stage.config().steps), rng, none};
+  return stage.step(policy, context);
+}
+
+TEST(GrpoStep, RequestFollowsTheConfigAndSeedsComeFromTheCascadeGenerator) {
+  auto c = config(5, 3);
+  c.sampling = {.temperature = 0.7, .top_p = 0.9, .max_response_length = 4};
+  auto stage = cr::make_grpo_stage(c, cr::prompt_pool(domain_prompts("a", 0, 8)), exact_answer_reward{});
+  tabular_policy policy;
+  cr::rng_type rng(1);
+  step(stage, policy, rng);
+  step(stage, policy, rng);
+  ASSERT_EQ(policy.generate_calls.size(), 2u);
+  const auto& r = policy.generate_calls[0].request;
+  EXPECT_EQ(policy.generate_calls[0].prompts, 3u);
+  EXPECT_EQ(r.group_size, 5u);
+  EXPECT_EQ(r.sampling.temperature, 0.7);
+  EXPECT_EQ(r.sampling.top_p, 0.9);
+  EXPECT_EQ(r.sampling.max_response_length, 4);
+  EXPECT_NE(policy.generate_calls[0].request.seed, policy.generate_calls[1].request.seed);
+}
+
+TEST(GrpoStep, OnPolicyGradientUsesTheWholeFilteredBatchAsNormaliser) {
+  auto stage = cr::make_grpo_stage(config(), cr::prompt_pool(domain_prompts("a", 0, 4)), exact_answer_reward{});
+  tabular_policy policy;
+  cr::rng_type rng(7);
+  const cr::step_metrics m = step(stage, policy, rng);
+
+  // Replay: same prompts and seed on a fresh policy, then GRPO by hand.
+  tabular_policy replay;
+  cr::rng_type rng2(7);
+  cr::prompt_pool pool(domain_prompts("a", 0, 4));
+  std::vector<cr::prompt> prompts;
+  for (auto i : pool.next(4, rng2)) prompts.push_back(pool.at(i));
+  const auto batch = replay.generate(prompts, {4, {.temperature = 1.0, .max_response_length = 6}, rng2()});
+  std::vector<float> rewards;
+  for (std::size_t i = 0; i < batch.response_count(); ++i)
+    rewards.push_back(exact_answer_reward{}({batch.prompts[batch.group_of(i)], batch.response_tokens(i), {},
+                                             batch.finish_reasons[i], i}));
+  const auto kept = cr::drop_zero_variance_groups(cr::exec::seq, std::span<const float>(rewards), batch.groups());
+  ASSERT_GT(kept.kept_sequences.size(), 0u);
+  const auto sub = cr::subset(batch, kept);
+  std::vector<float> sub_rewards(kept.kept_sequences.size()), adv(kept.kept_sequences.size());
+  cr::gather_sequences(cr::exec::seq, std::span<const float>(rewards), kept, std::span<float>(sub_rewards));
+  cr::grpo_advantages(cr::exec::seq, std::span<const float>(sub_rewards), sub.groups(), std::span<float>(adv));
+  double expected = 0;
+  for (std::size_t i = 0; i < sub.response_count(); ++i)
+    expected -= adv[i] * static_cast<double>(sub.length(i)) / static_cast<double>(sub.token_count());
+
+  ASSERT_EQ(policy.update_calls.size(), 1u);
+  EXPECT_EQ(policy.update_calls[0].responses, sub.response_count());
+  EXPECT_EQ(policy.update_calls[0].tokens, sub.token_count());
+  EXPECT_NEAR(policy.update_calls[0].dlogp_sum, expected, 1e-6);
+  EXPECT_EQ(m.filtered_groups, kept.dropped_groups);
+  EXPECT_EQ(m.zero_variance_groups, kept.dropped_groups);
+  EXPECT_EQ(m.tokens, sub.token_count());
+  EXPECT_EQ(m.updates, 1u);
+  double reward_mean = 0;
+  for (float r : rewards) reward_mean += r;
+  EXPECT_NEAR(m.reward_mean, reward_mean / static_cast<double>(rewards.size()), 1e-9);
+}
+
+TEST(GrpoStep, NoUpdateWhenEveryGroupHasZeroVariance) {
+  auto stage = cr::make_grpo_stage(config(), cr::prompt_pool(domain_prompts("a", 0, 4)),
+                                   [](const cr::response_view&) { return 1.0; });
+  tabular_policy policy;
+  cr::rng_type rng(3);
+  const auto m = step(stage, policy, rng);
+  EXPECT_TRUE(policy.update_calls.empty());
+  EXPECT_EQ(m.updates, 0u);
+  EXPECT_EQ(m.zero_variance_fraction, 1.0);
+  EXPECT_EQ(m.filtered_sequences, 16u);
+  EXPECT_EQ(m.accuracy, 1.0);
+}
+
+TEST(GrpoStep, OverlongResponsesAreDroppedOrMasked) {
+  auto c = config(8, 4);
+  c.filters = {.drop_zero_variance_groups = false,
+               .overlong = cr::overlong_options{.mode = cr::overlong_mode::drop, .max_length = 3,
+                                                .truncated_is_overlong = false}};
+  auto drop = cr::make_grpo_stage(c, cr::prompt_pool(domain_prompts("a", 0, 4)), exact_answer_reward{});
+  tabular_policy p1;
+  cr::rng_type rng(5);
+  const auto m1 = step(drop, p1, rng);
+  EXPECT_GT(m1.overlong, 0u);
+  EXPECT_EQ(m1.filtered_sequences, m1.overlong);
+  ASSERT_EQ(p1.update_calls.size(), 1u);
+  EXPECT_EQ(p1.update_calls[0].responses, 32u - m1.overlong);
+  EXPECT_LE(p1.update_calls[0].tokens, 3 * p1.update_calls[0].responses);
+
+  c.filters.overlong->mode = cr::overlong_mode::mask;
+  auto mask = cr::make_grpo_stage(c, cr::prompt_pool(domain_prompts("a", 0, 4)), exact_answer_reward{});
+  tabular_policy p2;
+  cr::rng_type rng2(5);
+  const auto m2 = step(mask, p2, rng2);
+  EXPECT_EQ(m2.overlong, m1.overlong);  // same seed, same samples
+  EXPECT_EQ(m2.filtered_sequences, 0u);
+  ASSERT_EQ(p2.update_calls.size(), 1u);
+  EXPECT_EQ(p2.update_calls[0].responses, 32u);
+  EXPECT_LT(m2.tokens, p2.update_calls[0].tokens);  // masked tokens are not valid
+}
+
+TEST(GrpoStep, PpoTakesOneOptimizerStepPerMiniBatchAndEpoch) {
+  auto c = config(4, 6);
+  c.update = {.rule = cr::update_rule::ppo_clip, .epochs = 2, .mini_batches = 3};
+  c.filters.drop_zero_variance_groups = false;
+  auto stage = cr::make_grpo_stage(c, cr::prompt_pool(domain_prompts("a", 0, 6)), exact_answer_reward{});
+  tabular_policy policy;
+  cr::rng_type rng(2);
+  const auto m = step(stage, policy, rng);
+  ASSERT_EQ(policy.update_calls.size(), 6u);
+  EXPECT_EQ(m.updates, 6u);
+  for (const auto& u : policy.update_calls) EXPECT_EQ(u.prompts, 2u);
+  EXPECT_GE(m.clip_fraction, 0.0);
+}
+
+TEST(GrpoStep, TrainingImprovesTheReward) {
+  auto stage = cr::make_grpo_stage(config(8, 4), cr::prompt_pool(domain_prompts("a", 0, 4)), exact_answer_reward{});
+  tabular_policy policy;
+  cr::rng_type rng(4);
+  const auto prompts = domain_prompts("a", 0, 4);
+  const double before = policy.greedy_reward(prompts);
+  for (std::size_t k = 0; k < 10; ++k) step(stage, policy, rng, k);
+  EXPECT_GT(policy.greedy_reward(prompts), before + 0.5);
+}
+
+TEST(Rewards, WorkerCountDoesNotChangeResults) {
+  std::vector<tabular_snapshot> results;
+  for (std::size_t workers : {1u, 2u, 8u}) {
+    auto c = config(8, 4);
+    c.reward_workers = workers;
+    auto stage = cr::make_grpo_stage(c, cr::prompt_pool(domain_prompts("a", 0, 4)), exact_answer_reward{});
+    tabular_policy policy;
+    cr::rng_type rng(8);
+    for (std::size_t k = 0; k < 5; ++k) step(stage, policy, rng, k);
+    results.push_back(policy.snapshot());
+  }
+  EXPECT_TRUE(results[0] == results[1]);
+  EXPECT_TRUE(results[0] == results[2]);
+}
+
+TEST(Rewards, BatchedRewardIsCalledOnceAndPerResponseRewardRunsConcurrently) {
+  struct batched {
+    std::atomic<int>* calls;
+    void score_batch(const cr::rollout_batch& b, std::span<float> out) const {
+      ++*calls;
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(b.length(i) % 2);
+    }
+  };
+  static_assert(cr::Reward<batched> && !cr::per_response_reward<batched>);
+  std::atomic<int> calls{0};
+  tabular_policy policy;
+  const auto batch = policy.generate(domain_prompts("a", 0, 3), {4, {}, 1});
+  const auto r = cr::score_rewards(batched{&calls}, batch, 4);
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(r.rewards.size(), 12u);
+  EXPECT_GE(r.seconds, 0.0);
+
+  std::atomic<int> concurrent{0}, peak{0};
+  const auto slow = [&](const cr::response_view&) {
+    const int now = ++concurrent;
+    int seen = peak.load();
+    while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    --concurrent;
+    return 0.5;
+  };
+  const auto r2 = cr::score_rewards(slow, batch, 3);
+  EXPECT_EQ(r2.rewards, std::vector<float>(12, 0.5f));
+  EXPECT_LE(peak.load(), 3);  // bounded pool
+  EXPECT_GE(peak.load(), 2);  // and really parallel
+}
+
+TEST(Rewards, ExceptionOfTheFirstFailingResponseIsRethrown) {
+  tabular_policy policy;
+  const auto batch = policy.generate(domain_prompts("a", 0, 3), {4, {}, 1});
+  const auto failing = [](const cr::response_view& r) -> double {
+    if (r.index == 4 || r.index == 9) throw std::runtime_error("verifier failed on " + std::to_string(r.index));
+    return 0.0;
+  };
+  try {
+    (void)cr::score_rewards(failing, batch, 4);
+    ADD_FAILURE() << "expected an exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "verifier failed on 4");
+  }
+}
+
+TEST(RolloutBatch, BuildsLayoutsAndSubsets) {
+  tabular_policy policy;
+  const auto batch = policy.generate(domain_prompts("a", 0, 3), {2, {}, 4});
+  cr::validate_rollout_batch(batch, "test", 3, 2);
+  EXPECT_EQ(batch.groups().groups(), 3u);
+  EXPECT_EQ(batch.layout().sequences(), 6u);
+  EXPECT_EQ(batch.group_of(5), 2u);
+  const std::vector<std::uint8_t> keep{1, 0, 1};
+  const auto sub = cr::subset_groups(batch, keep);
+  EXPECT_EQ(sub.prompt_count(), 2u);
+  EXPECT_EQ(sub.prompts[1].id, 2);
+  EXPECT_EQ(sub.token_count(), batch.length(0) + batch.length(1) + batch.length(4) + batch.length(5));
+  EXPECT_TRUE(std::equal(sub.response_tokens(2).begin(), sub.response_tokens(2).end(),
+                         batch.response_tokens(4).begin(), batch.response_tokens(4).end()));
+}
+
+TEST(RolloutBatch, ValidationNamesTheProducerAndTheField) {
+  tabular_policy policy;
+  auto batch = policy.generate(domain_prompts("a", 0, 2), {3, {}, 4});
+  cr::testing::expect_error_naming([&] { cr::validate_rollout_batch(batch, "policy.generate", 3, 3); },
+                                   "policy.generate result .prompts", "3 were requested");
+  cr::testing::expect_error_naming([&] { cr::validate_rollout_batch(batch, "policy.generate", 2, 4); },
+                                   "group_offsets[0]", "asked for 4");
+  batch.behaviour_log_probs.pop_back();
+  cr::testing::expect_error_naming([&] { cr::validate_rollout_batch(batch, "policy.generate"); },
+                                   "behaviour_log_probs");
+  cr::rollout_batch empty;
+  cr::testing::expect_error_naming([&] { empty.add_response({}, {}, cr::finish_reason::stopped); }, "add_prompt");
+}
+
+}  // namespace

@@ -1,0 +1,272 @@
+// The CUB kernels (exec::cuda) against the host executors. Runs only on a machine with
+// a CUDA device (ctest label gpu); elsewhere every test skips, naming the reason.
+
+#include <gtest/gtest.h>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "cascade_rl/cascade_rl.hpp"
+#include "cascade_rl/cuda/cuda.cuh"
+#include "support/expect_error.hpp"
+#include "support/random_batch.hpp"
+
+namespace {
+
+namespace cr = cascade_rl;
+using cr::cuda::device_group_layout;
+using cr::cuda::device_token_layout;
+
+class Gpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int devices = 0;
+    const cudaError_t status = cudaGetDeviceCount(&devices);
+    if (status != cudaSuccess || devices == 0)
+      GTEST_SKIP() << "no CUDA device (cudaGetDeviceCount: " << cudaGetErrorString(status)
+                   << ", " << devices << " devices): the gpu tests need one";
+  }
+};
+
+// A device copy of a host vector.
+template <class V>
+class device_vector {
+ public:
+  explicit device_vector(const std::vector<V>& host) : size_(host.size()) {
+    cr::cuda::check(cudaMalloc(&data_, std::max<std::size_t>(1, size_) * sizeof(V)), "cudaMalloc");
+    if (size_ > 0)
+      cr::cuda::check(cudaMemcpy(data_, host.data(), size_ * sizeof(V), cudaMemcpyHostToDevice), "copy");
+  }
+  explicit device_vector(std::size_t n) : device_vector(std::vector<V>(n)) {}
+  device_vector(const device_vector&) = delete;
+  ~device_vector() { cudaFree(data_); }
+  [[nodiscard]] std::vector<V> host() const {
+    std::vector<V> out(size_);
+    if (size_ > 0)
+      cr::cuda::check(cudaMemcpy(out.data(), data_, size_ * sizeof(V), cudaMemcpyDeviceToHost), "copy");
+    return out;
+  }
+  [[nodiscard]] std::span<V> span() { return {data_, size_}; }
+  [[nodiscard]] std::span<const V> cspan() const { return {data_, size_}; }
+  [[nodiscard]] V* data() { return data_; }
+
+ private:
+  V* data_ = nullptr;
+  std::size_t size_;
+};
+
+void expect_near_all(const std::vector<float>& got, const std::vector<float>& want, const char* what,
+                     double rtol = 2e-6, double atol = 1e-6) {
+  ASSERT_EQ(got.size(), want.size());
+  int reported = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (!(std::abs(got[i] - want[i]) <= atol + rtol * std::abs(want[i])) && reported++ < 5)
+      ADD_FAILURE() << what << "[" << i << "]: " << got[i] << " vs host " << want[i];
+}
+
+struct groups_case {
+  std::vector<float> rewards;
+  std::vector<std::int64_t> offsets;
+  std::size_t groups, group_size;
+};
+
+groups_case make_case(std::uint64_t seed, std::size_t groups, std::size_t g, bool variable) {
+  std::mt19937_64 rng(seed);
+  std::bernoulli_distribution coin(0.4);
+  std::uniform_int_distribution<std::size_t> size(2, 2 * g);
+  groups_case c{{}, {}, groups, g};
+  std::size_t n = groups * g;
+  if (variable) {
+    c.offsets.push_back(0);
+    for (std::size_t k = 0; k < groups; ++k) c.offsets.push_back(c.offsets.back() + static_cast<std::int64_t>(size(rng)));
+    n = static_cast<std::size_t>(c.offsets.back());
+  }
+  std::normal_distribution<float> normal(0.3f, 1.0f);
+  for (std::size_t i = 0; i < n; ++i) c.rewards.push_back(seed % 2 ? (coin(rng) ? 1.f : 0.f) : normal(rng));
+  return c;
+}
+
+TEST_F(Gpu, GroupAdvantagesMatchHost) {
+  std::uint64_t seed = 0;
+  for (std::size_t g : {2, 4, 7, 16, 33, 64, 300, 3000})
+    for (bool variable : {false, true}) {
+      const auto c = make_case(++seed, g > 1000 ? 5 : 200, g, variable);
+      const cr::group_layout host_groups =
+          variable ? cr::group_layout(c.offsets) : cr::group_layout::uniform(c.groups, c.group_size);
+      device_vector<std::int64_t> d_offsets(c.offsets);
+      const device_group_layout groups =
+          variable ? device_group_layout::variable(d_offsets.data(), c.groups, c.rewards.size(), 2 * g)
+                   : device_group_layout::uniform(c.groups, c.group_size);
+      device_vector<float> rewards(c.rewards), advantages(c.rewards.size());
+      std::vector<float> want(c.rewards.size());
+      for (auto accumulation : {cr::mean_accumulation::double_precision,
+                                cr::mean_accumulation::float32_sequential}) {
+        const cr::grpo_options options{.accumulation = accumulation};
+        cr::grpo_advantages(cr::exec::seq, std::span<const float>(c.rewards), host_groups, std::span<float>(want), options);
+        cr::grpo_advantages(cr::exec::cuda{}, rewards.cspan(), groups, advantages.span(), options);
+        expect_near_all(advantages.host(), want, "grpo", 1e-5, 1e-5);
+        const auto first = advantages.host();
+        cr::grpo_advantages(cr::exec::cuda{}, rewards.cspan(), groups, advantages.span(), options);
+        EXPECT_EQ(0, std::memcmp(first.data(), advantages.host().data(), first.size() * sizeof(float)))
+            << "not deterministic";
+      }
+      cr::rloo_advantages(cr::exec::seq, std::span<const float>(c.rewards), host_groups, std::span<float>(want));
+      cr::rloo_advantages(cr::exec::cuda{}, rewards.cspan(), groups, advantages.span());
+      expect_near_all(advantages.host(), want, "rloo", 1e-5, 1e-5);
+
+      std::vector<cr::group_statistic> hs(c.groups);
+      device_vector<cr::group_statistic> ds(c.groups);
+      cr::group_statistics(cr::exec::seq, std::span<const float>(c.rewards), host_groups, std::span<cr::group_statistic>(hs));
+      cr::group_statistics(cr::exec::cuda{}, rewards.cspan(), groups, ds.span());
+      const auto got = ds.host();
+      for (std::size_t k = 0; k < c.groups; ++k) {
+        EXPECT_NEAR(got[k].mean, hs[k].mean, 1e-12);
+        EXPECT_NEAR(got[k].std, hs[k].std, 1e-12);
+        EXPECT_EQ(got[k].min, hs[k].min);
+        EXPECT_EQ(got[k].zero_variance, hs[k].zero_variance);
+        EXPECT_EQ(got[k].count, hs[k].count);
+      }
+    }
+}
+
+TEST_F(Gpu, RefusesWhatTheHostRefuses) {
+  std::vector<float> r{1, 0, 1, 1, std::numeric_limits<float>::quiet_NaN(), 0};
+  device_vector<float> rewards(r), advantages(r.size());
+  cr::testing::expect_error_naming(
+      [&] { cr::grpo_advantages(cr::exec::cuda{}, rewards.cspan(), device_group_layout::uniform(2, 3), advantages.span()); },
+      "rewards[4]");
+  std::vector<std::int64_t> offsets{0, 1, 6};
+  device_vector<std::int64_t> d_offsets(offsets);
+  std::vector<float> fine{1, 0, 1, 1, 1, 0};
+  device_vector<float> fine_rewards(fine);
+  cr::testing::expect_error_naming(
+      [&] { cr::rloo_advantages(cr::exec::cuda{}, fine_rewards.cspan(), device_group_layout::variable(d_offsets.data(), 2, 6), advantages.span()); },
+      "groups[0]", "RLOO");
+}
+
+TEST_F(Gpu, LossesMatchHostInEveryMode) {
+  const auto b = cr::testing::make_random_batch<float>(11, {.sequences = 2000, .max_length = 200});
+  const auto layout = b.layout();
+  device_vector<std::int64_t> offsets(b.offsets);
+  device_vector<std::uint8_t> mask(b.mask);
+  const device_token_layout d_layout{offsets.data(), mask.data(), b.offsets.size() - 1, b.tokens()};
+  device_vector<float> logp(b.log_probs), old(b.old_log_probs), adv(b.advantages),
+      behaviour(b.behaviour_log_probs), ref(b.ref_log_probs), grad(b.tokens()), values(b.tokens());
+  const auto normalizer = cr::local_loss_counts(cr::exec::seq, layout).normalizer(128.0);
+  std::vector<float> want(b.tokens()), want_values(b.tokens());
+  const cr::importance_options importance[] = {
+      {}, {.mode = cr::importance_sampling::truncated, .cap = 1.5}, {.mode = cr::importance_sampling::band_mask}};
+  for (auto mode : cr::testing::all_aggregation_modes)
+    for (const auto& is : importance) {
+      const cr::reinforce_options ro{.aggregation = mode, .importance = is};
+      const auto h = cr::reinforce_loss(cr::exec::seq, layout, std::span<const float>(b.log_probs),
+                                        std::span<const float>(b.advantages), std::span<const float>(b.behaviour_log_probs),
+                                        std::span<float>(want), normalizer, ro);
+      const auto d = cr::reinforce_loss(cr::exec::cuda{}, d_layout, logp.cspan(), adv.cspan(), behaviour.cspan(),
+                                        grad.span(), normalizer, ro);
+      EXPECT_NEAR(d.loss, h.loss, 1e-9 * (1 + std::abs(h.loss)));
+      EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
+      EXPECT_EQ(d.metrics.importance_masked, h.metrics.importance_masked);
+      EXPECT_EQ(d.metrics.importance_truncated, h.metrics.importance_truncated);
+      expect_near_all(grad.host(), want, "reinforce grad");
+
+      cr::ppo_clip_options po{.clip_high = 0.28, .dual_clip = 3.0, .aggregation = mode, .importance = is};
+      const auto hp = cr::ppo_clip_loss(cr::exec::seq, layout, std::span<const float>(b.log_probs),
+                                        std::span<const float>(b.old_log_probs), std::span<const float>(b.advantages),
+                                        std::span<const float>(b.behaviour_log_probs), std::span<float>(want), normalizer, po);
+      const auto dp = cr::ppo_clip_loss(cr::exec::cuda{}, d_layout, logp.cspan(), old.cspan(), adv.cspan(),
+                                        behaviour.cspan(), grad.span(), normalizer, po);
+      EXPECT_NEAR(dp.loss, hp.loss, 1e-9 * (1 + std::abs(hp.loss)));
+      EXPECT_EQ(dp.metrics.clipped, hp.metrics.clipped);
+      EXPECT_EQ(dp.metrics.dual_clipped, hp.metrics.dual_clipped);
+      EXPECT_NEAR(dp.metrics.approx_kl_sum, hp.metrics.approx_kl_sum, 1e-9 * (1 + std::abs(hp.metrics.approx_kl_sum)));
+      expect_near_all(grad.host(), want, "ppo grad");
+      const auto again = cr::ppo_clip_loss(cr::exec::cuda{}, d_layout, logp.cspan(), old.cspan(), adv.cspan(),
+                                           behaviour.cspan(), grad.span(), normalizer, po);
+      EXPECT_EQ(again.loss, dp.loss) << "not deterministic";
+    }
+  for (auto estimator : {cr::kl_estimator::k1, cr::kl_estimator::abs, cr::kl_estimator::k2, cr::kl_estimator::k3}) {
+    const cr::kl_options kl{.estimator = estimator, .input_clamp = 1.0, .output_clamp = 0.9};
+    const double h = cr::kl_penalty(cr::exec::seq, layout, std::span<const float>(b.log_probs), std::span<const float>(b.ref_log_probs),
+                                    std::span<float>(want_values), std::span<float>(want), kl);
+    const double d = cr::kl_penalty(cr::exec::cuda{}, d_layout, logp.cspan(), ref.cspan(), values.span(), grad.span(), kl);
+    EXPECT_NEAR(d, h, 1e-9 * (1 + std::abs(h)));
+    expect_near_all(values.host(), want_values, "kl values");
+    expect_near_all(grad.host(), want, "kl grad");
+    const cr::kl_loss_options lo{.kl = kl, .coefficient = 0.1, .aggregation = cr::loss_aggregation::seq_mean_token_mean};
+    const double hl = cr::kl_loss(cr::exec::seq, layout, std::span<const float>(b.log_probs), std::span<const float>(b.ref_log_probs),
+                                  std::span<float>(want), normalizer, lo);
+    const double dl = cr::kl_loss(cr::exec::cuda{}, d_layout, logp.cspan(), ref.cspan(), grad.span(), normalizer, lo);
+    EXPECT_NEAR(dl, hl, 1e-9 * (1 + std::abs(hl)));
+    expect_near_all(grad.host(), want, "kl loss grad");
+  }
+  const double ha = cr::aggregate_token_losses(cr::exec::seq, layout, std::span<const float>(b.ref_log_probs),
+                                               std::span<const float>(b.advantages), std::span<float>(want), normalizer,
+                                               cr::loss_aggregation::seq_mean_token_sum_norm);
+  const double da = cr::aggregate_token_losses(cr::exec::cuda{}, d_layout, ref.cspan(), adv.cspan(), grad.span(),
+                                               normalizer, cr::loss_aggregation::seq_mean_token_sum_norm);
+  EXPECT_NEAR(da, ha, 1e-9 * (1 + std::abs(ha)));
+  expect_near_all(grad.host(), want, "aggregate grad");
+}
+
+template <class L>
+void check_log_probs(std::size_t rows, std::size_t vocab, std::size_t stride, float temperature) {
+  std::mt19937_64 rng(rows + vocab);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::uniform_int_distribution<std::int64_t> pick(0, static_cast<std::int64_t>(vocab) - 1);
+  std::vector<L> logits(rows * stride);
+  for (auto& v : logits) v = static_cast<L>(normal(rng));
+  std::vector<std::int64_t> labels(rows);
+  for (auto& l : labels) l = pick(rng);
+  device_vector<L> d_logits(logits);
+  device_vector<std::int64_t> d_labels(labels);
+  device_vector<float> logp(rows), entropy(rows);
+  cr::log_probs_from_logits(cr::exec::cuda{}, d_logits.cspan(), vocab, stride, d_labels.cspan(), logp.span(),
+                            entropy.span(), temperature);
+  const auto got_logp = logp.host();
+  const auto got_entropy = entropy.host();
+  for (std::size_t r = 0; r < rows; ++r) {
+    double m = -1e300, s = 0, e = 0;
+    for (std::size_t v = 0; v < vocab; ++v) m = std::max(m, static_cast<double>(static_cast<float>(logits[r * stride + v])) / temperature);
+    for (std::size_t v = 0; v < vocab; ++v) s += std::exp(static_cast<double>(static_cast<float>(logits[r * stride + v])) / temperature - m);
+    const double lse = m + std::log(s);
+    for (std::size_t v = 0; v < vocab; ++v) {
+      const double x = static_cast<double>(static_cast<float>(logits[r * stride + v])) / temperature - lse;
+      e -= std::exp(x) * x;
+    }
+    const double want = static_cast<double>(static_cast<float>(logits[r * stride + static_cast<std::size_t>(labels[r])])) / temperature - lse;
+    EXPECT_NEAR(got_logp[r], want, 5e-5 * (1 + std::abs(want))) << "row " << r << " vocab " << vocab;
+    EXPECT_NEAR(got_entropy[r], e, 5e-5 * (1 + std::abs(e))) << "row " << r << " vocab " << vocab;
+  }
+}
+
+TEST_F(Gpu, LogProbsMatchDoubleReference) {
+  check_log_probs<float>(37, 1000, 1000, 1.0f);
+  check_log_probs<float>(9, 4097, 4099, 0.6f);      // block per row, misaligned rows
+  check_log_probs<float>(3, 262144, 262144, 1.0f);  // 256k vocabulary
+  check_log_probs<__nv_bfloat16>(21, 3000, 3001, 1.0f);
+  check_log_probs<__nv_bfloat16>(4, 151936, 151936, 1.0f);
+}
+
+TEST_F(Gpu, FilterMatchesHost) {
+  const auto c = make_case(3, 500, 8, true);
+  device_vector<std::int64_t> d_offsets(c.offsets);
+  device_vector<float> rewards(c.rewards);
+  const auto want = cr::drop_zero_variance_groups(cr::exec::seq, std::span<const float>(c.rewards), cr::group_layout(c.offsets));
+  const auto got = cr::drop_zero_variance_groups(cr::exec::cuda{}, rewards.cspan(),
+                                                 device_group_layout::variable(d_offsets.data(), c.groups, c.rewards.size()));
+  EXPECT_EQ(got.kept_groups, want.kept_groups);
+  EXPECT_EQ(got.kept_sequences, want.kept_sequences);
+  EXPECT_EQ(got.group_offsets, want.group_offsets);
+  EXPECT_EQ(got.dropped_groups, want.dropped_groups);
+}
+
+}  // namespace
