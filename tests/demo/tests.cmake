@@ -1,0 +1,1 @@
+# Registers the demo tests (issue 4); included from tests/CMakeLists.txt.
