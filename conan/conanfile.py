@@ -87,37 +87,25 @@ class CascadeRlConan(ConanFile):
         self.cpp_info.set_property("cmake_file_name", "cascade_rl")
         self.cpp_info.bindirs = []
         self.cpp_info.libdirs = []
-
-        core = self.cpp_info.components["core"]
-        core.set_property("cmake_target_name", "cascade_rl::cascade_rl")
-        core.bindirs = []
-        core.libdirs = []
-
+        self._component("core", "cascade_rl::cascade_rl")
         if self.options.with_engine:
-            engine = self.cpp_info.components["cascade"]
-            engine.set_property("cmake_target_name", "cascade_rl::cascade")
-            engine.requires = ["core", "nlohmann_json::nlohmann_json"]
-            engine.system_libs = ["pthread"]
-            engine.bindirs = []
-            engine.libdirs = []
+            self._component("cascade", "cascade_rl::cascade",
+                            requires=["core", "nlohmann_json::nlohmann_json"],
+                            system_libs=["pthread"])
         if self.options.with_cuda:
-            cuda = self.cpp_info.components["cuda"]
-            cuda.set_property("cmake_target_name", "cascade_rl::cuda")
-            cuda.requires = ["core"]
-            cuda.system_libs = ["cudart"]  # from the system toolkit, as vcpkg's cuda port
-            cuda.bindirs = []
-            cuda.libdirs = []
+            # CUDA, MPI and NCCL come from the system, as vcpkg's cuda, mpi and nccl ports.
+            self._component("cuda", "cascade_rl::cuda", requires=["core"], system_libs=["cudart"])
         if self.options.with_mpi:
-            mpi = self.cpp_info.components["mpi"]
-            mpi.set_property("cmake_target_name", "cascade_rl::mpi")
-            mpi.requires = ["core"]
-            mpi.system_libs = ["mpi_cxx", "mpi"]  # the system's MPI (Debian: libopenmpi-dev)
-            mpi.bindirs = []
-            mpi.libdirs = []
+            self._component("mpi", "cascade_rl::mpi", requires=["core"],
+                            system_libs=["mpi_cxx", "mpi"])  # Debian: libopenmpi-dev
         if self.options.with_nccl:
-            nccl = self.cpp_info.components["nccl"]
-            nccl.set_property("cmake_target_name", "cascade_rl::nccl")
-            nccl.requires = ["cuda", "mpi"]
-            nccl.system_libs = ["nccl"]
-            nccl.bindirs = []
-            nccl.libdirs = []
+            self._component("nccl", "cascade_rl::nccl", requires=["cuda", "mpi"],
+                            system_libs=["nccl"])
+
+    def _component(self, name, target, requires=(), system_libs=()):
+        component = self.cpp_info.components[name]
+        component.set_property("cmake_target_name", target)
+        component.requires = list(requires)
+        component.system_libs = list(system_libs)
+        component.bindirs = []
+        component.libdirs = []
