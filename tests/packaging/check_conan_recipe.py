@@ -1,10 +1,12 @@
 """Checks the Conan recipes without Conan (it cannot be installed here): both files
-compile, and the main recipe's own set_version() reads the version that CMakeLists.txt
-sets. Conan's modules are replaced by minimal stand-ins for the few names the recipe
+compile, the main recipe's own set_version() reads the version that CMakeLists.txt
+sets, and its package_info() declares the CMake file and target names of the CMake
+package for every option. Conan's modules are replaced by minimal stand-ins for the few names the recipe
 imports; only `load` does real work (it reads a file), as Conan's does.
 
 usage: python3 check_conan_recipe.py <source dir> <expected version>
 """
+import collections
 import importlib.util
 import pathlib
 import sys
@@ -37,6 +39,39 @@ def install_conan_stand_ins():
     module("conan.tools.cmake", CMake=unused, cmake_layout=unused)
 
 
+class CppInfo:
+    """Records what package_info() declares, like Conan's cpp_info."""
+
+    def __init__(self):
+        self.properties = {}
+        self.components = collections.defaultdict(CppInfo)
+        self.requires = []
+        self.system_libs = []
+
+    def set_property(self, name, value):
+        self.properties[name] = value
+
+
+def check_package_info(recipe_class):
+    recipe = recipe_class()
+    recipe.options = types.SimpleNamespace(with_engine=True, with_cuda=True, with_mpi=True,
+                                           with_nccl=True)
+    recipe.cpp_info = CppInfo()
+    recipe.package_info()
+    info = recipe.cpp_info
+    if info.properties.get("cmake_file_name") != "cascade_rl":
+        sys.exit("conanfile.py: cmake_file_name is not cascade_rl")
+    expected = {"core": "cascade_rl::cascade_rl", "cascade": "cascade_rl::cascade",
+                "cuda": "cascade_rl::cuda", "mpi": "cascade_rl::mpi", "nccl": "cascade_rl::nccl"}
+    targets = {name: c.properties.get("cmake_target_name") for name, c in info.components.items()}
+    if targets != expected:
+        sys.exit(f"conanfile.py: components declare {targets}, expected {expected}")
+    for name, component in info.components.items():
+        for required in component.requires:
+            if "::" not in required and required not in info.components:
+                sys.exit(f"conanfile.py: component {name} requires unknown component {required}")
+
+
 def main():
     source, expected = pathlib.Path(sys.argv[1]), sys.argv[2]
     recipes = [source / "conan" / "conanfile.py", source / "conan" / "test_package" / "conanfile.py"]
@@ -54,7 +89,9 @@ def main():
         sys.exit(f"conanfile.py reads version {recipe.version}, CMakeLists.txt says {expected}")
     if recipe.name != "cascade_rl":
         sys.exit(f"conanfile.py names the package {recipe.name}, expected cascade_rl")
-    print(f"conan recipes compile; the recipe reads version {recipe.version}")
+    check_package_info(recipe_module.CascadeRlConan)
+    print(f"conan recipes compile; the recipe reads version {recipe.version} and declares "
+          "the CMake package's targets")
 
 
 if __name__ == "__main__":
