@@ -3,6 +3,8 @@
 #                   gtest executable each (cascade_rl_add_test_area), label comm
 #   mpi_*.cpp       multi-process gtest programs run under mpiexec with 1, 2 and 4
 #                   processes, labels comm;mpi
+#   mpi_cascade.cpp the cascade runner data-parallel: 1 and 2 processes each compare
+#                   with a single-process run in rank 0 (bit for bit); comm;mpi;cascade
 #   mpi_faults.cpp  drives mpi_fault_worker.cpp under mpiexec: a rank that dies, throws
 #                   or stalls ends the job with a clear error within a bound; comm;mpi
 #   nccl_checks.cpp the NCCL/CUDA check macros, no GPU needed; comm;nccl
@@ -48,6 +50,13 @@ if(TARGET cascade_rl::mpi)
   target_include_directories(comm_mpi_collectives PRIVATE "${_comm_tests_root}" "${_comm_dir}")
   target_link_libraries(comm_mpi_collectives PRIVATE cascade_rl::mpi GTest::gtest)
   cascade_rl_add_mpi_test(comm_mpi_collectives PROCESSES 1 2 4 TIMEOUT 120)
+
+  if(TARGET cascade_rl::cascade)
+    add_executable(comm_mpi_cascade "${_comm_dir}/mpi_cascade.cpp")
+    target_include_directories(comm_mpi_cascade PRIVATE "${_comm_tests_root}" "${_comm_dir}")
+    target_link_libraries(comm_mpi_cascade PRIVATE cascade_rl::cascade cascade_rl::mpi GTest::gtest)
+    cascade_rl_add_mpi_test(comm_mpi_cascade PROCESSES 1 2 4 TIMEOUT 300 LABELS cascade)
+  endif()
 
   # Fault tests: the driver (a plain gtest, no MPI) runs the worker under mpiexec with a
   # hard kill, so no outcome can hang CI; ctest's TIMEOUT is the last resort.

@@ -7,6 +7,9 @@
 //   -> loss and dL/dlogp with the step's global normaliser -> policy.apply_gradient
 //   -> metrics.
 // If the filters leave nothing, the step takes no optimizer step (metrics.updates = 0).
+// Data-parallel (step_context::comm): each rank generates, scores and filters its shard
+// of the prompts (whole groups); metrics, the curriculum, advantages and normalisers
+// come from the whole step (see step_parts.hpp, update.hpp).
 
 #include <cstddef>
 #include <cstdint>
@@ -39,6 +42,8 @@ class grpo_stage {
       : config_(std::move(config)), source_(std::move(source)), reward_(std::move(reward)),
         estimator_(std::move(estimator)) {}
 
+  static constexpr bool data_parallel = true;
+
   [[nodiscard]] const stage_config& config() const { return config_; }
   [[nodiscard]] stage_config& config() { return config_; }
   [[nodiscard]] const Source& source() const { return source_; }
@@ -58,53 +63,71 @@ class grpo_stage {
   }
 
   template <Policy P>
-  std::vector<domain_score> evaluate(P& policy, std::uint64_t seed) {
+  std::vector<domain_score> evaluate(P& policy, std::uint64_t seed, communicator_ref comm = {}) {
     return evaluate_sets(policy, reward_, config_.evals, config_.eval_sampling, seed,
-                         config_.reward_workers);
+                         config_.reward_workers, comm);
   }
 
   template <Policy P>
   step_metrics step(P& policy, step_context<snapshot_t<P>>& context) {
+    communicator_ref comm = context.comm;
     step_metrics m;
     auto start = detail::clock::now();
     std::vector<std::size_t> indices;
-    rollout_batch batch = detail::generate_step_batch(policy, source_, config_, context.rng, indices);
+    rollout_batch batch =
+        detail::generate_step_batch(policy, source_, config_, context.rng, indices, comm);
     m.generation_seconds = detail::seconds_since(start);
 
     reward_result scored = score_rewards(reward_, batch, config_.reward_workers);
     m.reward_seconds = scored.seconds;
     std::vector<float>& rewards = scored.rewards;
-    detail::fill_sample_metrics(m, batch, rewards, config_.success_threshold);
-    detail::record_curriculum(source_, batch, rewards, indices, config_.success_threshold);
+    {
+      const detail::step_samples all =
+          detail::gather_samples(comm, batch, std::span<const float>(rewards), true);
+      detail::fill_sample_metrics(m, indices.size(), all, config_.success_threshold);
+      detail::record_curriculum(source_, std::span<const float>(all.rewards), indices,
+                                config_.group_size, config_.success_threshold);
+    }
 
     start = detail::clock::now();
     {
       std::vector<std::uint8_t> flags(batch.prompt_count());
-      zero_variance_groups(exec::par, std::span<const float>(rewards), batch.groups(),
-                           std::span<std::uint8_t>(flags));
-      for (auto f : flags) m.zero_variance_groups += f;
+      if (!flags.empty())
+        zero_variance_groups(exec::par, std::span<const float>(rewards), batch.groups(),
+                             std::span<std::uint8_t>(flags));
+      std::uint64_t zero = 0;
+      for (auto f : flags) zero += f;
+      m.zero_variance_groups = static_cast<std::size_t>(sum_counts(comm, zero));
       m.zero_variance_fraction = static_cast<double>(m.zero_variance_groups) /
-                                 static_cast<double>(batch.prompt_count());
+                                 static_cast<double>(m.prompts);
     }
-    filter(batch, rewards, m);
-    if (batch.response_count() == 0) {
+    filter(batch, rewards, m, comm);
+    if (sum_counts(comm, batch.response_count()) == 0) {
       m.update_seconds = detail::seconds_since(start);
       return m;
     }
 
     std::vector<float> advantages(batch.response_count());
-    estimator_(std::span<const float>(rewards), batch.groups(), std::span<float>(advantages));
+    if (comm.size() == 1)
+      estimator_(std::span<const float>(rewards), batch.groups(), std::span<float>(advantages));
+    else
+      detail::per_sequence_of_batch(comm, std::span<const float>(rewards), batch,
+                                    std::span<float>(advantages),
+                                    [&](auto all, const group_layout& groups, auto out) {
+                                      estimator_(all, groups, out);
+                                    });
     detail::update_totals totals;
     if (config_.update.rule == update_rule::on_policy) {
       const token_layout layout = batch.layout();
       std::vector<float> token_advantages(batch.token_count());
-      broadcast_to_tokens(exec::par, std::span<const float>(advantages), layout,
-                          std::span<float>(token_advantages));
-      totals.add(detail::on_policy_update(policy, batch, std::span<const float>(token_advantages),
-                                          config_, context.lr));
+      if (batch.response_count() != 0)
+        broadcast_to_tokens(exec::par, std::span<const float>(advantages), layout,
+                            std::span<float>(token_advantages));
+      totals.add(comm, detail::on_policy_update(policy, batch, std::span<const float>(token_advantages),
+                                                config_, context.lr, comm));
     } else {
       detail::ppo_update(policy, batch, std::span<const float>(advantages), config_, context.lr,
-                         context.rng, totals);
+                         context.rng, totals, comm);
     }
     totals.into(m);
     m.update_seconds = detail::seconds_since(start);
@@ -114,10 +137,12 @@ class grpo_stage {
  private:
   // Applies the overlong and zero-variance filters, replacing batch and rewards by what
   // is kept.
-  void filter(rollout_batch& batch, std::vector<float>& rewards, step_metrics& m) const {
+  // Data-parallel: each rank filters its groups; the counts are summed over ranks.
+  void filter(rollout_batch& batch, std::vector<float>& rewards, step_metrics& m,
+              communicator_ref comm) const {
     const std::size_t groups_before = batch.prompt_count();
     const std::size_t responses_before = batch.response_count();
-    if (config_.filters.overlong) {
+    if (config_.filters.overlong && batch.response_count() > 0) {
       const overlong_options& options = *config_.filters.overlong;
       const std::vector<std::int64_t> lengths = batch.lengths();
       const std::vector<std::uint8_t> truncated = batch.truncated_flags();
@@ -133,8 +158,12 @@ class grpo_stage {
     if (config_.filters.drop_zero_variance_groups && batch.response_count() > 0)
       keep(batch, rewards,
            drop_zero_variance_groups(exec::par, std::span<const float>(rewards), batch.groups()));
-    m.filtered_groups = groups_before - batch.prompt_count();
-    m.filtered_sequences = responses_before - batch.response_count();
+    std::uint64_t counts[3] = {groups_before - batch.prompt_count(),
+                               responses_before - batch.response_count(), m.overlong};
+    comm.all_reduce(std::span<std::uint64_t>(counts), reduce_op::sum);
+    m.filtered_groups = static_cast<std::size_t>(counts[0]);
+    m.filtered_sequences = static_cast<std::size_t>(counts[1]);
+    m.overlong = static_cast<std::size_t>(counts[2]);
   }
 
   static void keep(rollout_batch& batch, std::vector<float>& rewards, const group_selection& selection) {

@@ -9,6 +9,9 @@
 //      r_t = pi_train / pi_rollout (mopd_options) -> policy.apply_gradient -> metrics.
 // Published settings: 128 prompts x 4 rollouts, lr warmed up 2e-7 -> 2e-6 over 30
 // steps, about 40-52 steps (see schedules.hpp).
+// Data-parallel (step_context::comm): each rank generates and scores its shard of the
+// prompts; everything up to dL/dlogp is per token or per group, the normaliser and the
+// metrics come from every rank.
 
 #include <cmath>
 #include <concepts>
@@ -52,6 +55,8 @@ class mopd_stage {
     if (config_.kind == stage_kind::generic) config_.kind = stage_kind::mopd;
   }
 
+  static constexpr bool data_parallel = true;
+
   [[nodiscard]] const stage_config& config() const { return config_; }
   [[nodiscard]] stage_config& config() { return config_; }
   [[nodiscard]] std::vector<std::string> required_teachers() const { return config_.domains; }
@@ -90,10 +95,10 @@ class mopd_stage {
   }
 
   template <Policy P>
-  std::vector<domain_score> evaluate(P& policy, std::uint64_t seed) {
+  std::vector<domain_score> evaluate(P& policy, std::uint64_t seed, communicator_ref comm = {}) {
     if constexpr (has_reward)
       return evaluate_sets(policy, reward_, config_.evals, config_.eval_sampling, seed,
-                           config_.reward_workers);
+                           config_.reward_workers, comm);
     else
       return {};
   }
@@ -103,11 +108,12 @@ class mopd_stage {
     static_assert(Teacher<snapshot_t<P>>,
                   "MOPD scores tokens with teachers kept as policy snapshots: the policy's "
                   "snapshot_type needs a const member log_probs(const rollout_batch&, std::span<float>)");
+    communicator_ref comm = context.comm;
     step_metrics m;
     auto start = detail::clock::now();
     std::vector<std::size_t> indices;
     const rollout_batch batch =
-        detail::generate_step_batch(policy, source_, config_, context.rng, indices);
+        detail::generate_step_batch(policy, source_, config_, context.rng, indices, comm);
     m.generation_seconds = detail::seconds_since(start);
 
     std::vector<float> rewards;
@@ -115,45 +121,57 @@ class mopd_stage {
       reward_result scored = score_rewards(reward_, batch, config_.reward_workers);
       m.reward_seconds = scored.seconds;
       rewards = std::move(scored.rewards);
-      detail::record_curriculum(source_, batch, rewards, indices, config_.success_threshold);
     }
-    detail::fill_sample_metrics(m, batch, rewards, config_.success_threshold);
+    {
+      const detail::step_samples all =
+          detail::gather_samples(comm, batch, std::span<const float>(rewards), has_reward);
+      if constexpr (has_reward)
+        detail::record_curriculum(source_, std::span<const float>(all.rewards), indices,
+                                  config_.group_size, config_.success_threshold);
+      detail::fill_sample_metrics(m, indices.size(), all, config_.success_threshold);
+    }
 
     start = detail::clock::now();
     const token_layout layout = batch.layout();
     const std::size_t n = batch.token_count();
     std::vector<float> teacher(n), student(n), advantages(n), dlogp(n);
-    route_teacher_log_probs(context.teachers, batch, std::span<float>(teacher));
-    policy.log_probs(batch, std::span<float>(student));
-    distillation_advantages(exec::par, std::span<const float>(teacher), std::span<const float>(student),
-                            layout, std::span<float>(advantages));
-    m.kl_to_teacher = reverse_kl(layout, advantages);
-    if (config_.mopd.outcome_weight != 0.0) mix_outcome(batch, layout, rewards, advantages);
-
-    const policy_loss_result loss = reinforce_loss(
-        exec::par, layout, std::span<const float>(student), std::span<const float>(advantages),
-        std::span<const float>(batch.behaviour_log_probs), std::span<float>(dlogp),
-        detail::step_normalizer(layout, config_),
-        mopd_options(config_.mopd.band_low, config_.mopd.band_high));
+    const loss_normalizer normalizer = detail::step_normalizer(layout, config_, comm);
+    policy_loss_result loss;
+    double kl_sum = 0.0;
+    std::uint64_t kl_count = 0;
+    if (batch.response_count() != 0) {
+      route_teacher_log_probs(context.teachers, batch, std::span<float>(teacher));
+      policy.log_probs(batch, std::span<float>(student));
+      distillation_advantages(exec::par, std::span<const float>(teacher), std::span<const float>(student),
+                              layout, std::span<float>(advantages));
+      reverse_kl_sum(layout, advantages, kl_sum, kl_count);
+      if (config_.mopd.outcome_weight != 0.0) mix_outcome(batch, layout, rewards, advantages);
+      loss = reinforce_loss(
+          exec::par, layout, std::span<const float>(student), std::span<const float>(advantages),
+          std::span<const float>(batch.behaviour_log_probs), std::span<float>(dlogp), normalizer,
+          mopd_options(config_.mopd.band_low, config_.mopd.band_high));
+    }
+    kl_sum = sum_in_rank_order(comm, kl_sum);
+    kl_count = sum_counts(comm, kl_count);
+    m.kl_to_teacher = kl_count == 0 ? 0.0 : kl_sum / static_cast<double>(kl_count);
     policy.apply_gradient(batch, std::span<const float>(dlogp), context.lr);
     detail::update_totals totals;
-    totals.add(loss);
+    totals.add(comm, loss);
     totals.into(m);
     m.update_seconds = detail::seconds_since(start);
     return m;
   }
 
  private:
-  // Mean over valid tokens of log pi_student - log pi_teacher = -a_t.
-  static double reverse_kl(const token_layout& layout, const std::vector<float>& advantages) {
-    double sum = 0.0;
-    std::size_t count = 0;
+  // Sum and count over valid tokens of log pi_student - log pi_teacher = -a_t (the
+  // metric is their ratio over every rank).
+  static void reverse_kl_sum(const token_layout& layout, const std::vector<float>& advantages,
+                             double& sum, std::uint64_t& count) {
     for (std::size_t t = 0; t < advantages.size(); ++t)
       if (layout.valid(t)) {
         sum -= advantages[t];
         ++count;
       }
-    return count == 0 ? 0.0 : sum / static_cast<double>(count);
   }
 
   void mix_outcome(const rollout_batch& batch, const token_layout& layout,

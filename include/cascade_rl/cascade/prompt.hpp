@@ -32,6 +32,11 @@ struct generation_request {
   std::size_t group_size = 1;
   sampling_params sampling{};
   std::uint64_t seed = 0;
+  // The position of prompts[0] among the step's (or evaluation set's) prompts: 0 in a
+  // single process; rank r of a data-parallel run generates a shard starting there.
+  // With prompt_seed(request, j) (data_parallel.hpp) a policy samples the same
+  // responses whatever the split.
+  std::size_t first_prompt = 0;
 };
 
 }  // namespace cascade_rl

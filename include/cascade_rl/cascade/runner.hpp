@@ -13,9 +13,19 @@
 // run() continues, and the final policy is bit for bit that of an uninterrupted run
 // (the policy's snapshot holds its optimizer state; every random draw comes from the
 // checkpointed generator).
+//
+// Data-parallel: give the runner a communicator (make_runner(cascade, policy, comm,
+// options)); every rank runs the same program with the same options on its replica of
+// the policy. Steps and evaluations are sharded by the stages (data_parallel.hpp says
+// what the policy must do); every rank computes the same forgetting matrix, teacher
+// decisions and checkpoint state. Rank 0 alone writes checkpoints (then tells the
+// others whether it succeeded); every rank reads them on resume() and the ranks check
+// that they loaded the same one. Observers are called on every rank: pass rank 0 the
+// ones that print.
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -29,6 +39,7 @@
 #include "cascade_rl/cascade/checkpoint.hpp"
 #include "cascade_rl/cascade/composition.hpp"
 #include "cascade_rl/cascade/concepts.hpp"
+#include "cascade_rl/cascade/data_parallel.hpp"
 #include "cascade_rl/cascade/forgetting_matrix.hpp"
 #include "cascade_rl/cascade/observers.hpp"
 #include "cascade_rl/cascade/rng.hpp"
@@ -85,7 +96,11 @@ class cascade_runner {
   using snapshot = snapshot_t<P>;
 
   cascade_runner(cascade<S...>& stages, P& policy, run_options options = {})
-      : stages_(&stages), policy_(&policy), options_(std::move(options)),
+      : cascade_runner(stages, policy, communicator_ref{}, std::move(options)) {}
+
+  // Data-parallel: `comm` (kept by reference) spans the ranks running this cascade.
+  cascade_runner(cascade<S...>& stages, P& policy, communicator_ref comm, run_options options = {})
+      : stages_(&stages), policy_(&policy), options_(std::move(options)), comm_(comm),
         rng_(options_.seed), matrix_(stages.eval_domains()) {}
 
   // Explicit teachers: assign before run() (an assigned teacher is never replaced).
@@ -96,6 +111,7 @@ class cascade_runner {
   [[nodiscard]] std::size_t step() const { return step_; }
   [[nodiscard]] std::size_t global_step() const { return global_step_; }
   [[nodiscard]] bool finished() const { return stage_ == stages_->size(); }
+  [[nodiscard]] communicator_ref communicator() const { return comm_; }
 
   // Loads the latest checkpoint of options.checkpoint_dir, if there is one, and returns
   // whether it did. All or nothing: a malformed, truncated or foreign checkpoint throws
@@ -106,9 +122,18 @@ class cascade_runner {
     if constexpr (!Checkpointable<P>) {
       detail::fail("policy", "cannot resume: its type has no save(snapshot, path) / load(path)");
     } else {
-      auto loaded = read_latest_checkpoint(options_.checkpoint_dir, *policy_);
+      // Every rank reads; a failure or a different checkpoint on any rank fails all.
+      std::optional<loaded_checkpoint<snapshot>> loaded;
+      parsed_state parsed;
+      std::exception_ptr failure;
+      try {
+        loaded = read_latest_checkpoint(options_.checkpoint_dir, *policy_);
+        if (loaded) parsed = parse_state(loaded->state, loaded->path.string());
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      agree_on_checkpoint(failure, loaded ? parsed.sequence : 0);
       if (!loaded) return false;
-      const parsed_state parsed = parse_state(loaded->state, loaded->path.string());
       if (parsed.stage < stages_->size())
         stages_->visit(parsed.stage, [&](auto& s) { s.load_state(parsed.stage_state); });
       // Commit: nothing below throws but restore, which runs last.
@@ -157,7 +182,8 @@ class cascade_runner {
             interrupted = true;
             return;
           }
-          step_context<snapshot> context{step_, config.lr.at(step_, config.steps), rng_, teachers_};
+          step_context<snapshot> context{step_, config.lr.at(step_, config.steps), rng_, teachers_,
+                                         comm_};
           step_metrics m = stage.step(*policy_, context);
           ++step_;
           ++global_step_;
@@ -200,6 +226,14 @@ class cascade_runner {
 
   void validate() const {
     stages_->validate();
+    if (comm_.size() > 1)
+      stages_->for_each([&](const auto& stage) {
+        if constexpr (!data_parallel_stage<std::decay_t<decltype(stage)>>)
+          detail::fail("stage '" + stage.config().name + "'",
+                       "does not declare data_parallel support, but the runner's communicator "
+                       "has " + std::to_string(comm_.size()) + " ranks (a stage that ignores "
+                       "step_context::comm would run its whole step on every rank)");
+      });
     if (!options_.checkpoint_dir.empty() && !Checkpointable<P>)
       detail::fail("run_options.checkpoint_dir",
                    "is set, but the policy type has no save(snapshot, path) / load(path)");
@@ -250,12 +284,20 @@ class cascade_runner {
     teachers_.offer(offered, label, [&] { return policy_->snapshot(); });
   }
 
+  template <class Stage_>
+  std::vector<domain_score> evaluate_stage(Stage_& stage, std::uint64_t seed) {
+    if constexpr (evaluates_across_ranks<Stage_, P>)
+      return stage.evaluate(*policy_, seed, comm_);
+    else
+      return stage.evaluate(*policy_, seed);  // single process (validate() checked)
+  }
+
   template <class Obs>
   void evaluate_all(const std::string& label, const std::vector<std::string>& trained, Obs& obs) {
     const std::uint64_t seed = detail::evaluation_seed(options_.seed);
     std::vector<domain_score> scores;
     stages_->for_each([&](auto& stage) {
-      for (auto& s : stage.evaluate(*policy_, seed)) scores.push_back(std::move(s));
+      for (auto& s : evaluate_stage(stage, seed)) scores.push_back(std::move(s));
     });
     std::vector<double> row(matrix_.domains().size(), 0.0);
     for (const auto& s : scores) row[matrix_.column(s.domain)] = s.score;
@@ -268,7 +310,7 @@ class cascade_runner {
   template <class Stage_, class Obs>
   void evaluate_inside(Stage_& stage, Obs& obs) {
     const stage_config& config = stage.config();
-    const std::vector<domain_score> scores = stage.evaluate(*policy_, detail::evaluation_seed(options_.seed));
+    const std::vector<domain_score> scores = evaluate_stage(stage, detail::evaluation_seed(options_.seed));
     offer_teachers(scores, config.name);
     const evaluation_record record{config.name, stage_, step_, false, scores};
     CASCADE_RL_NOTIFY(obs, on_evaluation, record);
@@ -314,9 +356,47 @@ class cascade_runner {
           {"stage_state", stage_ < stages_->size()
                               ? stages_->visit(stage_, [](const auto& s) { return s.state(); })
                               : nlohmann::json()}};
-      write_checkpoint(options_.checkpoint_dir, sequence_ + 1, *policy_, teachers_, std::move(state),
-                       options_.keep_checkpoints);
+      // Rank 0 writes (every rank's state is the same); the others learn whether it did.
+      std::exception_ptr failure;
+      if (comm_.rank() == 0) try {
+          write_checkpoint(options_.checkpoint_dir, sequence_ + 1, *policy_, teachers_,
+                           std::move(state), options_.keep_checkpoints);
+        } catch (...) {
+          failure = std::current_exception();
+        }
+      if (comm_.size() > 1) {
+        std::uint8_t failed = failure ? 1 : 0;
+        comm_.broadcast(std::span<std::uint8_t>(&failed, 1), 0);
+        if (failed != 0 && !failure)
+          detail::fail("checkpoint", "writing checkpoint " + std::to_string(sequence_ + 1) +
+                                         " to '" + options_.checkpoint_dir.string() + "' failed on rank 0");
+      }
+      if (failure) std::rethrow_exception(failure);
       ++sequence_;
+    }
+  }
+
+  // resume(): every rank must have read the same checkpoint (sequence 0: none).
+  void agree_on_checkpoint(const std::exception_ptr& failure, std::uint64_t sequence) {
+    if (comm_.size() == 1) {
+      if (failure) std::rethrow_exception(failure);
+      return;
+    }
+    const std::uint64_t mine[2] = {failure ? 1u : 0u, sequence};
+    std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(comm_.size()));
+    comm_.all_gather(std::span<const std::uint64_t>(mine), std::span<std::uint64_t>(all));
+    if (failure) std::rethrow_exception(failure);
+    for (std::size_t r = 0; r < all.size() / 2; ++r) {
+      if (all[2 * r] != 0)
+        detail::fail("run_options.checkpoint_dir", "'" + options_.checkpoint_dir.string() +
+                                                       "': reading the latest checkpoint failed on rank " +
+                                                       std::to_string(r));
+      if (all[2 * r + 1] != sequence)
+        detail::fail("run_options.checkpoint_dir",
+                     "'" + options_.checkpoint_dir.string() + "': rank " + std::to_string(r) +
+                         " found checkpoint " + std::to_string(all[2 * r + 1]) + ", rank " +
+                         std::to_string(comm_.rank()) + " found " + std::to_string(sequence) +
+                         " (0: none); data-parallel ranks must share the checkpoint directory");
     }
   }
 
@@ -383,6 +463,7 @@ class cascade_runner {
   cascade<S...>* stages_;
   P* policy_;
   run_options options_;
+  communicator_ref comm_;
   rng_type rng_;
   forgetting_matrix matrix_;
   teacher_registry<snapshot> teachers_;
@@ -404,6 +485,14 @@ template <Policy P, stage_shape... S>
 [[nodiscard]] cascade_runner<P, S...> make_runner(cascade<S...>& stages, P& policy,
                                                   run_options options = {}) {
   return cascade_runner<P, S...>(stages, policy, std::move(options));
+}
+
+// Data-parallel: the same, over `comm` (any Communicator, kept by reference).
+template <Policy P, Communicator C, stage_shape... S>
+  requires(Stage<S, P> && ...) && (!std::same_as<std::remove_cvref_t<C>, run_options>)
+[[nodiscard]] cascade_runner<P, S...> make_runner(cascade<S...>& stages, P& policy, C& comm,
+                                                  run_options options = {}) {
+  return cascade_runner<P, S...>(stages, policy, communicator_ref(comm), std::move(options));
 }
 
 // One call: a runner without checkpoints or explicit teachers, run to the end.

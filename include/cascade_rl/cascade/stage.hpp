@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cascade_rl/cascade/concepts.hpp"
+#include "cascade_rl/cascade/data_parallel.hpp"
 #include "cascade_rl/cascade/metrics.hpp"
 #include "cascade_rl/cascade/rng.hpp"
 #include "cascade_rl/cascade/stage_config.hpp"
@@ -24,6 +25,9 @@ struct step_context {
   double lr = 0.0;       // the stage schedule's lr for this step
   rng_type& rng;         // the cascade's generator (checkpointed)
   const teacher_registry<Snapshot>& teachers;
+  // The ranks sharing this step (data_parallel.hpp); a single process by default. A
+  // data_parallel_stage works on its shard and reduces over it.
+  communicator_ref comm{};
 };
 
 // The members that do not depend on the policy type (checked by make_cascade).
@@ -43,6 +47,13 @@ concept Stage = Policy<P> && stage_shape<S> &&
                   { s.step(p, context) } -> std::same_as<step_metrics>;
                   { s.evaluate(p, seed) } -> std::same_as<std::vector<domain_score>>;
                 };
+
+// Optional member: evaluate(p, seed, comm), the data-parallel evaluation (each rank
+// scores its shard of every evaluation set; every rank returns the same scores).
+template <class S, class P>
+concept evaluates_across_ranks = requires(S& s, P& p, std::uint64_t seed, communicator_ref comm) {
+  { s.evaluate(p, seed, comm) } -> std::same_as<std::vector<domain_score>>;
+};
 
 // Optional member: the domains whose teachers must exist when the stage starts (MOPD).
 template <class S>

@@ -1,6 +1,9 @@
 #pragma once
 // Pieces shared by the ready-made stages' steps: sample metrics, the request of a step,
-// and the timing helper.
+// and the timing helper. Data-parallel: every rank draws the step's prompts from the
+// shared generator and generates its shard (data_parallel.hpp); what needs the whole
+// batch (sample metrics, the curriculum, advantages) sees it gathered in rank order,
+// which is the single-process order.
 
 #include <algorithm>
 #include <chrono>
@@ -10,9 +13,11 @@
 #include <vector>
 
 #include "cascade_rl/cascade/concepts.hpp"
+#include "cascade_rl/cascade/data_parallel.hpp"
 #include "cascade_rl/cascade/metrics.hpp"
 #include "cascade_rl/cascade/rollout_batch.hpp"
 #include "cascade_rl/cascade/stage_config.hpp"
+#include "cascade_rl/comm/global_reductions.hpp"
 
 namespace cascade_rl::detail {
 
@@ -22,41 +27,64 @@ inline double seconds_since(clock::time_point start) {
   return std::chrono::duration<double>(clock::now() - start).count();
 }
 
-// Draws the prompts of a step from the source and generates their responses; the
-// sampling seed comes from the cascade's generator.
+// Draws the prompts of a step from the source (indices: all of them, on every rank) and
+// generates the responses of this rank's shard; the sampling seed comes from the
+// cascade's generator, request.first_prompt says where the shard starts.
 template <Policy P, PromptSource Source>
 rollout_batch generate_step_batch(P& policy, Source& source, const stage_config& config,
-                                  rng_type& rng, std::vector<std::size_t>& indices) {
+                                  rng_type& rng, std::vector<std::size_t>& indices,
+                                  communicator_ref comm = {}) {
   indices = source.next(config.prompts_per_step, rng);
+  const shard_range shard = shard_of(indices.size(), comm.rank(), comm.size());
   std::vector<prompt> prompts;
-  prompts.reserve(indices.size());
-  for (std::size_t i : indices) prompts.push_back(source.at(i));
-  const generation_request request{config.group_size, config.sampling, rng()};
+  prompts.reserve(shard.size());
+  for (std::size_t k = shard.begin; k < shard.end; ++k) prompts.push_back(source.at(indices[k]));
+  const generation_request request{config.group_size, config.sampling, rng(), shard.begin};
+  if (prompts.empty()) return {};  // more ranks than prompts: this one sits the step out
   rollout_batch batch = policy.generate(std::span<const prompt>(prompts), request);
   validate_rollout_batch(batch, "policy.generate", prompts.size(), config.group_size);
   return batch;
 }
 
-// Reward mean, accuracy and response-length statistics over the whole sampled batch.
-inline void fill_sample_metrics(step_metrics& m, const rollout_batch& batch,
-                                std::span<const float> rewards, double success_threshold) {
-  m.prompts = batch.prompt_count();
-  m.responses = batch.response_count();
+// Per-response values of the whole step, in global order (rank order).
+struct step_samples {
+  std::vector<float> rewards;          // empty when the stage has no reward
+  std::vector<std::int64_t> lengths;
+  std::vector<std::uint8_t> truncated;
+};
+
+template <Communicator C>
+[[nodiscard]] step_samples gather_samples(C& comm, const rollout_batch& batch,
+                                          std::span<const float> rewards, bool with_rewards) {
+  step_samples all;
+  if (with_rewards) all.rewards = all_gather_varying(comm, rewards);
+  const std::vector<std::int64_t> lengths = batch.lengths();
+  const std::vector<std::uint8_t> truncated = batch.truncated_flags();
+  all.lengths = all_gather_varying(comm, std::span<const std::int64_t>(lengths));
+  all.truncated = all_gather_varying(comm, std::span<const std::uint8_t>(truncated));
+  return all;
+}
+
+// Reward mean, accuracy and response-length statistics over the whole sampled step.
+inline void fill_sample_metrics(step_metrics& m, std::size_t prompts, const step_samples& all,
+                                double success_threshold) {
+  m.prompts = prompts;
+  m.responses = all.lengths.size();
   if (m.responses == 0) return;
   double sum = 0.0, length_sum = 0.0;
   std::size_t solved = 0, truncated = 0;
-  m.length_min = static_cast<std::int64_t>(batch.length(0));
+  m.length_min = all.lengths[0];
   m.length_max = m.length_min;
   for (std::size_t i = 0; i < m.responses; ++i) {
-    if (!rewards.empty()) {
-      sum += rewards[i];
-      solved += rewards[i] >= success_threshold;
+    if (!all.rewards.empty()) {
+      sum += all.rewards[i];
+      solved += all.rewards[i] >= success_threshold;
     }
-    const auto n = static_cast<std::int64_t>(batch.length(i));
+    const std::int64_t n = all.lengths[i];
     length_sum += static_cast<double>(n);
     m.length_min = std::min(m.length_min, n);
     m.length_max = std::max(m.length_max, n);
-    truncated += batch.finish_reasons[i] == finish_reason::truncated;
+    truncated += all.truncated[i] != 0;
   }
   const auto count = static_cast<double>(m.responses);
   m.reward_mean = sum / count;
@@ -65,17 +93,37 @@ inline void fill_sample_metrics(step_metrics& m, const rollout_batch& batch,
   m.truncated_fraction = static_cast<double>(truncated) / count;
 }
 
-// Tells the curriculum which prompts every response solved.
+// Tells the curriculum which prompts every response solved; rewards: the whole step's,
+// group_size per prompt of `indices` (every rank records every prompt, so the sources
+// of all ranks stay equal).
 template <PromptSource Source>
-void record_curriculum(Source& source, const rollout_batch& batch, std::span<const float> rewards,
-                       const std::vector<std::size_t>& indices, double success_threshold) {
-  for (std::size_t g = 0; g < batch.prompt_count(); ++g) {
+void record_curriculum(Source& source, std::span<const float> rewards,
+                       const std::vector<std::size_t>& indices, std::size_t group_size,
+                       double success_threshold) {
+  for (std::size_t g = 0; g < indices.size(); ++g) {
     bool all = true;
-    for (auto i = static_cast<std::size_t>(batch.group_offsets[g]);
-         i < static_cast<std::size_t>(batch.group_offsets[g + 1]); ++i)
+    for (std::size_t i = g * group_size; i < (g + 1) * group_size; ++i)
       all = all && rewards[i] >= success_threshold;
     source.record(indices[g], all);
   }
+}
+
+// A whole-batch per-sequence algorithm (an advantage estimator) on a batch sharded by
+// whole groups: every rank runs `whole(all_values, all_groups, all_out)` on the
+// gathered batch (so estimators that look across groups see the single-process batch)
+// and keeps its slice.
+template <Communicator C, class Whole>
+void per_sequence_of_batch(C& comm, std::span<const float> local_values,
+                           const rollout_batch& local, std::span<float> local_out, Whole&& whole) {
+  std::vector<std::int64_t> sizes(local.prompt_count());
+  for (std::size_t g = 0; g < sizes.size(); ++g)
+    sizes[g] = local.group_offsets[g + 1] - local.group_offsets[g];
+  const std::vector<std::int64_t> all_sizes = all_gather_varying(comm, std::span<const std::int64_t>(sizes));
+  std::vector<std::int64_t> offsets(all_sizes.size() + 1, 0);
+  for (std::size_t g = 0; g < all_sizes.size(); ++g) offsets[g + 1] = offsets[g] + all_sizes[g];
+  per_sequence_across_ranks(comm, local_values, local_out, [&](auto all_values, auto all_out) {
+    whole(all_values, group_layout(std::span<const std::int64_t>(offsets)), all_out);
+  });
 }
 
 }  // namespace cascade_rl::detail

@@ -9,6 +9,13 @@
 //              them into `mini_batches` mini-batches, each one optimizer step with PPO's
 //              clipped surrogate against the behaviour log-probs, normalised over that
 //              mini-batch (its own optimizer step).
+//
+// Data-parallel (comm of size R): the batch is this rank's shard of whole groups. The
+// normalisers count the tokens of every rank (integers, exact), so each token's
+// dL/dlogp is the single-process one; apply_gradient is called on every rank, with an
+// empty batch where a rank holds nothing, since the policy's gradient sum is a
+// collective. PPO shuffles the global group order (the generator is the same on every
+// rank) and each rank takes its groups of each mini-batch.
 
 #include <cstddef>
 #include <cstdint>
@@ -19,10 +26,12 @@
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
 #include "cascade_rl/cascade/concepts.hpp"
+#include "cascade_rl/cascade/data_parallel.hpp"
 #include "cascade_rl/cascade/metrics.hpp"
 #include "cascade_rl/cascade/rng.hpp"
 #include "cascade_rl/cascade/rollout_batch.hpp"
 #include "cascade_rl/cascade/stage_config.hpp"
+#include "cascade_rl/comm/global_reductions.hpp"
 #include "cascade_rl/core/exec.hpp"
 
 namespace cascade_rl::detail {
@@ -37,6 +46,15 @@ struct update_totals {
     loss_sum += r.loss;
     ++updates;
   }
+  // One update of a data-parallel step: r is this rank's part; the metrics and the
+  // loss are summed over ranks (the loss in rank order, so every rank reports the same).
+  void add(communicator_ref comm, const policy_loss_result& r) {
+    if (comm.size() == 1) return add(r);
+    policy_loss_result total;
+    total.metrics = global_metrics(comm, r.metrics);
+    total.loss = sum_in_rank_order(comm, r.loss);
+    add(total);
+  }
   void into(step_metrics& m) const {
     m.updates = updates;
     m.tokens = metrics.valid_tokens;
@@ -47,34 +65,38 @@ struct update_totals {
   }
 };
 
-inline loss_normalizer step_normalizer(const token_layout& layout, const stage_config& config) {
+inline loss_normalizer step_normalizer(const token_layout& layout, const stage_config& config,
+                                       communicator_ref comm = {}) {
   // seq-mean-token-sum-norm divides by a constant: the maximum response length (veRL
   // uses the padded length).
-  return local_loss_counts(exec::par, layout)
-      .normalizer(static_cast<double>(config.sampling.max_response_length));
+  return global_normalizer(comm, local_loss_counts(exec::par, layout),
+                           static_cast<double>(config.sampling.max_response_length));
 }
 
 template <Policy P>
 policy_loss_result on_policy_update(P& policy, const rollout_batch& batch,
                                     std::span<const float> token_advantages,
-                                    const stage_config& config, double lr) {
+                                    const stage_config& config, double lr,
+                                    communicator_ref comm = {}) {
   const token_layout layout = batch.layout();
+  const loss_normalizer normalizer = step_normalizer(layout, config, comm);
   std::vector<float> dlogp(batch.token_count());
   const reinforce_options options{.aggregation = config.update.aggregation,
                                   .surrogate = reinforce_surrogate::ratio,
                                   .importance = config.update.importance};
   policy_loss_result result;
-  if (options.importance.mode == importance_sampling::none) {
+  if (batch.response_count() == 0) {
+    // Nothing here (data-parallel: other ranks hold the step); still a collective.
+  } else if (options.importance.mode == importance_sampling::none) {
     // At ratio 1 the loss reads the log-probs only for validation: the sampler's serve.
     result = reinforce_loss(exec::par, layout, std::span<const float>(batch.behaviour_log_probs),
-                            token_advantages, std::span<float>(dlogp),
-                            step_normalizer(layout, config), options);
+                            token_advantages, std::span<float>(dlogp), normalizer, options);
   } else {
     std::vector<float> log_probs(batch.token_count());
     policy.log_probs(batch, std::span<float>(log_probs));
     result = reinforce_loss(exec::par, layout, std::span<const float>(log_probs), token_advantages,
                             std::span<const float>(batch.behaviour_log_probs),
-                            std::span<float>(dlogp), step_normalizer(layout, config), options);
+                            std::span<float>(dlogp), normalizer, options);
   }
   policy.apply_gradient(batch, std::span<const float>(dlogp), lr);
   return result;
@@ -82,33 +104,48 @@ policy_loss_result on_policy_update(P& policy, const rollout_batch& batch,
 
 template <Policy P>
 void ppo_update(P& policy, const rollout_batch& batch, std::span<const float> advantages,
-                const stage_config& config, double lr, rng_type& rng, update_totals& totals) {
-  const std::size_t groups = batch.prompt_count();
+                const stage_config& config, double lr, rng_type& rng, update_totals& totals,
+                communicator_ref comm = {}) {
+  // This rank's groups are global groups [first, first + local) of the (filtered) step.
+  const std::size_t local = batch.prompt_count();
+  std::vector<std::uint64_t> counts(static_cast<std::size_t>(comm.size()));
+  const std::uint64_t mine = local;
+  comm.all_gather(std::span<const std::uint64_t>(&mine, 1), std::span<std::uint64_t>(counts));
+  std::size_t groups = 0, first = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    if (r == static_cast<std::size_t>(comm.rank())) first = groups;
+    groups += static_cast<std::size_t>(counts[r]);
+  }
   const std::size_t parts = std::min(config.update.mini_batches, groups);
   std::vector<std::size_t> order(groups);
   for (std::size_t g = 0; g < groups; ++g) order[g] = g;
   for (std::size_t epoch = 0; epoch < config.update.epochs; ++epoch) {
     if (parts > 1) shuffle(order, rng);
     for (std::size_t part = 0; part < parts; ++part) {
-      std::vector<std::uint8_t> keep(groups, 0);
+      std::vector<std::uint8_t> keep(local, 0);
       for (std::size_t k = part * groups / parts; k < (part + 1) * groups / parts; ++k)
-        keep[order[k]] = 1;
+        if (order[k] >= first && order[k] < first + local) keep[order[k] - first] = 1;
       const group_selection selection = select_groups(batch.groups(), keep);
       const rollout_batch mini = subset(batch, selection);
       std::vector<float> mini_advantages(selection.kept_sequences.size());
       gather_sequences(exec::seq, advantages, selection, std::span<float>(mini_advantages));
       const token_layout layout = mini.layout();
+      const loss_normalizer normalizer = step_normalizer(layout, config, comm);
       std::vector<float> token_advantages(mini.token_count()), log_probs(mini.token_count()),
           dlogp(mini.token_count());
-      broadcast_to_tokens(exec::par, std::span<const float>(mini_advantages), layout,
-                          std::span<float>(token_advantages));
-      policy.log_probs(mini, std::span<float>(log_probs));
-      ppo_clip_options options = config.update.ppo;
-      options.aggregation = config.update.aggregation;
-      totals.add(ppo_clip_loss(exec::par, layout, std::span<const float>(log_probs),
+      policy_loss_result result;
+      if (mini.response_count() != 0) {
+        broadcast_to_tokens(exec::par, std::span<const float>(mini_advantages), layout,
+                            std::span<float>(token_advantages));
+        policy.log_probs(mini, std::span<float>(log_probs));
+        ppo_clip_options options = config.update.ppo;
+        options.aggregation = config.update.aggregation;
+        result = ppo_clip_loss(exec::par, layout, std::span<const float>(log_probs),
                                std::span<const float>(mini.behaviour_log_probs),
                                std::span<const float>(token_advantages), std::span<float>(dlogp),
-                               step_normalizer(layout, config), options));
+                               normalizer, options);
+      }
+      totals.add(comm, result);
       policy.apply_gradient(mini, std::span<const float>(dlogp), lr);
     }
   }
