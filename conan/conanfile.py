@@ -25,7 +25,8 @@ class CascadeRlConan(ConanFile):
     # serves every configuration.
     settings = "os", "arch", "compiler", "build_type"
     options = {
-        "with_engine": [True, False],  # cascade_rl::cascade (needs nlohmann_json)
+        "with_engine": [True, False],  # cascade_rl::cascade (needs nlohmann_json), and on
+                                       # Linux cascade_rl::verify (sandboxed rewards)
         "with_cuda": [True, False],    # cascade_rl::cuda (system CUDA toolkit)
         "with_mpi": [True, False],     # cascade_rl::mpi (system MPI)
         "with_nccl": [True, False],    # cascade_rl::nccl (system NCCL; needs cuda and mpi)
@@ -92,6 +93,9 @@ class CascadeRlConan(ConanFile):
             self._component("cascade", "cascade_rl::cascade",
                             requires=["core", "nlohmann_json::nlohmann_json"],
                             system_libs=["pthread"])
+            if self.settings.os == "Linux":  # the sandbox needs Linux namespaces and cgroups
+                self._component("verify", "cascade_rl::verify", requires=["cascade"],
+                                system_libs=["pthread"])
         if self.options.with_cuda:
             # CUDA, MPI and NCCL come from the system, as vcpkg's cuda, mpi and nccl ports.
             self._component("cuda", "cascade_rl::cuda", requires=["core"], system_libs=["cudart"])

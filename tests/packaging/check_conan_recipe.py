@@ -56,13 +56,15 @@ def check_package_info(recipe_class):
     recipe = recipe_class()
     recipe.options = types.SimpleNamespace(with_engine=True, with_cuda=True, with_mpi=True,
                                            with_nccl=True)
+    recipe.settings = types.SimpleNamespace(os="Linux")
     recipe.cpp_info = CppInfo()
     recipe.package_info()
     info = recipe.cpp_info
     if info.properties.get("cmake_file_name") != "cascade_rl":
         sys.exit("conanfile.py: cmake_file_name is not cascade_rl")
     expected = {"core": "cascade_rl::cascade_rl", "cascade": "cascade_rl::cascade",
-                "cuda": "cascade_rl::cuda", "mpi": "cascade_rl::mpi", "nccl": "cascade_rl::nccl"}
+                "cuda": "cascade_rl::cuda", "mpi": "cascade_rl::mpi", "nccl": "cascade_rl::nccl",
+                "verify": "cascade_rl::verify"}
     targets = {name: c.properties.get("cmake_target_name") for name, c in info.components.items()}
     if targets != expected:
         sys.exit(f"conanfile.py: components declare {targets}, expected {expected}")
