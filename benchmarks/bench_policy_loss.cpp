@@ -40,7 +40,7 @@ void reinforce_loss_token_mean(benchmark::State& state) {
   token_batch batch(n);
   const cr::token_layout layout(batch.offsets);
   const cr::loss_normalizer normalizer{.tokens = static_cast<double>(n)};
-  cascade_rl::bench::bandwidth_meter meter(state);
+  cascade_rl::bench::bandwidth_meter meter(state, cascade_rl::bench::limit::triad);
   for (auto _ : state) {
     auto result = cr::reinforce_loss(cr::exec::par, layout, std::span<const float>(batch.log_probs),
                                      std::span<const float>(batch.advantages),
@@ -56,7 +56,7 @@ void ppo_clip_loss_token_mean(benchmark::State& state) {
   const cr::token_layout layout(batch.offsets);
   const cr::loss_normalizer normalizer{.tokens = static_cast<double>(n)};
   const cr::ppo_clip_options options{.clip_low = 0.2, .clip_high = 0.28, .dual_clip = 3.0};
-  cascade_rl::bench::bandwidth_meter meter(state);
+  cascade_rl::bench::bandwidth_meter meter(state, cascade_rl::bench::limit::triad);
   for (auto _ : state) {
     auto result = cr::ppo_clip_loss(cr::exec::par, layout, std::span<const float>(batch.log_probs),
                                     std::span<const float>(batch.old_log_probs),

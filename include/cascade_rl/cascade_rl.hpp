@@ -18,8 +18,10 @@
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/rloo_advantages.hpp"
 
-// Policy losses, aggregation and KL estimators.
+// Policy losses, aggregation, KL estimators, log-probs from logits. (The fused
+// linear -> log-prob path needs Eigen: include algorithms/fused_linear_log_probs.hpp.)
 #include "cascade_rl/algorithms/kl_estimators.hpp"
+#include "cascade_rl/algorithms/log_probs.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
 

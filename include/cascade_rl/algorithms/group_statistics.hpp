@@ -8,6 +8,7 @@
 // on the executor or the thread count.
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <concepts>
 #include <cstddef>
@@ -94,9 +95,14 @@ group_moments group_moments_of(std::span<const T> values, std::size_t first, std
   group_moments m;
   m.count = last - first;
   m.min = m.max = static_cast<double>(values[first]);
+  // The double sum of group_mean rides along the min/max pass (same order, same bits).
+  double sum = 0.0;
+  sum += static_cast<double>(values[first]);
   for (std::size_t i = first + 1; i < last; ++i) {
-    m.min = std::min(m.min, static_cast<double>(values[i]));
-    m.max = std::max(m.max, static_cast<double>(values[i]));
+    const double v = static_cast<double>(values[i]);
+    m.min = std::min(m.min, v);
+    m.max = std::max(m.max, v);
+    sum += v;
   }
   // Decided on the data, not on a computed std: a constant group can have a
   // non-zero computed std (double inputs, float32 means), and a tiny real spread
@@ -106,7 +112,9 @@ group_moments group_moments_of(std::span<const T> values, std::size_t first, std
     m.mean = m.min;
     return m;
   }
-  m.mean = group_mean(values, first, last, accumulation);
+  m.mean = accumulation == mean_accumulation::double_precision
+               ? sum / static_cast<double>(m.count)
+               : group_mean(values, first, last, accumulation);
   for (std::size_t i = first; i < last; ++i) {
     const double d = deviation(values[i], m.mean, accumulation);
     m.m2 += d * d;
@@ -135,7 +143,15 @@ bool group_has_nonfinite(std::span<const T> values, std::size_t first, std::size
 }
 
 // Throws naming the first group of one sequence; `why` says which estimator needs two.
+inline bool has_singleton_group(const group_layout& groups) {
+  if (groups.is_uniform()) return groups.groups() > 0 && groups.size(0) == 1;
+  for (std::size_t g = 0; g < groups.groups(); ++g)
+    if (groups.size(g) == 1) return true;
+  return false;
+}
+
 inline void refuse_singleton_groups(const group_layout& groups, std::string_view why) {
+  if (groups.is_uniform() && !has_singleton_group(groups)) return;
   for (std::size_t g = 0; g < groups.groups(); ++g)
     if (groups.size(g) == 1)
       fail_at("groups", g,
@@ -163,6 +179,40 @@ void for_each_group(const Policy& policy, std::span<const T> values, const group
              nonfinite == nonfinite_rule::zero_group && group_has_nonfinite(values, first, last));
       },
       group_parallel_threshold);
+}
+
+// The single-pass path of the group advantages under nonfinite_rule::error: runs
+// body(first, last, false) on every group whose values are all finite, checking each
+// group as it goes instead of in a pass of its own over all values. Returns false when
+// some group held a NaN or infinite value (that group's body did not run); the caller
+// then validates as usual, which names the first bad index.
+template <class Policy, std::floating_point T, class Body>
+bool for_each_finite_group(const Policy& policy, std::span<const T> values,
+                           const group_layout& groups, Body&& body) {
+  std::atomic<bool> nonfinite{false};
+  for_each_index(
+      policy, groups.groups(),
+      [&](std::size_t g) {
+        const std::size_t first = groups.begin(g);
+        const std::size_t last = groups.end(g);
+        if (group_has_nonfinite(values, first, last)) {
+          nonfinite.store(true, std::memory_order_relaxed);
+          return;
+        }
+        body(first, last, false);
+      },
+      group_parallel_threshold);
+  return !nonfinite.load(std::memory_order_relaxed);
+}
+
+// Whether the single-pass path may run: sizes right, non-finite values refused, and no
+// singleton group to refuse (those errors come first, from the usual checks).
+template <std::floating_point T>
+bool single_pass_applies(std::span<const T> rewards, const group_layout& groups,
+                         std::size_t advantages_size, nonfinite_rule nonfinite,
+                         bool refuse_singletons) {
+  return nonfinite == nonfinite_rule::error && rewards.size() == groups.sequences() &&
+         advantages_size == rewards.size() && !(refuse_singletons && has_singleton_group(groups));
 }
 
 // The checks every group-based advantage makes before its (non-throwing) loop:

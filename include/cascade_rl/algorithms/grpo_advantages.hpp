@@ -44,9 +44,7 @@ void grpo_advantages(const Policy& policy, std::span<const T> rewards, const gro
                      std::span<T> advantages, const grpo_options& options = {}) {
   detail::require_epsilon(options.epsilon, "epsilon");
   const bool needs_two = options.scale_by_std && options.estimator == std_estimator::unbiased;
-  detail::validate_group_advantage_inputs(
-      policy, rewards, groups, advantages.size(), options.nonfinite,
-      needs_two && options.singleton == singleton_rule::error, "GRPO with the unbiased std");
+  const bool refuse_singletons = needs_two && options.singleton == singleton_rule::error;
 
   // The divisor for a given std, with eps where the options put it.
   const auto scale = [&](double std) {
@@ -55,32 +53,39 @@ void grpo_advantages(const Policy& policy, std::span<const T> rewards, const gro
                : std::sqrt(std * std + options.epsilon);
   };
 
-  detail::for_each_group(
-      policy, rewards, groups, options.nonfinite,
-      [&](std::size_t first, std::size_t last, bool zero_group) {
-        const bool singleton = last - first == 1;
-        if (zero_group || (singleton && options.singleton == singleton_rule::zero_advantage)) {
-          for (std::size_t i = first; i < last; ++i) advantages[i] = T(0);
-          return;
-        }
-        if (singleton && options.singleton == singleton_rule::raw_score) {
-          // veRL: mean 0, std 1.
-          const double r = static_cast<double>(rewards[first]);
-          advantages[first] = static_cast<T>(options.scale_by_std ? r / scale(1.0) : r);
-          return;
-        }
-        const detail::group_moments m =
-            detail::group_moments_of(rewards, first, last, options.accumulation);
-        if (m.zero_variance) {
-          for (std::size_t i = first; i < last; ++i) advantages[i] = T(0);
-          return;
-        }
-        const double divisor =
-            options.scale_by_std ? scale(detail::group_std(m, options.estimator)) : 1.0;
-        for (std::size_t i = first; i < last; ++i)
-          advantages[i] =
-              static_cast<T>(detail::deviation(rewards[i], m.mean, options.accumulation) / divisor);
-      });
+  const auto group = [&](std::size_t first, std::size_t last, bool zero_group) {
+    const bool singleton = last - first == 1;
+    if (zero_group || (singleton && options.singleton == singleton_rule::zero_advantage)) {
+      for (std::size_t i = first; i < last; ++i) advantages[i] = T(0);
+      return;
+    }
+    if (singleton && options.singleton == singleton_rule::raw_score) {
+      // veRL: mean 0, std 1.
+      const double r = static_cast<double>(rewards[first]);
+      advantages[first] = static_cast<T>(options.scale_by_std ? r / scale(1.0) : r);
+      return;
+    }
+    const detail::group_moments m =
+        detail::group_moments_of(rewards, first, last, options.accumulation);
+    if (m.zero_variance) {
+      for (std::size_t i = first; i < last; ++i) advantages[i] = T(0);
+      return;
+    }
+    const double divisor =
+        options.scale_by_std ? scale(detail::group_std(m, options.estimator)) : 1.0;
+    for (std::size_t i = first; i < last; ++i)
+      advantages[i] =
+          static_cast<T>(detail::deviation(rewards[i], m.mean, options.accumulation) / divisor);
+  };
+
+  if (detail::single_pass_applies(rewards, groups, advantages.size(), options.nonfinite,
+                                  refuse_singletons) &&
+      detail::for_each_finite_group(policy, rewards, groups, group))
+    return;
+  detail::validate_group_advantage_inputs(policy, rewards, groups, advantages.size(),
+                                          options.nonfinite, refuse_singletons,
+                                          "GRPO with the unbiased std");
+  detail::for_each_group(policy, rewards, groups, options.nonfinite, group);
 }
 
 }  // namespace cascade_rl

@@ -104,10 +104,7 @@ double kl_penalty(const Policy& policy, const token_layout& layout, std::span<co
                   std::span<const T> ref_log_probs, std::span<T> values_out, std::span<T> grad_out,
                   const kl_options& options = {}) {
   detail::validate_kl_options(options, "options");
-  detail::validate_kl_inputs(policy, layout, log_probs, ref_log_probs);
-  detail::require_size(values_out.size(), layout.tokens(), "values_out", "one per token");
-  detail::require_size(grad_out.size(), layout.tokens(), "grad_out", "one per token");
-  return detail::blocked_sum(policy, layout.tokens(), [&](std::size_t t) {
+  const auto term = [&](std::size_t t) {
     if (!layout.valid(t)) {
       values_out[t] = T(0);
       grad_out[t] = T(0);
@@ -118,7 +115,33 @@ double kl_penalty(const Policy& policy, const token_layout& layout, std::span<co
     values_out[t] = static_cast<T>(k.value);
     grad_out[t] = static_cast<T>(k.grad);
     return k.value;
-  });
+  };
+  const std::size_t n = layout.tokens();
+  if (log_probs.size() == n && ref_log_probs.size() == n && values_out.size() == n &&
+      grad_out.size() == n) {
+    // One pass: the finiteness checks ride along the sum (blocked_sum's arithmetic).
+    struct acc_t {
+      double sum = 0;
+      bool nonfinite = false;
+    };
+    const acc_t total = detail::blocked_reduce(
+        policy, n, acc_t{},
+        [&](acc_t& acc, std::size_t t) {
+          acc.nonfinite |= layout.valid(t) && (detail::nonfinite_at(log_probs, t) ||
+                                               detail::nonfinite_at(ref_log_probs, t));
+          acc.sum += term(t);
+        },
+        [](acc_t& sum, const acc_t& part) {
+          sum.sum += part.sum;
+          sum.nonfinite = sum.nonfinite || part.nonfinite;
+        });
+    if (!total.nonfinite) return total.sum;
+    // A bad input: the checks below name it as they always have.
+  }
+  detail::validate_kl_inputs(policy, layout, log_probs, ref_log_probs);
+  detail::require_size(values_out.size(), layout.tokens(), "values_out", "one per token");
+  detail::require_size(grad_out.size(), layout.tokens(), "grad_out", "one per token");
+  return detail::blocked_sum(policy, layout.tokens(), term);
 }
 
 // coefficient * aggregate(k_t) with its gradient dL/dlogp in grad_out.
@@ -129,20 +152,30 @@ double kl_loss(const Policy& policy, const token_layout& layout, std::span<const
   detail::validate_kl_options(options.kl, "options.kl");
   if (!std::isfinite(options.coefficient))
     detail::fail("options.coefficient", "is not finite");
+  const double coefficient = options.coefficient;
+  const auto token = [&](std::size_t t, detail::no_metrics&) {
+    const detail::token_loss k = detail::kl_token(static_cast<double>(log_probs[t]),
+                                                  static_cast<double>(ref_log_probs[t]), options.kl);
+    return detail::token_loss{coefficient * k.value, coefficient * k.grad};
+  };
+  const std::size_t n = layout.tokens();
+  T weight{};
+  if (log_probs.size() == n && ref_log_probs.size() == n && grad_out.size() == n &&
+      detail::uniform_aggregation_weight(normalizer, options.aggregation, weight)) {
+    const auto fused = detail::fused_token_losses<detail::no_metrics>(
+        policy, layout, grad_out, weight,
+        [&](std::size_t t) {
+          return detail::nonfinite_at(log_probs, t) || detail::nonfinite_at(ref_log_probs, t);
+        },
+        token);
+    if (!fused.nonfinite) return fused.total.loss;
+    // A bad input: the checks below name it as they always have.
+  }
   detail::validate_kl_inputs(policy, layout, log_probs, ref_log_probs);
   detail::require_size(grad_out.size(), layout.tokens(), "grad_out", "one per token");
   detail::validate_normalizer(policy, layout, normalizer, options.aggregation);
   detail::write_aggregation_weights(policy, layout, normalizer, options.aggregation, grad_out);
-  const double coefficient = options.coefficient;
-  return detail::reduce_token_losses<detail::no_metrics>(
-             policy, layout, grad_out,
-             [&](std::size_t t, detail::no_metrics&) {
-               const detail::token_loss k =
-                   detail::kl_token(static_cast<double>(log_probs[t]),
-                                    static_cast<double>(ref_log_probs[t]), options.kl);
-               return detail::token_loss{coefficient * k.value, coefficient * k.grad};
-             })
-      .loss;
+  return detail::reduce_token_losses<detail::no_metrics>(policy, layout, grad_out, token).loss;
 }
 
 }  // namespace cascade_rl

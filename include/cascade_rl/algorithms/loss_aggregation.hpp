@@ -24,6 +24,7 @@
 #include <concepts>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -210,6 +211,80 @@ aggregated<Metrics> reduce_token_losses(const Policy& policy, const token_layout
       });
 }
 
+// The single-pass path of the losses. Every mode but seq-mean-token-mean gives all valid
+// tokens one weight c; when the normaliser is one the mode can divide by, no scan for a
+// valid token is needed either. Then the checks of the inputs ride along the loss pass
+// (nonfinite(t) flags a valid token with a NaN or infinite input) instead of a pass of
+// their own per input, and grad_out is written once. The arithmetic is that of
+// write_aggregation_weights followed by reduce_token_losses, bit for bit: c is rounded
+// to T as grad_out would have held it, and the blocks are the same.
+template <std::floating_point T>
+bool uniform_aggregation_weight(const loss_normalizer& normalizer, loss_aggregation mode,
+                                T& weight) {
+  const auto usable = [](double v) { return v > 0 && std::isfinite(v); };
+  double c = 1.0;
+  switch (mode) {
+    case loss_aggregation::token_mean:
+      if (!usable(normalizer.tokens)) return false;
+      c = 1.0 / normalizer.tokens;
+      break;
+    case loss_aggregation::token_sum: break;
+    case loss_aggregation::seq_mean_token_sum:
+      if (!usable(normalizer.sequences)) return false;
+      c = 1.0 / normalizer.sequences;
+      break;
+    case loss_aggregation::seq_mean_token_sum_norm:
+      if (!usable(normalizer.sequences) || !usable(normalizer.scale)) return false;
+      c = 1.0 / (normalizer.sequences * normalizer.scale);
+      break;
+    case loss_aggregation::seq_mean_token_mean: return false;
+  }
+  weight = static_cast<T>(c);
+  return true;
+}
+
+template <class Metrics>
+struct checked_aggregate {
+  aggregated<Metrics> total{};
+  bool nonfinite = false;  // some valid token had a NaN or infinite input
+};
+
+template <class Metrics, class Policy, std::floating_point T, class Nonfinite, class Term>
+checked_aggregate<Metrics> fused_token_losses(const Policy& policy, const token_layout& layout,
+                                              std::span<T> grad_out, T weight,
+                                              Nonfinite&& nonfinite, Term&& term) {
+  using acc_t = checked_aggregate<Metrics>;
+  const double c = static_cast<double>(weight);
+  const auto combine = [](acc_t& sum, const acc_t& part) {
+    sum.total.loss += part.total.loss;
+    sum.total.metrics += part.total.metrics;
+    sum.nonfinite = sum.nonfinite || part.nonfinite;
+  };
+  const auto token = [&](acc_t& acc, std::size_t t) {
+    acc.nonfinite |= nonfinite(t);
+    const token_loss l = term(t, acc.total.metrics);
+    acc.total.loss += c * l.value;
+    grad_out[t] = static_cast<T>(c * l.grad);
+  };
+  if (!layout.has_mask()) return blocked_reduce(policy, layout.tokens(), acc_t{}, token, combine);
+  const std::span<const std::uint8_t> mask = layout.mask();
+  return blocked_reduce(
+      policy, layout.tokens(), acc_t{},
+      [&](acc_t& acc, std::size_t t) {
+        if (mask[t] == 0) {
+          grad_out[t] = T(0);
+          return;
+        }
+        token(acc, t);
+      },
+      combine);
+}
+
+template <std::floating_point T>
+bool nonfinite_at(std::span<const T> values, std::size_t t) {
+  return !std::isfinite(values[t]);
+}
+
 }  // namespace detail
 
 // Writes the aggregation weight c_t of every token (0 on masked tokens).
@@ -231,6 +306,21 @@ double aggregate_token_losses(const Policy& policy, const token_layout& layout,
                               std::span<T> grad_out, const loss_normalizer& normalizer,
                               loss_aggregation mode) {
   const std::size_t n = layout.tokens();
+  T weight{};
+  if (token_losses.size() == n && token_grads.size() == n && grad_out.size() == n &&
+      detail::uniform_aggregation_weight(normalizer, mode, weight)) {
+    const auto fused = detail::fused_token_losses<detail::no_metrics>(
+        policy, layout, grad_out, weight,
+        [&](std::size_t t) {
+          return detail::nonfinite_at(token_losses, t) || detail::nonfinite_at(token_grads, t);
+        },
+        [&](std::size_t t, detail::no_metrics&) {
+          return detail::token_loss{static_cast<double>(token_losses[t]),
+                                    static_cast<double>(token_grads[t])};
+        });
+    if (!fused.nonfinite) return fused.total.loss;
+    // A bad input: the checks below name it as they always have.
+  }
   detail::require_size(token_losses.size(), n, "token_losses", "one per token");
   detail::require_size(token_grads.size(), n, "token_grads", "one per token");
   detail::require_size(grad_out.size(), n, "grad_out", "one per token");

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <concepts>
 #include <cstddef>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
@@ -202,6 +203,25 @@ void prepare_policy_loss(const Policy& policy, const token_layout& layout,
   write_aggregation_weights(policy, layout, normalizer, aggregation, grad_out);
 }
 
+// Whether the single-pass path (fused_token_losses) applies: every size is right, so
+// that the only check left is finiteness, which rides along the loss pass; and the
+// mode's weight is uniform with a usable normaliser.
+template <std::floating_point T>
+bool fused_loss_applies(const token_layout& layout, std::initializer_list<std::size_t> input_sizes,
+                        std::span<const T> behaviour_log_probs, std::span<T> grad_out,
+                        const loss_normalizer& normalizer, loss_aggregation aggregation,
+                        const importance_options& importance, T& weight) {
+  const std::size_t n = layout.tokens();
+  for (const std::size_t size : input_sizes)
+    if (size != n) return false;
+  if (grad_out.size() != n) return false;
+  if (importance.mode == importance_sampling::none
+          ? !behaviour_log_probs.empty() && behaviour_log_probs.size() != n
+          : behaviour_log_probs.size() != n)
+    return false;
+  return uniform_aggregation_weight(normalizer, aggregation, weight);
+}
+
 }  // namespace detail
 
 // Strictly on-policy REINFORCE: l_t = -w_t * A_t * ratio_t with ratio_t =
@@ -214,21 +234,35 @@ policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layo
                                   const loss_normalizer& normalizer,
                                   const reinforce_options& options = {}) {
   detail::validate_importance(options.importance, "options.importance");
+  const auto token = [&](std::size_t t, policy_loss_metrics& m) {
+    ++m.valid_tokens;
+    const double logp = static_cast<double>(log_probs[t]);
+    const double a = static_cast<double>(advantages[t]);
+    const double value = options.surrogate == reinforce_surrogate::ratio ? -a : -a * logp;
+    return detail::weighted(
+        {value, -a},
+        detail::counted_importance_weight(options.importance, logp, behaviour_log_probs, t, m));
+  };
+  T weight{};
+  if (detail::fused_loss_applies(layout, {log_probs.size(), advantages.size()},
+                                 behaviour_log_probs, grad_out, normalizer, options.aggregation,
+                                 options.importance, weight)) {
+    const bool corrected = options.importance.mode != importance_sampling::none;
+    const auto fused = detail::fused_token_losses<policy_loss_metrics>(
+        policy, layout, grad_out, weight,
+        [&](std::size_t t) {
+          return detail::nonfinite_at(log_probs, t) || detail::nonfinite_at(advantages, t) ||
+                 (corrected && detail::nonfinite_at(behaviour_log_probs, t));
+        },
+        token);
+    if (!fused.nonfinite) return {fused.total.loss, fused.total.metrics};
+    // A bad input: the checks below name it as they always have.
+  }
   detail::validate_token_input(policy, layout, log_probs, "log_probs");
   detail::validate_token_input(policy, layout, advantages, "advantages");
   detail::prepare_policy_loss(policy, layout, behaviour_log_probs, grad_out, normalizer,
                               options.aggregation, options.importance);
-
-  const auto total = detail::reduce_token_losses<policy_loss_metrics>(
-      policy, layout, grad_out, [&](std::size_t t, policy_loss_metrics& m) {
-        ++m.valid_tokens;
-        const double logp = static_cast<double>(log_probs[t]);
-        const double a = static_cast<double>(advantages[t]);
-        const double value = options.surrogate == reinforce_surrogate::ratio ? -a : -a * logp;
-        return detail::weighted(
-            {value, -a},
-            detail::counted_importance_weight(options.importance, logp, behaviour_log_probs, t, m));
-      });
+  const auto total = detail::reduce_token_losses<policy_loss_metrics>(policy, layout, grad_out, token);
   return {total.loss, total.metrics};
 }
 
@@ -253,22 +287,37 @@ policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layou
                                  const loss_normalizer& normalizer,
                                  const ppo_clip_options& options = {}) {
   detail::validate_ppo_options(options);
+  const auto token = [&](std::size_t t, policy_loss_metrics& m) {
+    ++m.valid_tokens;
+    const double old_logp = static_cast<double>(old_log_probs[t]);
+    const detail::token_loss l = detail::ppo_token(
+        static_cast<double>(log_probs[t]), old_logp, static_cast<double>(advantages[t]),
+        options, m);
+    return detail::weighted(l, detail::counted_importance_weight(
+                                   options.importance, old_logp, behaviour_log_probs, t, m));
+  };
+  T weight{};
+  if (detail::fused_loss_applies(layout, {log_probs.size(), old_log_probs.size(), advantages.size()},
+                                 behaviour_log_probs, grad_out, normalizer, options.aggregation,
+                                 options.importance, weight)) {
+    const bool corrected = options.importance.mode != importance_sampling::none;
+    const auto fused = detail::fused_token_losses<policy_loss_metrics>(
+        policy, layout, grad_out, weight,
+        [&](std::size_t t) {
+          return detail::nonfinite_at(log_probs, t) || detail::nonfinite_at(old_log_probs, t) ||
+                 detail::nonfinite_at(advantages, t) ||
+                 (corrected && detail::nonfinite_at(behaviour_log_probs, t));
+        },
+        token);
+    if (!fused.nonfinite) return {fused.total.loss, fused.total.metrics};
+    // A bad input: the checks below name it as they always have.
+  }
   detail::validate_token_input(policy, layout, log_probs, "log_probs");
   detail::validate_token_input(policy, layout, old_log_probs, "old_log_probs");
   detail::validate_token_input(policy, layout, advantages, "advantages");
   detail::prepare_policy_loss(policy, layout, behaviour_log_probs, grad_out, normalizer,
                               options.aggregation, options.importance);
-
-  const auto total = detail::reduce_token_losses<policy_loss_metrics>(
-      policy, layout, grad_out, [&](std::size_t t, policy_loss_metrics& m) {
-        ++m.valid_tokens;
-        const double old_logp = static_cast<double>(old_log_probs[t]);
-        const detail::token_loss l = detail::ppo_token(
-            static_cast<double>(log_probs[t]), old_logp, static_cast<double>(advantages[t]),
-            options, m);
-        return detail::weighted(l, detail::counted_importance_weight(
-                                       options.importance, old_logp, behaviour_log_probs, t, m));
-      });
+  const auto total = detail::reduce_token_losses<policy_loss_metrics>(policy, layout, grad_out, token);
   return {total.loss, total.metrics};
 }
 

@@ -28,29 +28,33 @@ struct rloo_options {
 template <exec::host_policy Policy, std::floating_point T>
 void rloo_advantages(const Policy& policy, std::span<const T> rewards, const group_layout& groups,
                      std::span<T> advantages, const rloo_options& options = {}) {
+  const bool refuse_singletons = options.singleton == singleton_rule::error;
+  const auto group = [&](std::size_t first, std::size_t last, bool zero_group) {
+    if (last - first == 1 && !zero_group) {
+      advantages[first] = options.singleton == singleton_rule::raw_score ? rewards[first] : T(0);
+      return;
+    }
+    const detail::group_moments m =
+        zero_group ? detail::group_moments{}
+                   : detail::group_moments_of(rewards, first, last, options.accumulation);
+    if (zero_group || m.zero_variance) {
+      for (std::size_t i = first; i < last; ++i) advantages[i] = T(0);
+      return;
+    }
+    const double n = static_cast<double>(m.count);
+    const double factor = n / (n - 1.0);
+    for (std::size_t i = first; i < last; ++i)
+      advantages[i] = static_cast<T>(
+          factor * detail::deviation(rewards[i], m.mean, options.accumulation));
+  };
+
+  if (detail::single_pass_applies(rewards, groups, advantages.size(), options.nonfinite,
+                                  refuse_singletons) &&
+      detail::for_each_finite_group(policy, rewards, groups, group))
+    return;
   detail::validate_group_advantage_inputs(policy, rewards, groups, advantages.size(),
-                                          options.nonfinite,
-                                          options.singleton == singleton_rule::error, "RLOO");
-  detail::for_each_group(
-      policy, rewards, groups, options.nonfinite,
-      [&](std::size_t first, std::size_t last, bool zero_group) {
-        if (last - first == 1 && !zero_group) {
-          advantages[first] = options.singleton == singleton_rule::raw_score ? rewards[first] : T(0);
-          return;
-        }
-        const detail::group_moments m =
-            zero_group ? detail::group_moments{}
-                       : detail::group_moments_of(rewards, first, last, options.accumulation);
-        if (zero_group || m.zero_variance) {
-          for (std::size_t i = first; i < last; ++i) advantages[i] = T(0);
-          return;
-        }
-        const double n = static_cast<double>(m.count);
-        const double factor = n / (n - 1.0);
-        for (std::size_t i = first; i < last; ++i)
-          advantages[i] = static_cast<T>(
-              factor * detail::deviation(rewards[i], m.mean, options.accumulation));
-      });
+                                          options.nonfinite, refuse_singletons, "RLOO");
+  detail::for_each_group(policy, rewards, groups, options.nonfinite, group);
 }
 
 }  // namespace cascade_rl

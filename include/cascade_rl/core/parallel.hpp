@@ -76,16 +76,38 @@ void for_each_index(const exec::parallel_policy& policy, std::size_t n, Body&& b
 #endif
 }
 
+// Blocks a thread reduces in lockstep: token i of each of them in turn. Each block
+// still sees its own indices in order (the same bits as one block at a time), but the
+// blocks' accumulators are independent chains, so a floating-point add's latency no
+// longer bounds a whole block's time.
+inline constexpr std::size_t reduce_interleave = 4;
+
 // Reduces accumulate(acc, i) over i in [0, n), with combine(total, partial) joining
 // block results in block order. `identity` must be neutral for combine.
 template <class Policy, class Acc, class Accumulate, class Combine>
 Acc blocked_reduce(const Policy& policy, std::size_t n, const Acc& identity,
                    Accumulate&& accumulate, Combine&& combine) {
-  const std::size_t blocks = (n + reduce_block_size - 1) / reduce_block_size;
+  constexpr std::size_t block = reduce_block_size;
+  constexpr std::size_t lanes = reduce_interleave;
+  const std::size_t blocks = (n + block - 1) / block;
+  const std::size_t full_blocks = n / block;
   std::vector<Acc> partial(blocks, identity);
-  for_each_index(policy, blocks, [&](std::size_t b) {
-    const std::size_t first = b * reduce_block_size;
-    const std::size_t last = first + reduce_block_size < n ? first + reduce_block_size : n;
+  // Whole groups of `lanes` full blocks in lockstep, then the rest one block at a time.
+  const std::size_t groups = full_blocks / lanes;
+  const std::size_t tasks = groups + (blocks - groups * lanes);
+  for_each_index(policy, tasks, [&](std::size_t task) {
+    if (task < groups) {
+      const std::size_t first = task * lanes * block;
+      Acc acc[lanes];
+      for (std::size_t k = 0; k < lanes; ++k) acc[k] = identity;
+      for (std::size_t i = 0; i < block; ++i)
+        for (std::size_t k = 0; k < lanes; ++k) accumulate(acc[k], first + k * block + i);
+      for (std::size_t k = 0; k < lanes; ++k) partial[task * lanes + k] = acc[k];
+      return;
+    }
+    const std::size_t b = groups * lanes + (task - groups);
+    const std::size_t first = b * block;
+    const std::size_t last = first + block < n ? first + block : n;
     Acc& acc = partial[b];
     for (std::size_t i = first; i < last; ++i) accumulate(acc, i);
   }, /*min_parallel=*/2);

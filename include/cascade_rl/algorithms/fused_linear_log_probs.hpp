@@ -1,0 +1,226 @@
+#pragma once
+// The output projection, log-softmax and its backward pass without the [T, V] logits:
+//   logits = hidden [T, H] x weight [H, V] / temperature,
+//   log_probs[t] = log softmax(logits[t])[labels[t]], entropy[t], lse[t];
+// and, given dL/dlogp (the grad_out of any loss here), the gradients of L with respect
+// to hidden and weight:
+//   dL/dlogits[t, v] = g_t (1[v == label_t] - p_tv),
+//   grad_hidden = dL/dlogits x weight^T / temperature,
+//   grad_weight = hidden^T x dL/dlogits / temperature.
+// Rows go through in chunks of at most 32 (options.chunk_rows): only [chunk, V] logits
+// exist at a time, so the extra memory is chunk * (V + H) floats, not T * V. The backward
+// pass recomputes each chunk's logits (one more matrix product, no stored softmax).
+//
+// THIS HEADER REQUIRES EIGEN 3.4 (Eigen/Core; CMake: find_package(Eigen3) and link
+// Eigen3::Eigen) for the matrix products. The rest of cascade_rl stays standard-library
+// only; include this header only where Eigen is available.
+//
+// Determinism: every matrix product runs on one thread over a fixed tile (vocabulary
+// tiles of options.vocab_tile columns, hidden tiles of 64), and the tiles are the same
+// under exec::seq and exec::par, so results are the same bits for any thread count. The
+// destinations are typed with at most 32 rows at compile time, which keeps Eigen from
+// starting threads of its own inside a product.
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cascade_rl/algorithms/log_probs.hpp"
+#include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/error.hpp"
+#include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/core/parallel.hpp"
+
+namespace cascade_rl {
+
+struct fused_linear_options {
+  std::size_t chunk_rows = 32;     // rows of logits held at once, 1 to 32
+  std::size_t vocab_tile = 2048;   // columns per matrix-product task
+  float temperature = 1.0f;
+};
+
+namespace detail {
+
+inline constexpr std::size_t fused_max_chunk = 32;
+inline constexpr std::size_t fused_hidden_tile = 64;
+
+// Row-major float matrices of at most 32 rows at compile time (see the file comment).
+using chunk_matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor,
+                                   static_cast<int>(fused_max_chunk), Eigen::Dynamic>;
+using row_major_map = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>,
+                                 Eigen::Unaligned, Eigen::OuterStride<>>;
+using slab_map = Eigen::Map<chunk_matrix, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+inline void validate_fused_linear(std::size_t tokens, std::size_t hidden_size, std::size_t vocab,
+                                  std::span<const float> hidden, std::span<const float> weight,
+                                  const fused_linear_options& options) {
+  if (hidden_size == 0) fail("hidden_size", "is 0, expected at least 1");
+  if (vocab == 0) fail("vocab", "is 0, expected at least 1");
+  require_size(hidden.size(), tokens * hidden_size, "hidden", "tokens x hidden_size, row-major");
+  require_size(weight.size(), hidden_size * vocab, "weight", "hidden_size x vocab, row-major");
+  if (options.chunk_rows == 0 || options.chunk_rows > fused_max_chunk)
+    fail("options.chunk_rows", "is " + std::to_string(options.chunk_rows) + ", expected 1 to 32");
+  if (options.vocab_tile == 0) fail("options.vocab_tile", "is 0, expected at least 1");
+  require_temperature(options.temperature);
+}
+
+// The fixed tiles of [0, n) of width `tile`.
+inline std::size_t tiles_of(std::size_t n, std::size_t tile) { return (n + tile - 1) / tile; }
+
+// scratch[:, tile] = hidden rows [first, first + rows) x weight[:, tile], tile by tile.
+template <class Policy>
+void chunk_logits(const Policy& policy, const row_major_map& hidden, const row_major_map& weight,
+                  std::size_t first, std::size_t rows, std::size_t vocab_tile, chunk_matrix& scratch) {
+  const auto h = static_cast<Eigen::Index>(hidden.cols());
+  const auto vocab = static_cast<std::size_t>(weight.cols());
+  for_each_index(
+      policy, tiles_of(vocab, vocab_tile),
+      [&](std::size_t k) {
+        const auto v0 = static_cast<Eigen::Index>(k * vocab_tile);
+        const auto width = static_cast<Eigen::Index>(std::min(vocab_tile, vocab - k * vocab_tile));
+        scratch.block(0, v0, static_cast<Eigen::Index>(rows), width).noalias() =
+            hidden.block(static_cast<Eigen::Index>(first), 0, static_cast<Eigen::Index>(rows), h) *
+            weight.middleCols(v0, width);
+      },
+      /*min_parallel=*/2);
+}
+
+}  // namespace detail
+
+// hidden: [tokens, hidden_size] row-major, tokens = labels.size(); weight: [hidden_size,
+// vocab] row-major. Writes log_probs and, when not empty, entropy and lse (the
+// log-sum-exp of each row's scaled logits, which the backward pass takes).
+template <exec::host_policy Policy>
+void fused_linear_log_probs(const Policy& policy, std::span<const float> hidden,
+                            std::span<const float> weight, std::size_t hidden_size,
+                            std::size_t vocab, std::span<const std::int64_t> labels,
+                            std::span<float> log_probs, std::span<float> entropy,
+                            std::span<float> lse, const fused_linear_options& options = {}) {
+  const std::size_t tokens = labels.size();
+  detail::validate_fused_linear(tokens, hidden_size, vocab, hidden, weight, options);
+  detail::require_size(log_probs.size(), tokens, "log_probs", "one per label");
+  if (!entropy.empty()) detail::require_size(entropy.size(), tokens, "entropy", "one per label, or empty");
+  if (!lse.empty()) detail::require_size(lse.size(), tokens, "lse", "one per label, or empty");
+  detail::require_labels_in_range(policy, labels, vocab);
+  if (tokens == 0) return;
+
+  const auto h = static_cast<Eigen::Index>(hidden_size);
+  const auto v = static_cast<Eigen::Index>(vocab);
+  const detail::row_major_map H(hidden.data(), static_cast<Eigen::Index>(tokens), h, Eigen::OuterStride<>(h));
+  const detail::row_major_map W(weight.data(), h, v, Eigen::OuterStride<>(v));
+  const float inverse = 1.0f / options.temperature;
+  detail::chunk_matrix scratch(static_cast<Eigen::Index>(std::min(options.chunk_rows, tokens)), v);
+
+  for (std::size_t first = 0; first < tokens; first += options.chunk_rows) {
+    const std::size_t rows = std::min(options.chunk_rows, tokens - first);
+    detail::chunk_logits(policy, H, W, first, rows, options.vocab_tile, scratch);
+    detail::for_each_index(
+        policy, rows,
+        [&](std::size_t r) {
+          const float* x = scratch.data() + r * vocab;
+          const std::size_t t = first + r;
+          const detail::lse_state st = detail::row_lse(x, vocab, inverse);
+          const double row_lse = st.log_sum_exp();
+          log_probs[t] = static_cast<float>(static_cast<double>(x[labels[t]] * inverse) - row_lse);
+          if (!entropy.empty()) entropy[t] = static_cast<float>(st.entropy());
+          if (!lse.empty()) lse[t] = static_cast<float>(row_lse);
+        },
+        /*min_parallel=*/2);
+  }
+}
+
+// The backward pass: grad_log_probs[t] = dL/dlogp_t (masked tokens: 0); lse from the
+// forward pass. Writes grad_hidden [tokens, hidden_size] and grad_weight [hidden_size,
+// vocab] (overwritten, not accumulated).
+template <exec::host_policy Policy>
+void fused_linear_log_probs_backward(const Policy& policy, std::span<const float> hidden,
+                                     std::span<const float> weight, std::size_t hidden_size,
+                                     std::size_t vocab, std::span<const std::int64_t> labels,
+                                     std::span<const float> lse,
+                                     std::span<const float> grad_log_probs,
+                                     std::span<float> grad_hidden, std::span<float> grad_weight,
+                                     const fused_linear_options& options = {}) {
+  const std::size_t tokens = labels.size();
+  detail::validate_fused_linear(tokens, hidden_size, vocab, hidden, weight, options);
+  detail::require_size(lse.size(), tokens, "lse", "one per label (from the forward pass)");
+  detail::require_size(grad_log_probs.size(), tokens, "grad_log_probs", "one per label");
+  detail::require_size(grad_hidden.size(), tokens * hidden_size, "grad_hidden",
+                       "tokens x hidden_size, row-major");
+  detail::require_size(grad_weight.size(), hidden_size * vocab, "grad_weight",
+                       "hidden_size x vocab, row-major");
+  detail::require_labels_in_range(policy, labels, vocab);
+  detail::require_finite(policy, lse, "lse");
+  detail::require_finite(policy, grad_log_probs, "grad_log_probs");
+
+  const auto h = static_cast<Eigen::Index>(hidden_size);
+  const auto v = static_cast<Eigen::Index>(vocab);
+  detail::for_each_index(policy, grad_weight.size(), [&](std::size_t i) { grad_weight[i] = 0.0f; });
+  if (tokens == 0) return;
+  const detail::row_major_map H(hidden.data(), static_cast<Eigen::Index>(tokens), h, Eigen::OuterStride<>(h));
+  const detail::row_major_map W(weight.data(), h, v, Eigen::OuterStride<>(v));
+  const float inverse = 1.0f / options.temperature;
+  const std::size_t chunk = std::min(options.chunk_rows, tokens);
+  detail::chunk_matrix scratch(static_cast<Eigen::Index>(chunk), v);
+  detail::chunk_matrix hidden_grad(static_cast<Eigen::Index>(chunk), h);
+
+  for (std::size_t first = 0; first < tokens; first += options.chunk_rows) {
+    const std::size_t rows = std::min(options.chunk_rows, tokens - first);
+    const auto r = static_cast<Eigen::Index>(rows);
+    const auto hc = H.block(static_cast<Eigen::Index>(first), 0, r, h);
+    // Per vocabulary tile: the logits again, dL/dlogits in place (with the 1/temperature
+    // of the chain rule), then that tile's columns of grad_weight, slab by slab of 32
+    // rows of hidden_size (each tile's columns are written by one task only).
+    detail::for_each_index(
+        policy, detail::tiles_of(vocab, options.vocab_tile),
+        [&](std::size_t k) {
+          const std::size_t v0 = k * options.vocab_tile;
+          const std::size_t width = std::min(options.vocab_tile, vocab - v0);
+          const auto c0 = static_cast<Eigen::Index>(v0);
+          const auto w = static_cast<Eigen::Index>(width);
+          auto tile = scratch.block(0, c0, r, w);
+          tile.noalias() = hc * W.middleCols(c0, w);
+          for (std::size_t i = 0; i < rows; ++i) {
+            const std::size_t t = first + i;
+            float* z = scratch.data() + i * vocab + v0;
+            const float g = grad_log_probs[t] * inverse;
+            const float row_lse = lse[t];
+            for (std::size_t j = 0; j < width; ++j) {
+              float clamped;
+              const float p = detail::exp_nonpositive(z[j] * inverse - row_lse, clamped);
+              z[j] = -g * p;
+            }
+            const auto label = static_cast<std::size_t>(labels[t]);
+            if (label >= v0 && label < v0 + width) z[label - v0] += g;
+          }
+          for (std::size_t s = 0; s < hidden_size; s += detail::fused_max_chunk) {
+            const auto slab = static_cast<Eigen::Index>(std::min(detail::fused_max_chunk, hidden_size - s));
+            detail::slab_map dw(grad_weight.data() + s * vocab + v0, slab, w, Eigen::OuterStride<>(v));
+            dw.noalias() += hc.middleCols(static_cast<Eigen::Index>(s), slab).transpose() * tile;
+          }
+        },
+        /*min_parallel=*/2);
+    // grad_hidden of the chunk, by fixed tiles of hidden columns: dZ [rows, V] x W^T.
+    detail::for_each_index(
+        policy, detail::tiles_of(hidden_size, detail::fused_hidden_tile),
+        [&](std::size_t k) {
+          const auto c0 = static_cast<Eigen::Index>(k * detail::fused_hidden_tile);
+          const auto w = static_cast<Eigen::Index>(
+              std::min(detail::fused_hidden_tile, hidden_size - k * detail::fused_hidden_tile));
+          hidden_grad.block(0, c0, r, w).noalias() =
+              scratch.topRows(r) * W.middleRows(c0, w).transpose();
+        },
+        /*min_parallel=*/2);
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j = 0; j < hidden_size; ++j)
+        grad_hidden[(first + i) * hidden_size + j] =
+            hidden_grad(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j));
+  }
+}
+
+}  // namespace cascade_rl

@@ -1,0 +1,253 @@
+#pragma once
+// Log-probabilities of the sampled tokens and the entropy of each row's softmax, from
+// logits [rows, vocab] (fp32 or bf16), every logit read from memory once.
+//
+//   log_probs[r] = log softmax(logits[r] / temperature)[labels[r]]
+//   entropy[r]   = -sum_v p_v log p_v  of that softmax
+//
+// One pass per row with an online log-sum-exp (Milakov & Gimelshein 2018): the row goes
+// through in chunks that stay in L1; each chunk is loaded once, its maximum taken, the
+// running state moved to the new maximum when it grows (one exp per chunk), and then
+// exp(x - max) summed over the chunk from cache. Over the values seen so far, relative
+// to the running maximum m:
+//   s = sum exp(x - m),  w = sum exp(x - m) * (x - m),
+// so that lse = m + log s and the entropy H = log s - w / s. The chunk sums run in 16
+// float lanes (vectorisable, a fixed order), the running state in double.
+// The exp is a vectorisable polynomial (Cephes expf: a few ulp in float), since the
+// row is bandwidth-bound only if the exp is cheap. Logits of -inf add nothing; a NaN
+// logit makes its row NaN. Rows are independent and each is reduced by one thread in a
+// fixed order, so results are the same bits under exec::seq and exec::par with any
+// thread count (for a given build: the kernels/ CUDA and portable paths use their own
+// exp and order, and agree within float tolerance).
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <string>
+#include <type_traits>
+
+#include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/error.hpp"
+#include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/core/parallel.hpp"
+
+namespace cascade_rl {
+
+// bfloat16 storage: the upper 16 bits of an IEEE-754 float32 (as torch.bfloat16 and
+// __nv_bfloat16 store it), so a tensor's bytes can be viewed as a span of these.
+struct bfloat16 {
+  std::uint16_t bits = 0;
+
+  [[nodiscard]] static constexpr bfloat16 from_bits(std::uint16_t b) { return bfloat16{b}; }
+  // Rounds to nearest, ties to even; NaN stays NaN.
+  [[nodiscard]] static constexpr bfloat16 from_float(float f) {
+    const auto u = std::bit_cast<std::uint32_t>(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return bfloat16{static_cast<std::uint16_t>((u >> 16) | 0x40u)};
+    const std::uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
+    return bfloat16{static_cast<std::uint16_t>((u + rounding) >> 16)};
+  }
+  [[nodiscard]] constexpr float to_float() const {
+    return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+  }
+  constexpr explicit operator float() const { return to_float(); }
+};
+static_assert(sizeof(bfloat16) == 2);
+
+template <class L>
+concept logit_type = std::same_as<L, float> || std::same_as<L, bfloat16>;
+
+namespace detail {
+
+template <logit_type L>
+inline float logit_value(L x) {
+  if constexpr (std::same_as<L, float>)
+    return x;
+  else
+    return x.to_float();
+}
+
+// exp(d) for d <= 0 or -inf (the argument of an online log-sum-exp), branch-free so
+// that a loop of it vectorises: Cephes expf's range reduction and degree-6 polynomial, a
+// few ulp. d is clamped at -87 (just inside float's normal range), so exp(-inf) gives
+// 1.6e-38 rather than 0: below float resolution in a sum that holds exp(0) = 1. NaN
+// gives NaN. `clamped` receives max(d, -87) (NaN for NaN).
+inline float exp_nonpositive(float d, float& clamped) {
+  const float x = d < -87.0f ? -87.0f : d;
+  clamped = x;
+  // n = round(x / ln 2) by the 1.5 * 2^23 trick (|x / ln 2| < 2^22 here); the integer
+  // is read from the bits, so NaN stays defined behaviour.
+  constexpr float round_magic = 12582912.0f;
+  const float t = x * 1.44269504088896341f + round_magic;
+  const float n = t - round_magic;
+  const std::uint32_t integer = std::bit_cast<std::uint32_t>(t) - std::bit_cast<std::uint32_t>(round_magic);
+  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  return p * std::bit_cast<float>((integer + 127u) << 23);
+}
+
+// The running state of one row (see the file comment).
+struct lse_state {
+  float m = -std::numeric_limits<float>::infinity();
+  double s = 0;
+  double w = 0;
+
+  [[nodiscard]] double log_sum_exp() const { return static_cast<double>(m) + std::log(s); }
+  [[nodiscard]] double entropy() const { return std::log(s) - w / s; }
+};
+
+inline constexpr std::size_t lse_lanes = 16;
+inline constexpr std::size_t lse_chunk = 1024;  // floats per chunk: 4 KiB, in L1
+
+// Folds n <= lse_chunk logits (scaled by inverse_temperature) into the state.
+template <logit_type L>
+inline void lse_fold_chunk(lse_state& st, const L* x, std::size_t n, float inverse_temperature) {
+  constexpr float minus_inf = -std::numeric_limits<float>::infinity();
+  alignas(64) float buffer[lse_chunk];
+  const std::size_t padded = (n + lse_lanes - 1) / lse_lanes * lse_lanes;
+  for (std::size_t j = 0; j < n; ++j) buffer[j] = logit_value(x[j]) * inverse_temperature;
+  for (std::size_t j = n; j < padded; ++j) buffer[j] = minus_inf;
+  // 16 float lanes as one GNU vector (one AVX-512 register, or four SSE ones): the
+  // lanes' order, and so the result, is the same whatever the target's vector width.
+  using lanes = float __attribute__((vector_size(lse_lanes * sizeof(float))));
+  lanes lane_max = {} ;
+  lane_max -= std::numeric_limits<float>::infinity();
+  for (std::size_t j = 0; j < padded; j += lse_lanes) {
+    lanes v;
+    std::memcpy(&v, buffer + j, sizeof v);
+    lane_max = v > lane_max ? v : lane_max;
+  }
+  float chunk_max = lane_max[0];
+  for (std::size_t l = 1; l < lse_lanes; ++l)
+    chunk_max = lane_max[l] > chunk_max ? lane_max[l] : chunk_max;
+
+  if (chunk_max > st.m) {
+    if (st.m != minus_inf) {
+      const double d = static_cast<double>(st.m) - static_cast<double>(chunk_max);
+      const double a = std::exp(d);
+      st.w = a * (st.w + d * st.s);
+      st.s *= a;
+    }
+    st.m = chunk_max;
+  }
+  if (st.m == minus_inf) {  // every value so far is -inf, or NaN (which the max skips)
+    for (std::size_t j = 0; j < n; ++j)
+      if (buffer[j] != buffer[j]) st.s = std::numeric_limits<double>::quiet_NaN();
+    return;
+  }
+  using bits = std::uint32_t __attribute__((vector_size(lse_lanes * sizeof(float))));
+  lanes lane_s = {};
+  lanes lane_w = {};
+  const float m = st.m;
+  for (std::size_t j = 0; j < padded; j += lse_lanes) {
+    lanes d;
+    std::memcpy(&d, buffer + j, sizeof d);
+    d -= m;
+    // exp_nonpositive on 16 lanes at once (see there).
+    const lanes x = d < -87.0f ? lanes{} - 87.0f : d;
+    const lanes t = x * 1.44269504088896341f + 12582912.0f;
+    const lanes n = t - 12582912.0f;
+    bits integer;  // memcpy, not bit_cast: no function returns a vector (its ABI varies)
+    std::memcpy(&integer, &t, sizeof integer);
+    integer -= std::bit_cast<std::uint32_t>(12582912.0f);
+    const lanes r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+    lanes p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    const bits scale_bits = (integer + 127u) << 23;
+    lanes scale;
+    std::memcpy(&scale, &scale_bits, sizeof scale);
+    const lanes e = p * scale;
+    lane_s += e;
+    lane_w += e * x;  // x clamped: never 0 * -inf (NaN stays NaN)
+  }
+  double s = 0, w = 0;
+  for (std::size_t l = 0; l < lse_lanes; ++l) {
+    s += static_cast<double>(lane_s[l]);
+    w += static_cast<double>(lane_w[l]);
+  }
+  st.s += s;
+  st.w += w;
+}
+
+// The state of a whole row of `vocab` logits.
+template <logit_type L>
+inline lse_state row_lse(const L* x, std::size_t vocab, float inverse_temperature) {
+  lse_state st;
+  for (std::size_t v = 0; v < vocab; v += lse_chunk)
+    lse_fold_chunk(st, x + v, std::min(lse_chunk, vocab - v), inverse_temperature);
+  return st;
+}
+
+// Checks shared with the fused linear path: labels in [0, vocab).
+template <class Policy>
+void require_labels_in_range(const Policy& policy, std::span<const std::int64_t> labels,
+                             std::size_t vocab) {
+  const std::size_t bad = first_index_where(policy, labels.size(), [&](std::size_t i) {
+    return labels[i] < 0 || static_cast<std::uint64_t>(labels[i]) >= vocab;
+  });
+  if (bad != no_index)
+    fail_at("labels", bad,
+            "is " + std::to_string(labels[bad]) + ", outside [0, vocab = " +
+                std::to_string(vocab) + ")");
+}
+
+inline void require_temperature(float temperature) {
+  if (!(temperature > 0) || !std::isfinite(temperature))
+    fail("temperature", "is " + std::to_string(temperature) + ", expected a finite value > 0");
+}
+
+}  // namespace detail
+
+// logits: rows of `vocab` values, row r at logits[r * row_stride] (row_stride >= vocab;
+// padded rows are fine); one row per label. Writes log_probs[r] and, when entropy is not
+// empty, entropy[r], both of the softmax of logits[r] / temperature. Refuses a label
+// outside [0, vocab), naming the first.
+template <exec::host_policy Policy, logit_type L>
+void log_probs_from_logits(const Policy& policy, std::span<const L> logits, std::size_t vocab,
+                           std::size_t row_stride, std::span<const std::int64_t> labels,
+                           std::span<float> log_probs, std::span<float> entropy,
+                           float temperature = 1.0f) {
+  const std::size_t rows = labels.size();
+  if (vocab == 0) detail::fail("vocab", "is 0, expected at least 1");
+  if (row_stride < vocab)
+    detail::fail("row_stride", "is " + std::to_string(row_stride) + ", smaller than vocab = " +
+                                   std::to_string(vocab));
+  detail::require_temperature(temperature);
+  if (rows > 0 && logits.size() < (rows - 1) * row_stride + vocab)
+    detail::fail("logits", "has " + std::to_string(logits.size()) + " entries, too few for " +
+                               std::to_string(rows) + " rows of " + std::to_string(vocab) +
+                               " at stride " + std::to_string(row_stride));
+  detail::require_size(log_probs.size(), rows, "log_probs", "one per label");
+  if (!entropy.empty()) detail::require_size(entropy.size(), rows, "entropy", "one per label, or empty");
+  detail::require_labels_in_range(policy, labels, vocab);
+
+  const float inverse = 1.0f / temperature;
+  detail::for_each_index(
+      policy, rows,
+      [&](std::size_t r) {
+        const L* x = logits.data() + r * row_stride;
+        const detail::lse_state st = detail::row_lse(x, vocab, inverse);
+        const double label_logit =
+            static_cast<double>(detail::logit_value(x[labels[r]]) * inverse);
+        log_probs[r] = static_cast<float>(label_logit - st.log_sum_exp());
+        if (!entropy.empty()) entropy[r] = static_cast<float>(st.entropy());
+      },
+      /*min_parallel=*/2);
+}
+
+}  // namespace cascade_rl
