@@ -12,6 +12,7 @@ packages=(
   libeigen3-dev               # Eigen, for fused_linear_log_probs.hpp, its test and benchmark
   libtorch-dev                # libtorch (large, ~0.5 GB), the benchmarks' side-by-side comparison
   libopenmpi-dev openmpi-bin  # MPI, for cascade_rl::mpi and the multi-process tests
+  clang-14 libclang-rt-14-dev # clang and its libFuzzer/sanitizer runtimes, for fuzz/
 )
 
 missing=()

@@ -1,7 +1,9 @@
 // Checkpoints and resume: a run cut at any step and resumed from its latest checkpoint
 // (fresh policy, fresh stages, fresh runner: a new process) ends with the policy of an
-// uninterrupted run, bit for bit; a torn checkpoint write is ignored; a malformed,
-// truncated or foreign checkpoint is refused with a clear error and changes nothing.
+// uninterrupted run, bit for bit; a torn checkpoint write is ignored; a checkpoint that
+// fails its checksums is refused when no older one verifies (tests/reliability covers
+// the fall-back to an older one); a malformed or foreign checkpoint (checksums intact)
+// is refused with a clear error and changes nothing.
 
 #include <gtest/gtest.h>
 
@@ -137,11 +139,12 @@ TEST(Resume, TornCheckpointWriteIsIgnored) {
   fs::remove_all(dir);
 }
 
-// A checkpoint written after 10 steps, and the path of its state.json.
+// A checkpoint written after 10 steps (the only one kept), and its path.
 fs::path checkpoint_after_ten_steps(const fs::path& dir) {
   auto cascade = make_test_cascade();
   tabular_policy policy;
-  auto runner = cr::make_runner(cascade, policy, {.seed = 4, .checkpoint_dir = dir, .max_steps = 10});
+  auto runner = cr::make_runner(cascade, policy,
+                                {.seed = 4, .checkpoint_dir = dir, .keep_checkpoints = 1, .max_steps = 10});
   runner.run();
   std::ifstream latest(dir / "latest");
   std::string name;
@@ -176,7 +179,7 @@ TEST(Resume, TruncatedStateIsRefusedAndChangesNothing) {
   const fs::path ckpt = checkpoint_after_ten_steps(dir);
   std::string text = cr::detail::read_text_file(ckpt / "state.json");
   std::ofstream(ckpt / "state.json", std::ios::trunc) << text.substr(0, text.size() / 2);
-  expect_resume_refused(dir, "state.json", "malformed or truncated");
+  expect_resume_refused(dir, "state.json", "checksums", "truncated");
   fs::remove_all(dir);
 }
 
@@ -186,6 +189,7 @@ TEST(Resume, MalformedStateIsRefusedAndChangesNothing) {
   auto state = cr::detail::read_json_file(ckpt / "state.json");
   state["position"].erase("step");
   std::ofstream(ckpt / "state.json", std::ios::trunc) << state.dump();
+  cr::detail::seal_checkpoint(ckpt);  // an edit with valid checksums: content checks refuse it
   expect_resume_refused(dir, "state", "malformed", "step");
   fs::remove_all(dir);
 }
@@ -196,6 +200,7 @@ TEST(Resume, CorruptGeneratorStateIsRefused) {
   auto state = cr::detail::read_json_file(ckpt / "state.json");
   state["rng"] = "not a generator";
   std::ofstream(ckpt / "state.json", std::ios::trunc) << state.dump();
+  cr::detail::seal_checkpoint(ckpt);  // an edit with valid checksums: content checks refuse it
   expect_resume_refused(dir, "state.rng");
   fs::remove_all(dir);
 }
@@ -204,6 +209,8 @@ TEST(Resume, TruncatedPolicyFileIsRefusedAndChangesNothing) {
   const fs::path dir = fresh_dir("policy");
   const fs::path ckpt = checkpoint_after_ten_steps(dir);
   fs::resize_file(ckpt / "policy", fs::file_size(ckpt / "policy") / 2);
+  expect_resume_refused(dir, "'policy'", "checksums", "truncated");
+  cr::detail::seal_checkpoint(ckpt);  // checksums intact: the policy's own check refuses it
   expect_resume_refused(dir, "tabular_policy.load", "truncated");
   fs::remove_all(dir);
 }
@@ -214,6 +221,7 @@ TEST(Resume, BadPromptPoolStateIsRefusedAndChangesNothing) {
   auto state = cr::detail::read_json_file(ckpt / "state.json");
   state["stage_state"]["source"]["order"][2] = 99;
   std::ofstream(ckpt / "state.json", std::ios::trunc) << state.dump();
+  cr::detail::seal_checkpoint(ckpt);  // an edit with valid checksums: content checks refuse it
   expect_resume_refused(dir, "prompt_pool state.order[2]");
   fs::remove_all(dir);
 }
