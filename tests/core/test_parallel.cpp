@@ -38,6 +38,64 @@ TEST(BlockedSum, SameBitsForEveryThreadCount) {
   }
 }
 
+// The order blocked_sum promises, written out plainly: each block of reduce_block_size
+// terms summed from 0.0 in index order, then the block sums added in block order. Sizes
+// cover lockstep groups of sum_lanes blocks, leftover whole blocks and a partial block.
+TEST(BlockedSum, IsTheInOrderSumOfInOrderBlockSums) {
+  const std::size_t block = detail::reduce_block_size;
+  for (const std::size_t n : {std::size_t{0}, std::size_t{5}, block, 3 * block + 1,
+                              2 * detail::sum_lanes * block + 3 * block + 17}) {
+    const auto values = random_values(n, 3);
+    double expected = 0.0;
+    for (std::size_t first = 0; first < n; first += block) {
+      double block_sum = 0.0;
+      for (std::size_t i = first; i < std::min(first + block, n); ++i) block_sum += values[i];
+      expected += block_sum;
+    }
+    const auto term = [&](std::size_t i) { return values[i]; };
+    EXPECT_TRUE(same_bits(detail::blocked_sum(exec::seq, n, term), expected)) << n;
+    for (int threads : {1, 2, 7})
+      EXPECT_TRUE(same_bits(detail::blocked_sum(exec::par.with_threads(threads), n, term), expected))
+          << n << " terms, " << threads << " threads";
+  }
+}
+
+// chunked_blocked_sum hands each block's indices to `terms` in order, chunk after chunk,
+// with that block's own state, and joins the states in block order.
+TEST(ChunkedBlockedSum, EachBlockSeesItsIndicesInOrder) {
+  struct visits {
+    std::size_t first = detail::no_index;  // first index seen
+    std::size_t next = 0;                  // index expected next
+    std::size_t count = 0;
+    bool in_order = true;
+  };
+  const std::size_t n = 2 * detail::sum_lanes * detail::reduce_block_size + 2 * detail::reduce_block_size + 9;
+  for (int threads : {1, 3}) {
+    std::vector<visits> joined;
+    const auto result = detail::chunked_blocked_sum(
+        exec::par.with_threads(threads), n, visits{},
+        [&](visits& v, std::size_t first, std::size_t last, double* out) {
+          if (v.first == detail::no_index) v.first = first;
+          else if (first != v.next) v.in_order = false;
+          for (std::size_t i = first; i < last; ++i) out[i - first] = 1.0;
+          v.count += last - first;
+          v.next = last;
+        },
+        [&](visits& total, const visits& block) {
+          joined.push_back(block);
+          total.count += block.count;
+        });
+    EXPECT_EQ(result.sum, static_cast<double>(n));
+    EXPECT_EQ(result.state.count, n);
+    ASSERT_EQ(joined.size(), (n + detail::reduce_block_size - 1) / detail::reduce_block_size);
+    for (std::size_t b = 0; b < joined.size(); ++b) {
+      EXPECT_EQ(joined[b].first, b * detail::reduce_block_size) << b;
+      EXPECT_EQ(joined[b].next, std::min(n, (b + 1) * detail::reduce_block_size)) << b;
+      EXPECT_TRUE(joined[b].in_order) << b;
+    }
+  }
+}
+
 TEST(BlockedSum, MatchesAPlainSumWithinRounding) {
   const auto values = random_values(3 * detail::reduce_block_size, 2);
   double plain = 0;

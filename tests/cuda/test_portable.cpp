@@ -167,8 +167,9 @@ void expect_same_metrics(const cr::policy_loss_result& d, const cr::policy_loss_
 }
 
 cr::testing::random_batch<float> big_batch(std::uint64_t seed) {
-  // Long enough to span several reduction blocks of 4096 tokens.
-  return cr::testing::make_random_batch<float>(seed, {.sequences = 300, .max_length = 120});
+  // Long enough to span more than detail::sum_lanes reduction blocks of 4096 tokens, so
+  // the host's lockstep blocks and its remainder blocks are both compared.
+  return cr::testing::make_random_batch<float>(seed, {.sequences = 1200, .max_length = 120});
 }
 
 device_token_layout device_layout(const cr::testing::random_batch<float>& b) {
@@ -230,6 +231,40 @@ TEST(PortableLosses, PpoClipEveryModeMatchesHost) {
         EXPECT_GT(h.metrics.clipped, 0u);
         expect_same_bits(dg, hg, "ppo dL/dlogp");
       }
+}
+
+// Without a mask the host runs its branch-free loss loop: the same bits all the same.
+TEST(PortableLosses, UnmaskedReinforceAndPpoMatchHost) {
+  const auto b = big_batch(6);
+  ASSERT_GT(b.tokens(), (cr::detail::sum_lanes + 1) * cr::detail::reduce_block_size);
+  const cr::token_layout layout(b.offsets);
+  const device_token_layout dlayout{b.offsets.data(), nullptr, b.offsets.size() - 1, b.tokens()};
+  const auto normalizer = cr::local_loss_counts(cr::exec::seq, layout).normalizer(50.0);
+  std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
+  for (auto mode : cr::testing::all_aggregation_modes)
+    for (auto surrogate : {cr::reinforce_surrogate::ratio, cr::reinforce_surrogate::log_prob}) {
+      const cr::reinforce_options options{.aggregation = mode, .surrogate = surrogate};
+      std::vector<float> hg(b.tokens()), dg(b.tokens());
+      const auto h = cr::reinforce_loss(cr::exec::par.with_threads(3), layout,
+                                        std::span<const float>(b.log_probs),
+                                        std::span<const float>(b.advantages), std::span<float>(hg),
+                                        normalizer, options);
+      portable::reinforce_loss(system, dlayout, b.log_probs.data(), b.advantages.data(), static_cast<const float*>(nullptr),
+                               dg.data(), normalizer, options, scratch.data());
+      expect_same_metrics(cr::cuda::detail::to_result(scratch[portable::result_index(b.tokens())]), h);
+      expect_same_bits(dg, hg, "unmasked reinforce dL/dlogp");
+    }
+  const cr::ppo_clip_options ppo{.clip_high = 0.28, .dual_clip = 3.0};
+  std::vector<float> hg(b.tokens()), dg(b.tokens());
+  const auto h = cr::ppo_clip_loss(cr::exec::par.with_threads(2), layout,
+                                   std::span<const float>(b.log_probs),
+                                   std::span<const float>(b.old_log_probs),
+                                   std::span<const float>(b.advantages), std::span<float>(hg),
+                                   normalizer, ppo);
+  portable::ppo_clip_loss(system, dlayout, b.log_probs.data(), b.old_log_probs.data(),
+                          b.advantages.data(), static_cast<const float*>(nullptr), dg.data(), normalizer, ppo, scratch.data());
+  expect_same_metrics(cr::cuda::detail::to_result(scratch[portable::result_index(b.tokens())]), h);
+  expect_same_bits(dg, hg, "unmasked ppo dL/dlogp");
 }
 
 TEST(PortableLosses, KlEstimatorsAndAggregationMatchHost) {

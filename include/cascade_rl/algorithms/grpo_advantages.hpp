@@ -11,6 +11,8 @@
 // A zero-variance group (max == min, exactly) gets exactly 0: with eps = 0 the formula
 // would be 0/0, and with a float32 mean it could be a rounding residue over eps.
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <concepts>
 #include <cstddef>
@@ -38,6 +40,70 @@ struct grpo_options {
   nonfinite_rule nonfinite = nonfinite_rule::error;
   mean_accumulation accumulation = mean_accumulation::double_precision;
 };
+
+namespace detail {
+
+// Groups GRPO reduces side by side on the fast path below, and the largest group size
+// it takes (a tile's rewards, transposed to double, stay in 4 KiB of stack).
+inline constexpr std::size_t grpo_group_tile = 8;
+inline constexpr std::size_t grpo_tile_max_group = 64;
+
+// GRPO over groups [first_group, first_group + grpo_group_tile) of one size in
+// [2, grpo_tile_max_group], with the double-precision mean: group_moments_of's
+// arithmetic, each group's sums in the same order (the same bits). The tile is first
+// transposed into vectors x[i] = reward i of the eight groups (a GNU vector: one AVX-512
+// register, or several narrower ones; lane arithmetic is plain IEEE double), so that
+// every step of every pass serves all eight groups at once and their dependent adds run
+// side by side instead of one group waiting on the next. Writes nothing and returns
+// false when a reward of the tile is NaN or infinite.
+template <std::floating_point T, class Scale>
+bool grpo_uniform_tile(std::span<const T> rewards, std::span<T> advantages,
+                       std::size_t first_group, std::size_t size, const grpo_options& options,
+                       Scale&& scale) {
+  constexpr std::size_t tile = grpo_group_tile;
+  using lanes = double __attribute__((vector_size(tile * sizeof(double))));
+  using mask = long long __attribute__((vector_size(tile * sizeof(long long))));
+  static_assert(sizeof(lanes) == sizeof(mask));
+  const T* r = rewards.data() + first_group * size;
+  T* a = advantages.data() + first_group * size;
+  lanes x[grpo_tile_max_group];
+  for (std::size_t i = 0; i < size; ++i)
+    for (std::size_t k = 0; k < tile; ++k) x[i][k] = static_cast<double>(r[k * size + i]);
+  // v - v is 0 for a finite v and NaN (unequal to 0) for an infinite or NaN one.
+  mask nonfinite = {};
+  for (std::size_t i = 0; i < size; ++i) nonfinite |= (x[i] - x[i]) != 0.0;
+  for (std::size_t k = 0; k < tile; ++k)
+    if (nonfinite[k] != 0) return false;
+  const lanes zero = {};
+  lanes first;  // x[0], read again so the compiler sees it set for any size
+  for (std::size_t k = 0; k < tile; ++k) first[k] = static_cast<double>(r[k * size]);
+  lanes low = first, high = first, sum = zero + first;
+  for (std::size_t i = 1; i < size; ++i) {
+    low = x[i] < low ? x[i] : low;     // std::min(low, x)
+    high = high < x[i] ? x[i] : high;  // std::max(high, x)
+    sum += x[i];
+  }
+  const lanes mean = sum / static_cast<double>(size);
+  lanes m2 = zero;
+  for (std::size_t i = 0; i < size; ++i) {
+    const lanes d = x[i] - mean;
+    m2 += d * d;
+  }
+  const double spread = variance_divisor(size, options.estimator);
+  lanes divisor;
+  for (std::size_t k = 0; k < tile; ++k)
+    divisor[k] = options.scale_by_std ? scale(std::sqrt(m2[k] / spread)) : 1.0;
+  // A zero-variance group (max == min, exactly) gets exactly 0, as in the general path.
+  const mask varies = low != high;
+  for (std::size_t i = 0; i < size; ++i) {
+    const lanes advantage = (x[i] - mean) / divisor;
+    for (std::size_t k = 0; k < tile; ++k)
+      a[k * size + i] = varies[k] != 0 ? static_cast<T>(advantage[k]) : T(0);
+  }
+  return true;
+}
+
+}  // namespace detail
 
 template <exec::host_policy Policy, std::floating_point T>
 void grpo_advantages(const Policy& policy, std::span<const T> rewards, const group_layout& groups,
@@ -79,9 +145,37 @@ void grpo_advantages(const Policy& policy, std::span<const T> rewards, const gro
   };
 
   if (detail::single_pass_applies(rewards, groups, advantages.size(), options.nonfinite,
-                                  refuse_singletons) &&
-      detail::for_each_finite_group(policy, rewards, groups, group))
-    return;
+                                  refuse_singletons)) {
+    // Uniform groups in double precision: whole tiles of groups side by side, the rest
+    // one by one (both with the arithmetic of `group`).
+    if (groups.is_uniform() && groups.groups() > 0 && groups.size(0) >= 2 &&
+        groups.size(0) <= detail::grpo_tile_max_group &&
+        options.accumulation == mean_accumulation::double_precision) {
+      constexpr std::size_t tile = detail::grpo_group_tile;
+      const std::size_t size = groups.size(0);
+      const std::size_t tiles = groups.groups() / tile;
+      std::atomic<bool> nonfinite{false};
+      detail::for_each_index(
+          policy, tiles,
+          [&](std::size_t i) {
+            if (!detail::grpo_uniform_tile(rewards, advantages, i * tile, size, options, scale))
+              nonfinite.store(true, std::memory_order_relaxed);
+          },
+          detail::group_parallel_threshold / tile);
+      bool rest_finite = true;
+      for (std::size_t g = tiles * tile; g < groups.groups(); ++g) {
+        if (detail::group_has_nonfinite(rewards, groups.begin(g), groups.end(g))) {
+          rest_finite = false;
+          break;
+        }
+        group(groups.begin(g), groups.end(g), false);
+      }
+      if (!nonfinite.load(std::memory_order_relaxed) && rest_finite) return;
+    } else if (detail::for_each_finite_group(policy, rewards, groups, group)) {
+      return;
+    }
+    // A NaN or infinite reward: the checks below name it.
+  }
   detail::validate_group_advantage_inputs(policy, rewards, groups, advantages.size(),
                                           options.nonfinite, refuse_singletons,
                                           "GRPO with the unbiased std");

@@ -120,22 +120,18 @@ double kl_penalty(const Policy& policy, const token_layout& layout, std::span<co
   if (log_probs.size() == n && ref_log_probs.size() == n && values_out.size() == n &&
       grad_out.size() == n) {
     // One pass: the finiteness checks ride along the sum (blocked_sum's arithmetic).
-    struct acc_t {
-      double sum = 0;
-      bool nonfinite = false;
-    };
-    const acc_t total = detail::blocked_reduce(
-        policy, n, acc_t{},
-        [&](acc_t& acc, std::size_t t) {
-          acc.nonfinite |= layout.valid(t) && (detail::nonfinite_at(log_probs, t) ||
-                                               detail::nonfinite_at(ref_log_probs, t));
-          acc.sum += term(t);
+    const auto total = detail::chunked_blocked_sum(
+        policy, n, 0u,
+        [&](unsigned& nonfinite, std::size_t first, std::size_t last, double* out) {
+          for (std::size_t t = first; t < last; ++t, ++out) {
+            nonfinite |= static_cast<unsigned>(layout.valid(t) &
+                                               (detail::nonfinite_at(log_probs, t) |
+                                                detail::nonfinite_at(ref_log_probs, t)));
+            *out = term(t);
+          }
         },
-        [](acc_t& sum, const acc_t& part) {
-          sum.sum += part.sum;
-          sum.nonfinite = sum.nonfinite || part.nonfinite;
-        });
-    if (!total.nonfinite) return total.sum;
+        [](unsigned& total_nonfinite, unsigned part) { total_nonfinite |= part; });
+    if (total.state == 0) return total.sum;
     // A bad input: the checks below name it as they always have.
   }
   detail::validate_kl_inputs(policy, layout, log_probs, ref_log_probs);
@@ -165,7 +161,7 @@ double kl_loss(const Policy& policy, const token_layout& layout, std::span<const
     const auto fused = detail::fused_token_losses<detail::no_metrics>(
         policy, layout, grad_out, weight,
         [&](std::size_t t) {
-          return detail::nonfinite_at(log_probs, t) || detail::nonfinite_at(ref_log_probs, t);
+          return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(ref_log_probs, t);
         },
         token);
     if (!fused.nonfinite) return fused.total.loss;

@@ -248,13 +248,29 @@ policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layo
                                  behaviour_log_probs, grad_out, normalizer, options.aggregation,
                                  options.importance, weight)) {
     const bool corrected = options.importance.mode != importance_sampling::none;
-    const auto fused = detail::fused_token_losses<policy_loss_metrics>(
-        policy, layout, grad_out, weight,
-        [&](std::size_t t) {
-          return detail::nonfinite_at(log_probs, t) || detail::nonfinite_at(advantages, t) ||
-                 (corrected && detail::nonfinite_at(behaviour_log_probs, t));
-        },
-        token);
+    // Without a correction, `token` with the weight 1 it would apply, written without
+    // branches so that the loss pass vectorises (x * 1.0 == x: the same bits).
+    const double log_prob_factor = options.surrogate == reinforce_surrogate::ratio ? 0.0 : 1.0;
+    const auto uncorrected_token = [&](std::size_t t, policy_loss_metrics& m) {
+      ++m.valid_tokens;
+      const double a = static_cast<double>(advantages[t]);
+      const double logp = static_cast<double>(log_probs[t]);
+      const double scale = log_prob_factor == 0.0 ? 1.0 : logp;
+      return detail::token_loss{-a * scale, -a};
+    };
+    const auto nonfinite = [&](std::size_t t) {
+      return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(advantages, t);
+    };
+    const auto fused =
+        corrected
+            ? detail::fused_token_losses<policy_loss_metrics>(
+                  policy, layout, grad_out, weight,
+                  [&](std::size_t t) {
+                    return nonfinite(t) | detail::nonfinite_at(behaviour_log_probs, t);
+                  },
+                  token)
+            : detail::fused_token_losses<policy_loss_metrics>(policy, layout, grad_out, weight,
+                                                              nonfinite, uncorrected_token);
     if (!fused.nonfinite) return {fused.total.loss, fused.total.metrics};
     // A bad input: the checks below name it as they always have.
   }
@@ -304,8 +320,8 @@ policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layou
     const auto fused = detail::fused_token_losses<policy_loss_metrics>(
         policy, layout, grad_out, weight,
         [&](std::size_t t) {
-          return detail::nonfinite_at(log_probs, t) || detail::nonfinite_at(old_log_probs, t) ||
-                 detail::nonfinite_at(advantages, t) ||
+          return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
+                 detail::nonfinite_at(advantages, t) |
                  (corrected && detail::nonfinite_at(behaviour_log_probs, t));
         },
         token);

@@ -116,12 +116,91 @@ Acc blocked_reduce(const Policy& policy, std::size_t n, const Acc& identity,
   return total;
 }
 
+// Tokens whose terms chunked_blocked_sum computes in one go before adding them.
+inline constexpr std::size_t sum_chunk = 256;
+// Blocks chunked_blocked_sum adds in lockstep (independent chains the CPU overlaps).
+inline constexpr std::size_t sum_lanes = 8;
+
+template <class State>
+struct sum_and_state {
+  double sum = 0;
+  State state{};
+};
+
+// blocked_reduce's sum (each block's terms added in index order from 0.0, the blocks'
+// sums added in block order; the same bits for any policy and thread count) for terms
+// that cost more than the add. It runs in two phases per chunk of a block:
+//   terms(state, first, last, out) writes term i to out[i - first] for i in
+//     [first, last), in index order, and may fold side results of the block
+//     into `state` (in index order: one state per block, carried across its chunks);
+//     this loop has no dependence from one index to the next, so it can vectorise;
+//   then the terms of sum_lanes blocks are added in lockstep, one running sum per
+//     block, which keeps every block's own order.
+// A single in-order chain would otherwise cost one add latency per term. `combine`
+// joins block states in block order.
+template <class Policy, class State, class Terms, class Combine>
+sum_and_state<State> chunked_blocked_sum(const Policy& policy, std::size_t n,
+                                         const State& identity, Terms&& terms,
+                                         Combine&& combine) {
+  constexpr std::size_t block = reduce_block_size;
+  constexpr std::size_t lanes = sum_lanes;
+  constexpr std::size_t chunk = sum_chunk;
+  static_assert(block % chunk == 0);
+  using partial_t = sum_and_state<State>;
+  const std::size_t blocks = (n + block - 1) / block;
+  const std::size_t groups = (n / block) / lanes;
+  const std::size_t tasks = groups + (blocks - groups * lanes);
+  std::vector<partial_t> partial(blocks, partial_t{0.0, identity});
+  for_each_index(policy, tasks, [&](std::size_t task) {
+    alignas(64) double terms_of[chunk * lanes];
+    if (task < groups) {
+      const std::size_t first = task * lanes * block;
+      State state[lanes];
+      double sum[lanes];
+      for (std::size_t k = 0; k < lanes; ++k) {
+        state[k] = identity;
+        sum[k] = 0.0;
+      }
+      for (std::size_t offset = 0; offset < block; offset += chunk) {
+        for (std::size_t k = 0; k < lanes; ++k) {
+          const std::size_t begin = first + k * block + offset;
+          terms(state[k], begin, begin + chunk, terms_of + k * chunk);
+        }
+        for (std::size_t i = 0; i < chunk; ++i)
+          for (std::size_t k = 0; k < lanes; ++k) sum[k] += terms_of[k * chunk + i];
+      }
+      for (std::size_t k = 0; k < lanes; ++k)
+        partial[task * lanes + k] = partial_t{sum[k], state[k]};
+      return;
+    }
+    const std::size_t b = groups * lanes + (task - groups);
+    const std::size_t last = (b + 1) * block < n ? (b + 1) * block : n;
+    partial_t& result = partial[b];
+    for (std::size_t begin = b * block; begin < last; begin += chunk) {
+      const std::size_t end = begin + chunk < last ? begin + chunk : last;
+      terms(result.state, begin, end, terms_of);
+      for (std::size_t i = 0; i < end - begin; ++i) result.sum += terms_of[i];
+    }
+  }, /*min_parallel=*/2);
+  partial_t total{0.0, identity};
+  for (const partial_t& p : partial) {
+    total.sum += p.sum;
+    combine(total.state, p.state);
+  }
+  return total;
+}
+
 // Sum of term(i) over [0, n) in double, with blocked_reduce's determinism.
 template <class Policy, class Term>
 double blocked_sum(const Policy& policy, std::size_t n, Term&& term) {
-  return blocked_reduce(
-      policy, n, 0.0, [&](double& acc, std::size_t i) { acc += term(i); },
-      [](double& total, double part) { total += part; });
+  struct no_state {};
+  return chunked_blocked_sum(
+             policy, n, no_state{},
+             [&](no_state&, std::size_t first, std::size_t last, double* out) {
+               for (std::size_t i = first; i < last; ++i) out[i - first] = term(i);
+             },
+             [](no_state&, const no_state&) {})
+      .sum;
 }
 
 }  // namespace cascade_rl::detail
