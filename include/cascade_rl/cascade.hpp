@@ -1,7 +1,7 @@
 #pragma once
 // Umbrella header of the cascade engine (target cascade_rl::cascade, which adds
 // nlohmann_json and threads to the standard-library-only core): concepts, stage
-// configs and schedules, GRPO and MOPD stages, the cascade runner, teachers, the
+// configs and schedules (also as JSON files), GRPO and MOPD stages, the cascade runner, teachers, the
 // forgetting matrix, checkpoints and observers.
 
 #include "cascade_rl/cascade_rl.hpp"
@@ -27,5 +27,6 @@
 #include "cascade_rl/cascade/schedules.hpp"
 #include "cascade_rl/cascade/stage.hpp"
 #include "cascade_rl/cascade/stage_config.hpp"
+#include "cascade_rl/cascade/stage_config_json.hpp"
 #include "cascade_rl/cascade/teacher_registry.hpp"
 #include "cascade_rl/cascade/worker_pool.hpp"

@@ -105,7 +105,7 @@ TEST(BadConfig, DuplicateStageNamesAndEvaluationDomains) {
   auto twice = cr::make_cascade(grpo(good("s")), grpo(good("s")));
   expect_refused(twice, "stage 's'.name", "two stages");
   auto same_domain = cr::make_cascade(grpo(good("s")), grpo(good("t")));
-  expect_refused(same_domain, "stage 't'.evals", "domain 'a'");
+  expect_refused(same_domain, "stage 't'.evals[0].domain", "domain 'a'");
 }
 
 TEST(BadConfig, BadSamplingAndLearningRate) {
@@ -127,7 +127,19 @@ TEST(BadConfig, OverlongFilterWithoutLimit) {
   auto config = good();
   config.filters.overlong = cr::overlong_options{.mode = cr::overlong_mode::drop, .max_length = 0};
   auto cascade = cr::make_cascade(grpo(config));
-  expect_refused(cascade, "max_length");
+  expect_refused(cascade, "stage 's'.filters.overlong.max_length");
+}
+
+TEST(BadConfig, BadOptionsOfTheUpdateRuleInUse) {
+  // Checked with the config, not first at the loss after a whole generation.
+  auto config = good();
+  config.update = {.rule = cr::update_rule::ppo_clip, .epochs = 2, .ppo = {.clip_low = 1.0}};
+  auto c1 = cr::make_cascade(grpo(config));
+  expect_refused(c1, "stage 's'.update.ppo.clip_low", "clip_low < 1");
+  config = good();
+  config.update.importance = {.mode = cr::importance_sampling::truncated, .cap = 0.0};
+  auto c2 = cr::make_cascade(grpo(config));
+  expect_refused(c2, "stage 's'.update.importance.cap", "cap > 0");
 }
 
 TEST(BadConfig, PolicyReturningAMalformedBatchIsNamed) {

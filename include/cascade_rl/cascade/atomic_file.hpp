@@ -22,8 +22,10 @@
 
 namespace cascade_rl::detail {
 
-[[noreturn]] inline void fail_io(const std::filesystem::path& path, std::string_view what) {
-  fail("checkpoint file '" + path.string() + "'",
+// `kind` names what the file is for the user ("checkpoint file", "schedule file").
+[[noreturn]] inline void fail_io(const std::filesystem::path& path, std::string_view what,
+                                 std::string_view kind = "checkpoint file") {
+  fail(std::string(kind) + " '" + path.string() + "'",
        std::string(what) + (errno != 0 ? std::string(": ") + std::strerror(errno) : std::string()));
 }
 
@@ -43,12 +45,13 @@ inline void sync_parent(const std::filesystem::path& path) {
 
 // Writes `contents` to `path` atomically. On failure nothing is left at `path` that was
 // not there before, and the temporary file is removed.
-inline void write_file_atomically(const std::filesystem::path& path, std::string_view contents) {
+inline void write_file_atomically(const std::filesystem::path& path, std::string_view contents,
+                                  std::string_view kind = "checkpoint file") {
   std::filesystem::path temporary = path;
   temporary += ".tmp";
   errno = 0;
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail_io(temporary, "cannot be created");
+  if (fd < 0) fail_io(temporary, "cannot be created", kind);
   std::size_t written = 0;
   while (written < contents.size()) {
     const ::ssize_t n = ::write(fd, contents.data() + written, contents.size() - written);
@@ -56,21 +59,21 @@ inline void write_file_atomically(const std::filesystem::path& path, std::string
       if (errno == EINTR) continue;
       ::close(fd);
       std::filesystem::remove(temporary);
-      fail_io(temporary, "cannot be written");
+      fail_io(temporary, "cannot be written", kind);
     }
     written += static_cast<std::size_t>(n);
   }
   if (::fsync(fd) != 0) {
     ::close(fd);
     std::filesystem::remove(temporary);
-    fail_io(temporary, "cannot be synced");
+    fail_io(temporary, "cannot be synced", kind);
   }
   ::close(fd);
   std::error_code ec;
   std::filesystem::rename(temporary, path, ec);
   if (ec) {
     std::filesystem::remove(temporary);
-    fail("checkpoint file '" + path.string() + "'", "cannot be renamed into place: " + ec.message());
+    fail(std::string(kind) + " '" + path.string() + "'", "cannot be renamed into place: " + ec.message());
   }
   sync_parent(path);
 }

@@ -5,7 +5,6 @@
 // as the cascade runs.
 
 #include <cstddef>
-#include <set>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -69,15 +68,7 @@ class cascade {
   // (a domain's column must mean one thing).
   void validate() const {
     for_each([](const auto& s) { s.validate(); });
-    std::set<std::string> names, domains;
-    for (const stage_config& c : configs()) {
-      if (!names.insert(c.name).second)
-        detail::fail("stage '" + c.name + "'.name", "is used by two stages");
-      for (const eval_set& e : c.evals)
-        if (!domains.insert(e.domain).second)
-          detail::fail("stage '" + c.name + "'.evals",
-                       "evaluate domain '" + e.domain + "', which an earlier evaluation set already does");
-    }
+    detail::validate_stage_set(configs());
   }
 
  private:

@@ -48,12 +48,7 @@ class grpo_stage {
   [[nodiscard]] stage_config& config() { return config_; }
   [[nodiscard]] const Source& source() const { return source_; }
 
-  void validate() const {
-    detail::validate_stage_config(config_, 2, "GRPO's group baseline (mean and std of a group)");
-    if (config_.filters.overlong)
-      detail::require_overlong_options(*config_.filters.overlong,
-                                       config_.filters.overlong->mode == overlong_mode::soft_penalty);
-  }
+  void validate() const { detail::validate_grpo_config(config_); }
 
   [[nodiscard]] nlohmann::json state() const { return {{"source", source_.state()}}; }
   void load_state(const nlohmann::json& state) {

@@ -62,22 +62,7 @@ class mopd_stage {
   [[nodiscard]] std::vector<std::string> required_teachers() const { return config_.domains; }
 
   void validate() const {
-    const bool mixes = config_.mopd.outcome_weight != 0.0;
-    detail::validate_stage_config(config_, mixes ? 2 : 1,
-                                  "mixing the outcome reward (a GRPO group baseline)");
-    const auto field = [&](const char* f) { return detail::stage_field(config_, f); };
-    if (config_.domains.empty())
-      detail::fail(field("domains"), "is empty: MOPD routes every prompt to its domain's teacher");
-    if (!(config_.mopd.band_low >= 0 && config_.mopd.band_high >= config_.mopd.band_low))
-      detail::fail(field("mopd.band_low"), "must satisfy 0 <= band_low <= band_high");
-    if (!std::isfinite(config_.mopd.outcome_weight))
-      detail::fail(field("mopd.outcome_weight"), "is not finite");
-    if (mixes && !has_reward)
-      detail::fail(field("mopd.outcome_weight"), "is non-zero, but the stage has no reward");
-    if (!config_.evals.empty() && !has_reward)
-      detail::fail(field("evals"), "are set, but the stage has no reward to score them");
-    if (config_.update.rule != update_rule::on_policy)
-      detail::fail(field("update.rule"), "must be on_policy: MOPD takes one step per batch");
+    detail::validate_mopd_config(config_, has_reward);
     const std::set<std::string> domains(config_.domains.begin(), config_.domains.end());
     for (std::size_t i = 0; i < source_.size(); ++i)
       if (!domains.contains(source_.at(i).domain))

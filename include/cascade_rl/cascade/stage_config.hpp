@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -116,6 +117,32 @@ inline std::string stage_field(const stage_config& c, std::string_view field) {
   return "stage '" + c.name + "'." + std::string(field);
 }
 
+// Where a stage's errors point: "stage 'if_rl'.steps" in the engine; a parser passes the
+// JSON path of the stage as `at` ("stages[2]") so that the message names the value to fix.
+struct stage_where {
+  const stage_config& c;
+  std::string_view at;  // empty: "stage '<name>'"
+  [[nodiscard]] std::string operator()(std::string_view field) const {
+    return at.empty() ? stage_field(c, field) : std::string(at) + "." + std::string(field);
+  }
+};
+
+// Runs an algorithm's option check, whose messages name its own argument
+// ("options.clip_low", "max_length"), and re-points them at the stage field `field`
+// ("stage 's'.update.ppo.clip_low"): the user edits the config, not the call.
+template <class Check>
+void check_nested(const std::string& field, std::string_view own_prefix, Check check) {
+  try {
+    check();
+  } catch (const error& e) {
+    std::string_view rest(e.what());
+    constexpr std::string_view tag = "cascade_rl: ";  // what fail() always writes first
+    if (rest.starts_with(tag)) rest.remove_prefix(tag.size());
+    if (rest.starts_with(own_prefix)) rest.remove_prefix(own_prefix.size());
+    throw error(std::string(tag) + field + "." + std::string(rest));
+  }
+}
+
 inline void validate_sampling(const sampling_params& s, const std::string& field) {
   if (!(s.temperature >= 0) || !std::isfinite(s.temperature))
     fail(field + ".temperature", "must be finite and >= 0, got " + std::to_string(s.temperature));
@@ -127,39 +154,92 @@ inline void validate_sampling(const sampling_params& s, const std::string& field
 
 // The checks every stage makes; `min_group_size` is 2 where a group baseline is needed.
 inline void validate_stage_config(const stage_config& c, std::size_t min_group_size,
-                                  std::string_view why_group) {
-  if (c.name.empty()) fail("stage.name", "is empty (every stage needs a name)");
-  if (c.steps == 0) fail(stage_field(c, "steps"), "is 0 (a stage needs at least one step)");
-  if (c.prompts_per_step == 0) fail(stage_field(c, "prompts_per_step"), "is 0");
+                                  std::string_view why_group, std::string_view at = {}) {
+  const stage_where where{c, at};
+  if (c.name.empty())
+    fail(at.empty() ? std::string("stage.name") : where("name"), "is empty (every stage needs a name)");
+  if (c.steps == 0) fail(where("steps"), "is 0 (a stage needs at least one step)");
+  if (c.prompts_per_step == 0) fail(where("prompts_per_step"), "is 0");
   if (c.group_size < min_group_size)
-    fail(stage_field(c, "group_size"), "is " + std::to_string(c.group_size) + ", but " +
-                                           std::string(why_group) + " needs at least " +
-                                           std::to_string(min_group_size));
-  c.lr.validate(stage_field(c, "lr"));
-  validate_sampling(c.sampling, stage_field(c, "sampling"));
-  validate_sampling(c.eval_sampling, stage_field(c, "eval_sampling"));
-  if (c.update.epochs == 0) fail(stage_field(c, "update.epochs"), "is 0");
-  if (c.update.mini_batches == 0) fail(stage_field(c, "update.mini_batches"), "is 0");
+    fail(where("group_size"), "is " + std::to_string(c.group_size) + ", but " +
+                                  std::string(why_group) + " needs at least " +
+                                  std::to_string(min_group_size));
+  c.lr.validate(where("lr"));
+  validate_sampling(c.sampling, where("sampling"));
+  validate_sampling(c.eval_sampling, where("eval_sampling"));
+  if (c.update.epochs == 0) fail(where("update.epochs"), "is 0");
+  if (c.update.mini_batches == 0) fail(where("update.mini_batches"), "is 0");
   if (c.update.mini_batches > c.prompts_per_step)
-    fail(stage_field(c, "update.mini_batches"),
+    fail(where("update.mini_batches"),
          "is " + std::to_string(c.update.mini_batches) + ", more than prompts_per_step = " +
              std::to_string(c.prompts_per_step));
   if (c.update.rule == update_rule::on_policy && (c.update.epochs != 1 || c.update.mini_batches != 1))
-    fail(stage_field(c, "update"), "asks for several epochs or mini-batches under the strictly "
-                                   "on-policy rule; set .rule = update_rule::ppo_clip");
-  if (c.reward_workers == 0) fail(stage_field(c, "reward_workers"), "is 0");
-  if (!std::isfinite(c.success_threshold))
-    fail(stage_field(c, "success_threshold"), "is not finite");
+    fail(where("update"), "asks for several epochs or mini-batches under the strictly "
+                          "on-policy rule; set .rule = update_rule::ppo_clip");
+  if (c.reward_workers == 0) fail(where("reward_workers"), "is 0");
+  if (!std::isfinite(c.success_threshold)) fail(where("success_threshold"), "is not finite");
   for (std::size_t e = 0; e < c.evals.size(); ++e) {
-    const std::string f = stage_field(c, "evals[" + std::to_string(e) + "]");
+    const std::string f = where("evals[" + std::to_string(e) + "]");
     if (c.evals[e].domain.empty()) fail(f + ".domain", "is empty");
     if (c.evals[e].prompts.empty()) fail(f + ".prompts", "is empty");
     if (c.evals[e].samples_per_prompt == 0) fail(f + ".samples_per_prompt", "is 0");
   }
   const bool stops = c.stop.target_score.has_value() || c.stop.plateau_patience > 0;
   if (stops && (c.stop.eval_every == 0 || c.evals.empty()))
-    fail(stage_field(c, "stop"), "has a target score or plateau, which need stop.eval_every > 0 "
-                                 "and at least one evaluation set");
+    fail(where("stop"), "has a target score or plateau, which need stop.eval_every > 0 "
+                        "and at least one evaluation set");
+}
+
+// What a GRPO stage checks in its config (grpo_stage::validate). The options of the
+// update rule in use are checked here too, so that a bad clip range is refused before
+// the first generation rather than at the first loss.
+inline void validate_grpo_config(const stage_config& c, std::string_view at = {}) {
+  validate_stage_config(c, 2, "GRPO's group baseline (mean and std of a group)", at);
+  const stage_where where{c, at};
+  if (c.filters.overlong)
+    check_nested(where("filters.overlong"), "", [&] {
+      require_overlong_options(*c.filters.overlong, c.filters.overlong->mode == overlong_mode::soft_penalty);
+    });
+  if (c.update.rule == update_rule::ppo_clip)
+    check_nested(where("update.ppo"), "options.", [&] { validate_ppo_options(c.update.ppo); });
+  else
+    validate_importance(c.update.importance, where("update.importance"));
+}
+
+// What a MOPD stage checks in its config (mopd_stage::validate, which also checks its
+// prompts' domains). `has_reward`: whether the stage scores responses; a parsed config
+// does not know yet, passes true, and the stage checks again when it is built.
+inline void validate_mopd_config(const stage_config& c, bool has_reward, std::string_view at = {}) {
+  const bool mixes = c.mopd.outcome_weight != 0.0;
+  validate_stage_config(c, mixes ? 2 : 1, "mixing the outcome reward (a GRPO group baseline)", at);
+  const stage_where where{c, at};
+  if (c.domains.empty())
+    fail(where("domains"), "is empty: MOPD routes every prompt to its domain's teacher");
+  if (!(c.mopd.band_low >= 0 && c.mopd.band_high >= c.mopd.band_low))
+    fail(where("mopd.band_low"), "must satisfy 0 <= band_low <= band_high");
+  if (!std::isfinite(c.mopd.outcome_weight)) fail(where("mopd.outcome_weight"), "is not finite");
+  if (mixes && !has_reward) fail(where("mopd.outcome_weight"), "is non-zero, but the stage has no reward");
+  if (!c.evals.empty() && !has_reward)
+    fail(where("evals"), "are set, but the stage has no reward to score them");
+  if (c.update.rule != update_rule::on_policy)
+    fail(where("update.rule"), "must be on_policy: MOPD takes one step per batch");
+}
+
+// Checks across the stages of a schedule: unique names, and one evaluation set per
+// domain (a forgetting-matrix column must mean one thing). `array_path` non-empty:
+// stage i's errors point at array_path[i] (a parsed schedule) instead of its name.
+inline void validate_stage_set(const std::vector<stage_config>& configs, std::string_view array_path = {}) {
+  std::set<std::string> names, domains;
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    const stage_config& c = configs[i];
+    const std::string at = array_path.empty() ? std::string() : std::string(array_path) + "[" + std::to_string(i) + "]";
+    const stage_where where{c, at};
+    if (!names.insert(c.name).second) fail(where("name"), "is used by two stages");
+    for (std::size_t e = 0; e < c.evals.size(); ++e)
+      if (!domains.insert(c.evals[e].domain).second)
+        fail(where("evals[" + std::to_string(e) + "].domain"),
+             "evaluates domain '" + c.evals[e].domain + "', which an earlier evaluation set already does");
+  }
 }
 
 }  // namespace detail

@@ -1,0 +1,68 @@
+#pragma once
+// Equality of stage configs that says where they differ: the path of the first field
+// that differs ("update.ppo.clip_low"), or "" when equal. It walks the same field lists
+// as the JSON reader and writer (stage_config_fields.hpp), so "equal" means "the same
+// in every field a config file carries": the property round trips keep. Doubles compare
+// with ==.
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "cascade_rl/cascade/stage_config.hpp"
+#include "cascade_rl/cascade/stage_config_fields.hpp"
+
+namespace cascade_rl {
+namespace detail {
+
+// The path of the first field where a and b differ, or "" when they are equal.
+template <class T>
+std::string config_difference(const T& a, const T& b, const std::string& path);
+
+template <class T>
+std::string config_difference_of_optionals(const std::optional<T>& a, const std::optional<T>& b, const std::string& path) {
+  if (a.has_value() != b.has_value()) return path;
+  return a ? config_difference(*a, *b, path) : std::string();
+}
+
+template <class T>
+std::string config_difference(const T& a, const T& b, const std::string& path) {
+  if constexpr (described_config<T>) {
+    std::string first;
+    std::apply(
+        [&](const auto&... field) {
+          ((first.empty() ? (void)(first = config_difference(a.*field.member, b.*field.member,
+                                                      member_path(path, field.key)))
+                          : (void)0),
+           ...);
+        },
+        config_fields<T>::list);
+    return first;
+  } else if constexpr (requires { a.has_value(); }) {
+    return config_difference_of_optionals(a, b, path);
+  } else if constexpr (requires { a.size(); a[0]; } && !std::is_same_v<T, std::string>) {
+    if (a.size() != b.size()) return path;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (std::string d = config_difference(a[i], b[i], element_path(path, i)); !d.empty()) return d;
+    return {};
+  } else {
+    return a == b ? std::string() : (path.empty() ? std::string("(root)") : path);
+  }
+}
+
+}  // namespace detail
+
+[[nodiscard]] inline std::string stage_config_difference(const stage_config& a, const stage_config& b) {
+  return detail::config_difference(a, b, "");
+}
+
+// Paths start "stages[i]"; a different number of stages is "stages".
+[[nodiscard]] inline std::string schedule_difference(const std::vector<stage_config>& a,
+                                                     const std::vector<stage_config>& b) {
+  return detail::config_difference(a, b, "stages");
+}
+
+}  // namespace cascade_rl

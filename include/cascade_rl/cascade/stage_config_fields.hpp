@@ -1,0 +1,206 @@
+#pragma once
+// The fields of a stage config and of its nested option structs, by name: the one list
+// that the JSON reader, the writer and the comparison walk, so that they cannot
+// disagree about which fields exist. The names are the C++ member names.
+//
+// A static_assert counts each struct's members, so adding a member to one of these
+// structs without listing it here fails to compile instead of being silently dropped
+// from config files.
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "cascade_rl/algorithms/importance_weights.hpp"
+#include "cascade_rl/algorithms/length_filters.hpp"
+#include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/cascade/lr_schedule.hpp"
+#include "cascade_rl/cascade/prompt.hpp"
+#include "cascade_rl/cascade/stage_config.hpp"
+
+namespace cascade_rl::detail {
+
+template <class S, class M>
+struct config_field {
+  std::string_view key;
+  M S::*member;
+};
+template <class S, class M>
+config_field(std::string_view, M S::*) -> config_field<S, M>;
+
+template <class T>
+struct config_fields;  // static constexpr std::tuple list{config_field...}
+
+template <class T>
+concept described_config = requires { config_fields<T>::list; };
+
+template <>
+struct config_fields<sampling_params> {
+  using T = sampling_params;
+  static constexpr std::tuple list{config_field{"temperature", &T::temperature},
+                                   config_field{"top_p", &T::top_p},
+                                   config_field{"max_response_length", &T::max_response_length}};
+};
+
+template <>
+struct config_fields<prompt> {
+  using T = prompt;
+  static constexpr std::tuple list{config_field{"id", &T::id}, config_field{"domain", &T::domain},
+                                   config_field{"text", &T::text}, config_field{"reference", &T::reference}};
+};
+
+template <>
+struct config_fields<lr_schedule> {
+  using T = lr_schedule;
+  static constexpr std::tuple list{config_field{"shape", &T::shape}, config_field{"peak", &T::peak},
+                                   config_field{"start", &T::start},
+                                   config_field{"warmup_steps", &T::warmup_steps},
+                                   config_field{"floor", &T::floor}};
+};
+
+template <>
+struct config_fields<stop_criteria> {
+  using T = stop_criteria;
+  static constexpr std::tuple list{config_field{"eval_every", &T::eval_every},
+                                   config_field{"target_score", &T::target_score},
+                                   config_field{"plateau_patience", &T::plateau_patience},
+                                   config_field{"plateau_min_delta", &T::plateau_min_delta}};
+};
+
+template <>
+struct config_fields<importance_options> {
+  using T = importance_options;
+  static constexpr std::tuple list{config_field{"mode", &T::mode}, config_field{"cap", &T::cap},
+                                   config_field{"band_low", &T::band_low},
+                                   config_field{"band_high", &T::band_high}};
+};
+
+template <>
+struct config_fields<ppo_clip_options> {
+  using T = ppo_clip_options;
+  static constexpr std::tuple list{config_field{"clip_low", &T::clip_low},
+                                   config_field{"clip_high", &T::clip_high},
+                                   config_field{"dual_clip", &T::dual_clip},
+                                   config_field{"log_ratio_clamp", &T::log_ratio_clamp},
+                                   config_field{"aggregation", &T::aggregation},
+                                   config_field{"importance", &T::importance}};
+};
+
+template <>
+struct config_fields<update_options> {
+  using T = update_options;
+  static constexpr std::tuple list{config_field{"rule", &T::rule},
+                                   config_field{"epochs", &T::epochs},
+                                   config_field{"mini_batches", &T::mini_batches},
+                                   config_field{"aggregation", &T::aggregation},
+                                   config_field{"ppo", &T::ppo},
+                                   config_field{"importance", &T::importance}};
+};
+
+template <>
+struct config_fields<overlong_options> {
+  using T = overlong_options;
+  static constexpr std::tuple list{config_field{"mode", &T::mode},
+                                   config_field{"max_length", &T::max_length},
+                                   config_field{"buffer_length", &T::buffer_length},
+                                   config_field{"penalty_factor", &T::penalty_factor},
+                                   config_field{"truncated_is_overlong", &T::truncated_is_overlong}};
+};
+
+template <>
+struct config_fields<filter_options> {
+  using T = filter_options;
+  static constexpr std::tuple list{config_field{"drop_zero_variance_groups", &T::drop_zero_variance_groups},
+                                   config_field{"overlong", &T::overlong}};
+};
+
+template <>
+struct config_fields<mopd_settings> {
+  using T = mopd_settings;
+  static constexpr std::tuple list{config_field{"band_low", &T::band_low},
+                                   config_field{"band_high", &T::band_high},
+                                   config_field{"outcome_weight", &T::outcome_weight}};
+};
+
+template <>
+struct config_fields<eval_set> {
+  using T = eval_set;
+  static constexpr std::tuple list{config_field{"domain", &T::domain}, config_field{"prompts", &T::prompts},
+                                   config_field{"samples_per_prompt", &T::samples_per_prompt}};
+};
+
+template <>
+struct config_fields<stage_config> {
+  using T = stage_config;
+  static constexpr std::tuple list{
+      config_field{"name", &T::name},
+      config_field{"kind", &T::kind},
+      config_field{"domains", &T::domains},
+      config_field{"group_size", &T::group_size},
+      config_field{"prompts_per_step", &T::prompts_per_step},
+      config_field{"steps", &T::steps},
+      config_field{"stop", &T::stop},
+      config_field{"lr", &T::lr},
+      config_field{"sampling", &T::sampling},
+      config_field{"update", &T::update},
+      config_field{"filters", &T::filters},
+      config_field{"mopd", &T::mopd},
+      config_field{"success_threshold", &T::success_threshold},
+      config_field{"reward_workers", &T::reward_workers},
+      config_field{"evals", &T::evals},
+      config_field{"eval_sampling", &T::eval_sampling}};
+};
+
+// JSON paths of a member and of an element: "update.ppo", "evals[0]".
+inline std::string member_path(const std::string& path, std::string_view key) {
+  return path.empty() ? std::string(key) : path + "." + std::string(key);
+}
+inline std::string element_path(const std::string& path, std::size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
+// f(key, member of `object`) for every listed field, in order.
+template <class Object, class F>
+  requires described_config<std::remove_const_t<Object>>
+void for_each_field(Object& object, F&& f) {
+  std::apply([&](const auto&... field) { (f(field.key, object.*field.member), ...); },
+             config_fields<std::remove_const_t<Object>>::list);
+}
+
+// The number of members of an aggregate: the largest N for which T{x_1, ..., x_N}
+// compiles, with x_i convertible to anything (each initialises one member; no brace
+// elision happens, since the conversion to the member's own type exists).
+struct to_any_member {
+  template <class M>
+  operator M() const;  // never defined: used in unevaluated contexts only
+};
+
+template <class T, std::size_t... I>
+constexpr bool brace_initialisable(std::index_sequence<I...>) {
+  return requires { T{(static_cast<void>(I), to_any_member{})...}; };
+}
+
+template <class T, std::size_t N = 0>
+constexpr std::size_t member_count() {
+  if constexpr (brace_initialisable<T>(std::make_index_sequence<N + 1>{}))
+    return member_count<T, N + 1>();
+  else
+    return N;
+}
+
+template <described_config T>
+constexpr bool lists_every_member = std::tuple_size_v<decltype(config_fields<T>::list)> == member_count<T>();
+
+static_assert(lists_every_member<sampling_params> && lists_every_member<prompt> &&
+                  lists_every_member<lr_schedule> && lists_every_member<stop_criteria> &&
+                  lists_every_member<importance_options> && lists_every_member<ppo_clip_options> &&
+                  lists_every_member<update_options> && lists_every_member<overlong_options> &&
+                  lists_every_member<filter_options> && lists_every_member<mopd_settings> &&
+                  lists_every_member<eval_set> && lists_every_member<stage_config>,
+              "a config struct gained a member: list it in config_fields (stage_config_fields.hpp) "
+              "so that config files carry it");
+
+}  // namespace cascade_rl::detail
