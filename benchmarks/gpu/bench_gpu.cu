@@ -157,6 +157,34 @@ void bench_ppo_loss(std::size_t tokens, double target) {
     cudaFree(p);
 }
 
+// REINFORCE++ on a padded batch: discounted returns (a warp per sequence), then the
+// batch whitening (count/sum, squares, apply).
+void bench_reinforce_plus_plus(std::size_t tokens, double target) {
+  const std::size_t length = 1024;
+  const std::size_t sequences = tokens / length;
+  std::vector<std::int64_t> offsets(sequences + 1);
+  for (std::size_t s = 0; s <= sequences; ++s) offsets[s] = static_cast<std::int64_t>(s * length);
+  std::int64_t* d_offsets = device_fill<std::int64_t>(sequences + 1, 0);
+  check(cudaMemcpy(d_offsets, offsets.data(), offsets.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice), "copy");
+  std::uint8_t* d_mask = device_fill<std::uint8_t>(tokens, 1);
+  float* rewards = device_fill(tokens, 0.01f);
+  float* adv = device_fill(tokens, 0.0f);
+  const cr::cuda::device_token_layout layout{d_offsets, d_mask, sequences, tokens};
+  const cr::reinforce_plus_plus_options options{.gamma = 0.99};
+  std::size_t bytes = 0;
+  check(cr::cuda::reinforce_plus_plus_advantages<float>(nullptr, bytes, rewards, layout, adv, options, nullptr), "query");
+  void* temp = device_temp(bytes);
+  const double seconds = time_it([&] {
+    check(cr::cuda::reinforce_plus_plus_advantages<float>(temp, bytes, rewards, layout, adv, options, nullptr), "r++");
+  }, 20);
+  // Returns: read rewards and mask, write returns; whitening: read returns and mask three
+  // times, write once.
+  report("reinforce_plus_plus/gamma0.99", static_cast<double>(tokens), tokens * (9.0 + 5 + 5 + 9), seconds, target);
+  for (void* p : {static_cast<void*>(d_offsets), static_cast<void*>(d_mask), static_cast<void*>(rewards),
+                  static_cast<void*>(adv), temp})
+    cudaFree(p);
+}
+
 template <class T>
 void bench_log_probs(std::size_t rows, std::size_t vocab, const char* name, double target) {
   T* logits = nullptr;
@@ -198,6 +226,7 @@ int main(int argc, char** argv) {
   if (quick) {
     bench_group_advantages(1 << 20, 16, 0);
     bench_ppo_loss(1 << 20, 0);
+    bench_reinforce_plus_plus(1 << 20, 0);
     bench_log_probs<float>(64, 32768, "log_probs/fp32/quick", 0);
     return 0;
   }
@@ -207,6 +236,7 @@ int main(int argc, char** argv) {
   bench_group_advantages(std::size_t{1} << 27, 64, 0.85);
   bench_ppo_loss(std::size_t{1} << 20, 0.70);
   bench_ppo_loss(std::size_t{1} << 26, 0.70);
+  bench_reinforce_plus_plus(std::size_t{1} << 26, 0);  // no target yet: not measured on a GPU
   bench_log_probs<float>(8192, 131072, "log_probs/fp32/8192x131072", 0.80);
   bench_log_probs<__nv_bfloat16>(8192, 131072, "log_probs/bf16/8192x131072", 0.80);
   bench_log_probs<__nv_bfloat16>(4096, 262144, "log_probs/bf16/4096x262144", 0.80);

@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -267,6 +268,233 @@ TEST_F(Gpu, FilterMatchesHost) {
   EXPECT_EQ(got.kept_sequences, want.kept_sequences);
   EXPECT_EQ(got.group_offsets, want.group_offsets);
   EXPECT_EQ(got.dropped_groups, want.dropped_groups);
+}
+
+// ---- leave-one-out statistics, zero-variance flags, gather ------------------------------
+
+TEST_F(Gpu, LeaveOneOutAndZeroVarianceMatchHost) {
+  std::uint64_t seed = 100;
+  for (std::size_t g : {2, 5, 16, 64, 300, 3000})
+    for (bool variable : {false, true}) {
+      const auto c = make_case(++seed, g > 1000 ? 5 : 150, g, variable);
+      const cr::group_layout host_groups =
+          variable ? cr::group_layout(c.offsets) : cr::group_layout::uniform(c.groups, c.group_size);
+      device_vector<std::int64_t> d_offsets(c.offsets);
+      const device_group_layout groups =
+          variable ? device_group_layout::variable(d_offsets.data(), c.groups, c.rewards.size(), 2 * g)
+                   : device_group_layout::uniform(c.groups, c.group_size);
+      const std::size_t n = c.rewards.size();
+      device_vector<float> rewards(c.rewards), mean(n), spread(n);
+      for (auto estimator : {cr::std_estimator::unbiased, cr::std_estimator::biased}) {
+        const cr::leave_one_out_options options{.estimator = estimator};
+        std::vector<float> want_mean(n), want_std(n);
+        cr::leave_one_out_statistics(cr::exec::seq, std::span<const float>(c.rewards), host_groups,
+                                     std::span<float>(want_mean), std::span<float>(want_std), options);
+        cr::leave_one_out_statistics(cr::exec::cuda{}, rewards.cspan(), groups, mean.span(), spread.span(), options);
+        expect_near_all(mean.host(), want_mean, "leave-one-out mean", 1e-5, 1e-5);
+        expect_near_all(spread.host(), want_std, "leave-one-out std", 1e-5, 1e-5);
+        cr::leave_one_out_statistics(cr::exec::cuda{}, rewards.cspan(), groups, mean.span(), std::span<float>{}, options);
+        expect_near_all(mean.host(), want_mean, "leave-one-out mean without std", 1e-5, 1e-5);
+      }
+      std::vector<std::uint8_t> want_flags(c.groups);
+      cr::zero_variance_groups(cr::exec::seq, std::span<const float>(c.rewards), host_groups,
+                               std::span<std::uint8_t>(want_flags));
+      device_vector<std::uint8_t> flags(c.groups);
+      cr::zero_variance_groups(cr::exec::cuda{}, rewards.cspan(), groups, flags.span());
+      EXPECT_EQ(flags.host(), want_flags);
+    }
+}
+
+TEST_F(Gpu, GatherMatchesHost) {
+  const auto c = make_case(7, 400, 8, true);
+  const cr::group_layout host_groups(c.offsets);
+  const auto selection = cr::drop_zero_variance_groups(cr::exec::seq, std::span<const float>(c.rewards), host_groups);
+  const std::size_t kept = selection.kept_sequences.size();
+  std::vector<float> want(kept);
+  cr::gather_sequences(cr::exec::seq, std::span<const float>(c.rewards), selection, std::span<float>(want));
+  device_vector<float> rewards(c.rewards), out(kept);
+  cr::gather_sequences(cr::exec::cuda{}, rewards.cspan(), selection, out.span());
+  EXPECT_EQ(out.host(), want);
+  // With the indices in device memory, as the CUB-style filter writes them.
+  const std::vector<std::int64_t> kept64(selection.kept_sequences.begin(), selection.kept_sequences.end());
+  device_vector<std::int64_t> d_kept(kept64);
+  device_vector<float> out2(kept);
+  cr::gather_sequences(cr::exec::cuda{}, rewards.cspan(), d_kept.cspan(), out2.span());
+  EXPECT_EQ(out2.host(), want);
+}
+
+// ---- loss counts and token advantages ----------------------------------------------------
+
+// A device copy of a batch's layout.
+struct device_layout_of {
+  device_vector<std::int64_t> offsets;
+  device_vector<std::uint8_t> mask;
+  device_layout_of(const std::vector<std::int64_t>& o, const std::vector<std::uint8_t>& m) : offsets(o), mask(m) {}
+  [[nodiscard]] device_token_layout layout(std::size_t tokens) {
+    return {offsets.data(), mask.data(), offsets.host().size() - 1, tokens};
+  }
+};
+
+TEST_F(Gpu, TokenAdvantagesMatchHost) {
+  auto b = cr::testing::make_random_batch<float>(21, {.sequences = 3000, .max_length = 150});
+  for (std::size_t t = 0; t < b.tokens(); ++t)
+    if (b.mask[t] == 0) b.log_probs[t] = std::numeric_limits<float>::quiet_NaN();  // never read
+  const auto layout = b.layout();
+  device_layout_of d(b.offsets, b.mask);
+  const device_token_layout d_layout = d.layout(b.tokens());
+  const auto want_counts = cr::local_loss_counts(cr::exec::seq, layout);
+  const auto counts = cr::local_loss_counts(cr::exec::cuda{}, d_layout);
+  EXPECT_EQ(counts.tokens, want_counts.tokens);
+  EXPECT_EQ(counts.sequences, want_counts.sequences);
+
+  const std::size_t sequences = b.offsets.size() - 1;
+  std::vector<float> values(sequences);
+  for (std::size_t s = 0; s < sequences; ++s) values[s] = 0.25f * static_cast<float>(s % 13) - 1.0f;
+  std::vector<float> want(b.tokens());
+  device_vector<float> d_values(values), out(b.tokens()), logp(b.log_probs), ref(b.ref_log_probs);
+  cr::broadcast_to_tokens(cr::exec::seq, std::span<const float>(values), layout, std::span<float>(want));
+  cr::broadcast_to_tokens(cr::exec::cuda{}, d_values.cspan(), d_layout, out.span());
+  EXPECT_EQ(out.host(), want);
+  cr::distillation_advantages(cr::exec::seq, std::span<const float>(b.ref_log_probs), std::span<const float>(b.log_probs),
+                              layout, std::span<float>(want));
+  cr::distillation_advantages(cr::exec::cuda{}, ref.cspan(), logp.cspan(), d_layout, out.span());
+  EXPECT_EQ(out.host(), want);
+
+  // Every sequence keeps a valid token for place_on_last_valid_token; some are long
+  // (several chunks of 32 to search).
+  std::vector<std::int64_t> offsets{0};
+  std::vector<std::uint8_t> mask;
+  std::mt19937_64 rng(5);
+  std::uniform_int_distribution<std::size_t> length(1, 300);
+  for (std::size_t s = 0; s < 500; ++s) {
+    const std::size_t n = length(rng);
+    for (std::size_t t = 0; t < n; ++t) mask.push_back(t < n / 3 || (t % 7 == 0) ? 1 : 0);
+    offsets.push_back(static_cast<std::int64_t>(mask.size()));
+  }
+  device_layout_of p(offsets, mask);
+  std::vector<float> per_sequence(500, 0.0f), placed(mask.size());
+  for (std::size_t s = 0; s < 500; ++s) per_sequence[s] = static_cast<float>(s) + 0.5f;
+  cr::place_on_last_valid_token(cr::exec::seq, std::span<const float>(per_sequence), cr::token_layout(offsets, mask),
+                                std::span<float>(placed));
+  device_vector<float> d_per_sequence(per_sequence), d_placed(mask.size());
+  cr::place_on_last_valid_token(cr::exec::cuda{}, d_per_sequence.cspan(), p.layout(mask.size()), d_placed.span());
+  EXPECT_EQ(d_placed.host(), placed);
+}
+
+TEST_F(Gpu, ReinforcePlusPlusMatchesHost) {
+  const auto b = cr::testing::make_random_batch<float>(22, {.sequences = 2000, .max_length = 300});
+  const auto layout = b.layout();
+  device_layout_of d(b.offsets, b.mask);
+  const device_token_layout d_layout = d.layout(b.tokens());
+  device_vector<float> rewards(b.advantages), out(b.tokens());
+  std::vector<float> want(b.tokens());
+  for (double gamma : {1.0, 0.97, 0.0}) {
+    cr::discounted_returns(cr::exec::seq, std::span<const float>(b.advantages), layout, std::span<float>(want), gamma);
+    cr::discounted_returns(cr::exec::cuda{}, rewards.cspan(), d_layout, out.span(), gamma);
+    expect_near_all(out.host(), want, "discounted returns", 1e-5, 1e-5);
+  }
+  std::vector<cr::whitening_options> variants(4);
+  variants[1].estimator = cr::std_estimator::biased;
+  variants[2].shift_mean = false;
+  variants[3].accumulation = cr::mean_accumulation::float32_rounded_sum;
+  for (const auto& whitening : variants) {
+    cr::masked_whiten(cr::exec::seq, std::span<const float>(b.advantages), layout, std::span<float>(want), whitening);
+    cr::masked_whiten(cr::exec::cuda{}, rewards.cspan(), d_layout, out.span(), whitening);
+    expect_near_all(out.host(), want, "whitened", 1e-5, 1e-5);
+    const cr::reinforce_plus_plus_options options{.gamma = 0.99, .whitening = whitening};
+    cr::reinforce_plus_plus_advantages(cr::exec::seq, std::span<const float>(b.advantages), layout,
+                                       std::span<float>(want), options);
+    cr::reinforce_plus_plus_advantages(cr::exec::cuda{}, rewards.cspan(), d_layout, out.span(), options);
+    const auto first = out.host();
+    expect_near_all(first, want, "REINFORCE++", 1e-5, 1e-5);
+    cr::reinforce_plus_plus_advantages(cr::exec::cuda{}, rewards.cspan(), d_layout, out.span(), options);
+    EXPECT_EQ(0, std::memcmp(first.data(), out.host().data(), first.size() * sizeof(float))) << "not deterministic";
+  }
+  // REINFORCE++-baseline: uniform groups of 4, and variable groups with singletons.
+  const std::size_t sequences = b.offsets.size() - 1;
+  const auto uniform = make_case(23, sequences / 4, 4, false);
+  device_vector<float> scores(uniform.rewards);
+  for (auto accumulation : {cr::mean_accumulation::double_precision, cr::mean_accumulation::float32_sequential}) {
+    const cr::reinforce_plus_plus_baseline_options options{.accumulation = accumulation};
+    cr::reinforce_plus_plus_baseline_advantages(cr::exec::seq, std::span<const float>(uniform.rewards),
+                                                cr::group_layout::uniform(sequences / 4, 4), layout,
+                                                std::span<float>(want), options);
+    cr::reinforce_plus_plus_baseline_advantages(cr::exec::cuda{}, scores.cspan(), device_group_layout::uniform(sequences / 4, 4),
+                                                d_layout, out.span(), options);
+    expect_near_all(out.host(), want, "REINFORCE++-baseline", 1e-5, 1e-5);
+  }
+  std::vector<std::int64_t> group_offsets{0};
+  while (static_cast<std::size_t>(group_offsets.back()) < sequences)
+    group_offsets.push_back(std::min(static_cast<std::int64_t>(sequences),
+                                     group_offsets.back() + 1 + static_cast<std::int64_t>(group_offsets.size() % 6)));
+  device_vector<std::int64_t> d_group_offsets(group_offsets);
+  const cr::reinforce_plus_plus_baseline_options raw{.singleton = cr::singleton_rule::raw_score};
+  cr::reinforce_plus_plus_baseline_advantages(cr::exec::seq, std::span<const float>(uniform.rewards),
+                                              cr::group_layout(group_offsets), layout, std::span<float>(want), raw);
+  cr::reinforce_plus_plus_baseline_advantages(
+      cr::exec::cuda{}, scores.cspan(),
+      device_group_layout::variable(d_group_offsets.data(), group_offsets.size() - 1, sequences, 6), d_layout,
+      out.span(), raw);
+  expect_near_all(out.host(), want, "REINFORCE++-baseline, variable groups", 1e-5, 1e-5);
+}
+
+TEST_F(Gpu, NewAlgorithmsRefuseWhatTheHostRefuses) {
+  std::vector<float> r{1, 0, 1, 1, std::numeric_limits<float>::quiet_NaN(), 0};
+  device_vector<float> rewards(r), a(r.size()), b(r.size());
+  cr::testing::expect_error_naming(
+      [&] { cr::leave_one_out_statistics(cr::exec::cuda{}, rewards.cspan(), device_group_layout::uniform(2, 3), a.span(), b.span()); },
+      "rewards[4]");
+  std::vector<std::int64_t> offsets{0, 1, 6};
+  device_vector<std::int64_t> d_offsets(offsets);
+  std::vector<float> fine{1, 0, 1, 1, 1, 0};
+  device_vector<float> fine_rewards(fine);
+  const auto singleton_first = device_group_layout::variable(d_offsets.data(), 2, 6);
+  cr::testing::expect_error_naming(
+      [&] { cr::leave_one_out_statistics(cr::exec::cuda{}, fine_rewards.cspan(), singleton_first, a.span(), b.span()); },
+      "groups[0]", "leave-one-out");
+
+  // Tokens: sequences of 3, 0 and 3 tokens, the first with one masked token.
+  const std::vector<std::int64_t> token_offsets{0, 3, 3, 6};
+  const std::vector<std::uint8_t> mask{1, 0, 1, 1, 1, 1};
+  device_layout_of d(token_offsets, mask);
+  const device_token_layout layout = d.layout(6);
+  device_vector<float> per_sequence(std::vector<float>{1, 2, 3}), out(6);
+  cr::testing::expect_error_naming(
+      [&] { cr::place_on_last_valid_token(cr::exec::cuda{}, per_sequence.cspan(), layout, out.span()); },
+      "per_sequence[1]", "no valid token");
+  std::vector<float> logp{-1, std::numeric_limits<float>::quiet_NaN(), -1, -1, -2, std::numeric_limits<float>::infinity()};
+  device_vector<float> student(logp), teacher(std::vector<float>(6, -1.0f));
+  cr::testing::expect_error_naming(
+      [&] { cr::distillation_advantages(cr::exec::cuda{}, teacher.cspan(), student.cspan(), layout, out.span()); },
+      "student_logp[5]");
+  cr::testing::expect_error_naming(
+      [&] { cr::discounted_returns(cr::exec::cuda{}, student.cspan(), layout, out.span(), 1.0); },
+      "token_rewards[5]");
+  cr::testing::expect_error_naming(
+      [&] { cr::discounted_returns(cr::exec::cuda{}, teacher.cspan(), layout, out.span(), 1.5); }, "gamma");
+  cr::testing::expect_error_naming(
+      [&] { cr::masked_whiten(cr::exec::cuda{}, teacher.cspan(), layout, out.span(), {.epsilon = -1}); },
+      "whitening.epsilon");
+  const std::vector<std::uint8_t> one{0, 0, 0, 0, 1, 0};
+  device_layout_of single(token_offsets, one);
+  cr::testing::expect_error_naming(
+      [&] { cr::masked_whiten(cr::exec::cuda{}, teacher.cspan(), single.layout(6), out.span()); },
+      "tokens", "has 1 valid token");
+  device_vector<float> scores(std::vector<float>{1, 2, 3});
+  std::vector<std::int64_t> group_offsets{0, 1, 3};
+  device_vector<std::int64_t> d_group_offsets(group_offsets);
+  cr::testing::expect_error_naming(
+      [&] {
+        cr::reinforce_plus_plus_baseline_advantages(cr::exec::cuda{}, scores.cspan(),
+                                                    device_group_layout::variable(d_group_offsets.data(), 2, 3),
+                                                    layout, out.span());
+      },
+      "groups[0]", "REINFORCE++-baseline");
+  device_vector<std::int64_t> kept(std::vector<std::int64_t>{0, 2, 7});
+  device_vector<float> gathered(3);
+  cr::testing::expect_error_naming(
+      [&] { cr::gather_sequences(cr::exec::cuda{}, scores.cspan(), kept.cspan(), gathered.span()); },
+      "in[7]", "past the end");
 }
 
 }  // namespace

@@ -8,11 +8,13 @@
 
 #include <thrust/execution_policy.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include <cuda_bf16.h>
@@ -393,5 +395,389 @@ TEST(PortableFilter, DropsTheSameGroupsAsHost) {
     for (std::size_t g = 0; g <= counts.kept_groups; ++g) EXPECT_EQ(offsets[g], host.group_offsets[g]);
   }
 }
+
+TEST(PortableFilter, ZeroVarianceFlagsMatchHost) {
+  for (const auto& c : group_cases()) {
+    std::vector<std::uint8_t> host(c.groups), device(c.groups);
+    cr::zero_variance_groups(cr::exec::seq, std::span<const float>(c.rewards), c.host(),
+                             std::span<std::uint8_t>(host));
+    portable::zero_variance_groups(system, c.rewards.data(), c.device(), device.data());
+    EXPECT_EQ(device, host);
+  }
+}
+
+TEST(PortableFilter, GatherMatchesHost) {
+  for (const auto& c : group_cases()) {
+    const auto selection = cr::drop_zero_variance_groups(cr::exec::seq, std::span<const float>(c.rewards), c.host());
+    const std::size_t kept = selection.kept_sequences.size();
+    std::vector<float> host(kept), device(kept);
+    cr::gather_sequences(cr::exec::seq, std::span<const float>(c.rewards), selection, std::span<float>(host));
+    portable::gather_sequences(system, c.rewards.data(), selection.kept_sequences.data(), kept, device.data());
+    expect_same_bits(device, host, "gathered rewards");
+    // Any trivially copyable value, with the int64 indices the CUDA filter writes.
+    std::vector<std::int64_t> ids(c.rewards.size()), host_ids(kept), device_ids(kept);
+    for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(1000 + 7 * i);
+    const std::vector<std::int64_t> kept64(selection.kept_sequences.begin(), selection.kept_sequences.end());
+    cr::gather_sequences(cr::exec::seq, std::span<const std::int64_t>(ids), selection,
+                         std::span<std::int64_t>(host_ids));
+    portable::gather_sequences(system, ids.data(), kept64.data(), kept, device_ids.data());
+    EXPECT_EQ(device_ids, host_ids);
+  }
+}
+
+TEST(PortableGroups, LeaveOneOutMatchesHost) {
+  for (const auto& c : group_cases())
+    for (auto estimator : {cr::std_estimator::unbiased, cr::std_estimator::biased}) {
+      const cr::leave_one_out_options options{.estimator = estimator};
+      const std::size_t n = c.rewards.size();
+      std::vector<float> hm(n), hs(n), dm(n), ds(n);
+      cr::leave_one_out_statistics(cr::exec::seq, std::span<const float>(c.rewards), c.host(),
+                                   std::span<float>(hm), std::span<float>(hs), options);
+      portable::leave_one_out_statistics(system, c.rewards.data(), c.device(), dm.data(), ds.data(), options);
+      expect_same_bits(dm, hm, "leave-one-out mean");
+      expect_same_bits(ds, hs, "leave-one-out std");
+      // Without the std.
+      std::fill(dm.begin(), dm.end(), -1.0f);
+      portable::leave_one_out_statistics(system, c.rewards.data(), c.device(), dm.data(),
+                                         static_cast<float*>(nullptr), options);
+      expect_same_bits(dm, hm, "leave-one-out mean without std");
+    }
+}
+
+// ---- loss counts and token advantages ----------------------------------------------------
+
+TEST(PortableLosses, LocalLossCountsMatchHost) {
+  const auto b = big_batch(7);
+  const auto host = cr::local_loss_counts(cr::exec::seq, b.layout());
+  const auto device = portable::local_loss_counts(system, device_layout(b));
+  EXPECT_EQ(device.tokens, host.tokens);
+  EXPECT_EQ(device.sequences, host.sequences);
+  const device_token_layout unmasked{b.offsets.data(), nullptr, b.offsets.size() - 1, b.tokens()};
+  const auto all = portable::local_loss_counts(system, unmasked);
+  EXPECT_EQ(all.tokens, b.tokens());
+  EXPECT_EQ(all.sequences, cr::local_loss_counts(cr::exec::seq, cr::token_layout(b.offsets)).sequences);
+  const std::vector<std::int64_t> empty_offsets{0};
+  const auto none = portable::local_loss_counts(system, device_token_layout{empty_offsets.data(), nullptr, 0, 0});
+  EXPECT_EQ(none.tokens, 0u);
+  EXPECT_EQ(none.sequences, 0u);
+}
+
+// Masked tokens hold NaN: the host core never reads them, nor may the portable path.
+cr::testing::random_batch<float> poisoned_batch(std::uint64_t seed) {
+  auto b = big_batch(seed);
+  for (std::size_t t = 0; t < b.tokens(); ++t)
+    if (b.mask[t] == 0) {
+      b.log_probs[t] = std::numeric_limits<float>::quiet_NaN();
+      b.ref_log_probs[t] = std::numeric_limits<float>::infinity();
+    }
+  return b;
+}
+
+// One value per sequence, distinct and signed.
+std::vector<float> per_sequence_values(std::size_t sequences, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.2f, 1.5f);
+  std::vector<float> v(sequences);
+  for (auto& x : v) x = normal(rng);
+  return v;
+}
+
+TEST(PortableTokens, BroadcastAndDistillationMatchHost) {
+  const auto b = poisoned_batch(8);
+  const auto layout = b.layout();
+  const std::size_t sequences = b.offsets.size() - 1;
+  const auto values = per_sequence_values(sequences, 8);
+  std::vector<float> host(b.tokens()), device(b.tokens(), 7.0f);
+  cr::broadcast_to_tokens(cr::exec::seq, std::span<const float>(values), layout, std::span<float>(host));
+  portable::broadcast_to_tokens(system, values.data(), device_layout(b), device.data());
+  expect_same_bits(device, host, "broadcast");
+
+  cr::distillation_advantages(cr::exec::seq, std::span<const float>(b.ref_log_probs),
+                              std::span<const float>(b.log_probs), layout, std::span<float>(host));
+  portable::distillation_advantages(system, b.ref_log_probs.data(), b.log_probs.data(), device_layout(b),
+                                    device.data());
+  expect_same_bits(device, host, "distillation advantages");
+}
+
+// Sequences of 1 to 60 tokens, each with at least one valid token (place_on_last_valid_token
+// refuses a sequence without one).
+struct token_case {
+  std::vector<std::int64_t> offsets{0};
+  std::vector<std::uint8_t> mask;
+  [[nodiscard]] cr::token_layout host() const { return cr::token_layout(offsets, mask); }
+  [[nodiscard]] device_token_layout device() const {
+    return {offsets.data(), mask.data(), offsets.size() - 1, mask.size()};
+  }
+};
+
+token_case make_tokens(std::uint64_t seed, std::size_t sequences) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::size_t> length(1, 60);
+  std::bernoulli_distribution masked(0.3);
+  token_case c;
+  for (std::size_t s = 0; s < sequences; ++s) {
+    const std::size_t n = length(rng);
+    const std::size_t begin = c.mask.size();
+    bool any = false;
+    for (std::size_t t = 0; t < n; ++t) {
+      c.mask.push_back(masked(rng) ? 0 : 1);
+      any = any || c.mask.back() != 0;
+    }
+    if (!any) c.mask[begin + n / 2] = 1;
+    c.offsets.push_back(static_cast<std::int64_t>(c.mask.size()));
+  }
+  return c;
+}
+
+TEST(PortableTokens, PlaceOnLastValidTokenMatchesHost) {
+  const auto c = make_tokens(9, 700);
+  const auto values = per_sequence_values(700, 9);
+  std::vector<float> host(c.mask.size()), device(c.mask.size(), 7.0f);
+  cr::place_on_last_valid_token(cr::exec::seq, std::span<const float>(values), c.host(), std::span<float>(host));
+  portable::place_on_last_valid_token(system, values.data(), c.device(), device.data());
+  expect_same_bits(device, host, "place on last valid token");
+}
+
+TEST(PortableTokens, DiscountedReturnsMatchHost) {
+  auto b = big_batch(10);
+  for (std::size_t t = 0; t < b.tokens(); t += 5)
+    if (b.mask[t] == 0) b.advantages[t] = std::numeric_limits<float>::quiet_NaN();  // masked: allowed
+  for (double gamma : {1.0, 0.99, 0.5, 0.0}) {
+    std::vector<float> host(b.tokens()), device(b.tokens());
+    cr::discounted_returns(cr::exec::seq, std::span<const float>(b.advantages), b.layout(),
+                           std::span<float>(host), gamma);
+    portable::discounted_returns(system, b.advantages.data(), device_layout(b), device.data(), gamma);
+    expect_same_bits(device, host, "discounted returns");
+  }
+}
+
+std::vector<cr::whitening_options> whitening_variants() {
+  std::vector<cr::whitening_options> v(5);
+  v[1].estimator = cr::std_estimator::biased;
+  v[2].shift_mean = false;
+  v[3].accumulation = cr::mean_accumulation::float32_rounded_sum;
+  v[4].epsilon = 0.25;
+  v[4].shift_mean = false;
+  v[4].accumulation = cr::mean_accumulation::float32_rounded_sum;
+  return v;
+}
+
+TEST(PortableTokens, MaskedWhitenMatchesHost) {
+  const auto b = big_batch(11);
+  ASSERT_GT(b.tokens(), (cr::detail::sum_lanes + 1) * cr::detail::reduce_block_size);
+  std::vector<double> scratch(portable::whitening_scratch(b.tokens()));
+  for (const auto& options : whitening_variants()) {
+    std::vector<float> host(b.tokens()), device(b.tokens());
+    cr::masked_whiten(cr::exec::seq, std::span<const float>(b.advantages), b.layout(), std::span<float>(host), options);
+    portable::masked_whiten(system, b.advantages.data(), device_layout(b), device.data(), options, scratch.data());
+    expect_same_bits(device, host, "whitened");
+    // In place, and without a mask.
+    device = b.advantages;
+    portable::masked_whiten(system, device.data(), device_layout(b), device.data(), options, scratch.data());
+    expect_same_bits(device, host, "whitened in place");
+    const device_token_layout unmasked{b.offsets.data(), nullptr, b.offsets.size() - 1, b.tokens()};
+    cr::masked_whiten(cr::exec::seq, std::span<const float>(b.advantages), cr::token_layout(b.offsets),
+                      std::span<float>(host), options);
+    portable::masked_whiten(system, b.advantages.data(), unmasked, device.data(), options, scratch.data());
+    expect_same_bits(device, host, "whitened without a mask");
+  }
+  // Double values (where a different order of the sums would show in the last bits), and
+  // a batch with no valid token (all zeros).
+  std::vector<double> values(b.tokens()), host(b.tokens()), device(b.tokens());
+  for (std::size_t t = 0; t < b.tokens(); ++t) values[t] = static_cast<double>(b.advantages[t]) / 3.0 + 1e-3 * t;
+  for (const auto& options : whitening_variants()) {
+    cr::masked_whiten(cr::exec::seq, std::span<const double>(values), b.layout(), std::span<double>(host), options);
+    portable::masked_whiten(system, values.data(), device_layout(b), device.data(), options, scratch.data());
+    expect_same_bits(device, host, "whitened doubles");
+  }
+  const std::vector<std::uint8_t> nothing(b.tokens(), 0);
+  const device_token_layout none{b.offsets.data(), nothing.data(), b.offsets.size() - 1, b.tokens()};
+  portable::masked_whiten(system, values.data(), none, device.data(), cr::whitening_options{}, scratch.data());
+  EXPECT_EQ(std::count(device.begin(), device.end(), 0.0), static_cast<std::ptrdiff_t>(b.tokens()));
+}
+
+TEST(PortableTokens, ReinforcePlusPlusMatchesHost) {
+  const auto b = big_batch(12);
+  std::vector<double> scratch(portable::whitening_scratch(b.tokens()));
+  // Outcome rewards on the last valid token (veRL's token_level_rewards) and dense ones.
+  const auto c = make_tokens(12, 1500);
+  const auto scores = per_sequence_values(1500, 12);
+  std::vector<float> outcome(c.mask.size());
+  cr::place_on_last_valid_token(cr::exec::seq, std::span<const float>(scores), c.host(), std::span<float>(outcome));
+  for (double gamma : {1.0, 0.97})
+    for (const auto& whitening : whitening_variants()) {
+      const cr::reinforce_plus_plus_options options{.gamma = gamma, .whitening = whitening};
+      std::vector<float> host(b.tokens()), device(b.tokens());
+      cr::reinforce_plus_plus_advantages(cr::exec::seq, std::span<const float>(b.advantages), b.layout(),
+                                         std::span<float>(host), options);
+      portable::reinforce_plus_plus_advantages(system, b.advantages.data(), device_layout(b), device.data(),
+                                               options, scratch.data());
+      expect_same_bits(device, host, "REINFORCE++ dense");
+
+      std::vector<double> outcome_scratch(portable::whitening_scratch(c.mask.size()));
+      std::vector<float> ho(c.mask.size()), dout(c.mask.size());
+      cr::reinforce_plus_plus_advantages(cr::exec::seq, std::span<const float>(outcome), c.host(),
+                                         std::span<float>(ho), options);
+      portable::reinforce_plus_plus_advantages(system, outcome.data(), c.device(), dout.data(), options,
+                                               outcome_scratch.data());
+      expect_same_bits(dout, ho, "REINFORCE++ outcome");
+
+      // Doubles, where the order of every sum shows in the last bits.
+      std::vector<double> rewards(b.tokens()), hd(b.tokens()), dd(b.tokens());
+      for (std::size_t t = 0; t < b.tokens(); ++t) rewards[t] = static_cast<double>(b.advantages[t]) / 7.0;
+      cr::reinforce_plus_plus_advantages(cr::exec::seq, std::span<const double>(rewards), b.layout(),
+                                         std::span<double>(hd), options);
+      portable::reinforce_plus_plus_advantages(system, rewards.data(), device_layout(b), dd.data(), options,
+                                               scratch.data());
+      expect_same_bits(dd, hd, "REINFORCE++ doubles");
+    }
+}
+
+TEST(PortableTokens, ReinforcePlusPlusBaselineMatchesHost) {
+  const auto b = big_batch(13);
+  const std::size_t sequences = b.offsets.size() - 1;  // 1200
+  std::vector<double> scratch(portable::whitening_scratch(b.tokens()));
+  // Uniform groups of 4 and 8 with binary (many zero-variance groups) and continuous scores;
+  // variable groups with singletons and a NaN group.
+  std::vector<group_case> cases;
+  cases.push_back(make_groups(21, sequences / 4, 4, false, true));
+  cases.push_back(make_groups(22, sequences / 8, 8, false, false));
+  {
+    group_case v;
+    std::mt19937_64 rng(23);
+    std::uniform_int_distribution<std::size_t> size(1, 9);
+    std::normal_distribution<float> normal(0.5f, 1.0f);
+    v.offsets.push_back(0);
+    while (static_cast<std::size_t>(v.offsets.back()) < sequences) {
+      const auto next = std::min<std::size_t>(sequences, static_cast<std::size_t>(v.offsets.back()) + size(rng));
+      v.offsets.push_back(static_cast<std::int64_t>(next));
+    }
+    v.groups = v.offsets.size() - 1;
+    for (std::size_t i = 0; i < sequences; ++i) v.rewards.push_back(normal(rng));
+    v.rewards[17] = std::numeric_limits<float>::quiet_NaN();
+    cases.push_back(v);
+  }
+  std::vector<cr::reinforce_plus_plus_baseline_options> variants(6);
+  variants[1].accumulation = cr::mean_accumulation::float32_sequential;
+  variants[2].accumulation = cr::mean_accumulation::float32_rounded_sum;
+  variants[3].whitening = {.estimator = cr::std_estimator::biased, .shift_mean = false};
+  variants[4].whitening.accumulation = cr::mean_accumulation::float32_rounded_sum;
+  variants[5].singleton = cr::singleton_rule::zero_advantage;
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const auto& c = cases[k];
+    ASSERT_EQ(c.rewards.size(), sequences);
+    for (auto options : variants) {
+      if (k == 2) {  // singletons and a NaN score: the rules that accept them
+        options.nonfinite = cr::nonfinite_rule::zero_group;
+        if (options.singleton == cr::singleton_rule::error) options.singleton = cr::singleton_rule::raw_score;
+      }
+      std::vector<float> host(b.tokens()), device(b.tokens());
+      cr::reinforce_plus_plus_baseline_advantages(cr::exec::seq, std::span<const float>(c.rewards), c.host(),
+                                                  b.layout(), std::span<float>(host), options);
+      portable::reinforce_plus_plus_baseline_advantages(system, c.rewards.data(), c.device(), device_layout(b),
+                                                        device.data(), options, scratch.data());
+      expect_same_bits(device, host, "REINFORCE++-baseline");
+
+      std::vector<double> scores(c.rewards.size()), hd(b.tokens()), dd(b.tokens());
+      for (std::size_t i = 0; i < scores.size(); ++i) scores[i] = static_cast<double>(c.rewards[i]) / 3.0;
+      cr::reinforce_plus_plus_baseline_advantages(cr::exec::seq, std::span<const double>(scores), c.host(),
+                                                  b.layout(), std::span<double>(hd), options);
+      portable::reinforce_plus_plus_baseline_advantages(system, scores.data(), c.device(), device_layout(b),
+                                                        dd.data(), options, scratch.data());
+      expect_same_bits(dd, hd, "REINFORCE++-baseline doubles");
+    }
+  }
+}
+
+// The message of the cascade_rl::error `make` throws ("" if none).
+template <class Make>
+std::string error_of(Make make) {
+  try {
+    make();
+  } catch (const cr::error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PortableTokens, RefusesWhatTheHostRefusesWithItsMessage) {
+  const auto b = big_batch(14);
+  std::vector<float> out(b.tokens());
+  std::vector<double> scratch(portable::whitening_scratch(b.tokens()));
+  std::vector<cr::whitening_options> bad(3);
+  bad[0].epsilon = -1.0;
+  bad[1].epsilon = std::numeric_limits<double>::infinity();
+  bad[2].accumulation = cr::mean_accumulation::float32_sequential;
+  for (const auto& options : bad) {
+    const std::string host = error_of([&] {
+      cr::masked_whiten(cr::exec::seq, std::span<const float>(b.advantages), b.layout(), std::span<float>(out), options);
+    });
+    ASSERT_NE(host, "");
+    EXPECT_EQ(error_of([&] {
+      portable::masked_whiten(system, b.advantages.data(), device_layout(b), out.data(), options, scratch.data());
+    }), host);
+    const cr::reinforce_plus_plus_options rpp{.whitening = options};
+    EXPECT_EQ(error_of([&] {
+      portable::reinforce_plus_plus_advantages(system, b.advantages.data(), device_layout(b), out.data(), rpp,
+                                               scratch.data());
+    }), error_of([&] {
+      cr::reinforce_plus_plus_advantages(cr::exec::seq, std::span<const float>(b.advantages), b.layout(),
+                                         std::span<float>(out), rpp);
+    }));
+  }
+  for (double gamma : {-0.1, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
+    const std::string host = error_of([&] {
+      cr::discounted_returns(cr::exec::seq, std::span<const float>(b.advantages), b.layout(), std::span<float>(out), gamma);
+    });
+    ASSERT_NE(host, "");
+    EXPECT_EQ(error_of([&] {
+      portable::discounted_returns(system, b.advantages.data(), device_layout(b), out.data(), gamma);
+    }), host);
+  }
+  // A single valid token under the unbiased variance.
+  std::vector<std::uint8_t> one(b.tokens(), 0);
+  one[b.tokens() / 2] = 1;
+  const cr::token_layout host_one(b.offsets, one);
+  const device_token_layout device_one{b.offsets.data(), one.data(), b.offsets.size() - 1, b.tokens()};
+  const std::string host = error_of([&] {
+    cr::masked_whiten(cr::exec::seq, std::span<const float>(b.advantages), host_one, std::span<float>(out));
+  });
+  EXPECT_NE(host.find("has 1 valid token"), std::string::npos) << host;
+  EXPECT_EQ(error_of([&] {
+    portable::masked_whiten(system, b.advantages.data(), device_one, out.data(), cr::whitening_options{}, scratch.data());
+  }), host);
+  std::vector<float> scores(b.offsets.size() - 1, 1.0f);
+  scores[0] = 2.0f;
+  const group_case uniform{scores, {}, 4, scores.size() / 4};
+  EXPECT_EQ(error_of([&] {
+    portable::reinforce_plus_plus_baseline_advantages(system, scores.data(), uniform.device(), device_one, out.data(),
+                                                      cr::reinforce_plus_plus_baseline_options{}, scratch.data());
+  }), error_of([&] {
+    cr::reinforce_plus_plus_baseline_advantages(cr::exec::seq, std::span<const float>(scores), uniform.host(), host_one,
+                                                std::span<float>(out));
+  }));
+  // The biased variance takes one token: (x - x) * 1/sqrt(0 + eps) = 0.
+  std::vector<float> hb(b.tokens()), db(b.tokens());
+  const cr::whitening_options biased{.estimator = cr::std_estimator::biased};
+  cr::masked_whiten(cr::exec::seq, std::span<const float>(b.advantages), host_one, std::span<float>(hb), biased);
+  portable::masked_whiten(system, b.advantages.data(), device_one, db.data(), biased, scratch.data());
+  expect_same_bits(db, hb, "whitening one token, biased");
+}
+
+#if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_OMP
+TEST(PortableTokens, WhiteningSameBitsForAnyThreadCount) {
+  const auto b = big_batch(15);
+  std::vector<double> scratch(portable::whitening_scratch(b.tokens()));
+  std::vector<float> first;
+  for (int threads : {1, 2, 3, 8}) {
+    omp_set_num_threads(threads);
+    std::vector<float> out(b.tokens());
+    portable::reinforce_plus_plus_advantages(system, b.advantages.data(), device_layout(b), out.data(),
+                                             cr::reinforce_plus_plus_options{.gamma = 0.9}, scratch.data());
+    if (first.empty()) first = out;
+    expect_same_bits(out, first, "REINFORCE++ across thread counts");
+  }
+}
+#endif
 
 }  // namespace

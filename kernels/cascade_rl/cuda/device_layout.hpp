@@ -69,6 +69,11 @@ struct device_report {
   unsigned long long first_singleton;  // first group of one where the rule refuses it
   unsigned long long first_bad_offset; // first group/sequence whose offsets are not increasing
   unsigned long long first_bad_label;  // log-probs: first row whose label is outside [0, V)
+  // A refusal of one algorithm's own, named by its convenience layer:
+  // place_on_last_valid_token the first sequence with no valid token, gather_sequences
+  // the first k whose index is past the end of the input, the whitening of REINFORCE++
+  // the valid-token count when the unbiased variance cannot use it (1).
+  unsigned long long first_refused;
 };
 
 }  // namespace cascade_rl::cuda

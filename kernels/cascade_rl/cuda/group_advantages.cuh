@@ -1,7 +1,9 @@
 #pragma once
 // Group statistics fused with GRPO / Dr. GRPO / RLOO advantages: one kernel launch reads
 // each group's rewards, reduces min, max, sum and the squared deviations, and writes the
-// per-sequence advantages (and, when asked, the group's statistics).
+// per-sequence advantages (and, when asked, the group's statistics). The same kernel
+// writes leave-one-out statistics (the mean and std of the other rewards of the group,
+// downdated from the group's moments) and REINFORCE++-baseline's score - mean.
 //
 // Teams: groups up to 32 use a part of a warp (4, 8, 16 or 32 lanes) per group, groups up
 // to 1024 a whole warp, larger ones a block of 256 threads. The rewards of a group are
@@ -83,7 +85,8 @@ struct combine_low_high_sum {
 template <int W, class T>
 __global__ void __launch_bounds__(group_block_threads)
 group_kernel(const T* __restrict__ rewards, device_group_layout groups, T* __restrict__ advantages,
-             group_statistic* __restrict__ statistics, group_params p, device_report* report) {
+             T* __restrict__ second, group_statistic* __restrict__ statistics, group_params p,
+             device_report* report) {
   using team = group_team<W>;
   __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
   const std::size_t g = team::group();
@@ -160,6 +163,14 @@ group_kernel(const T* __restrict__ rewards, device_group_layout groups, T* __res
     }
   }
   if (advantages == nullptr) return;
+  if (p.kind == group_kind::leave_one_out) {  // advantages: loo_mean; second: loo_std or null
+    for (std::size_t i = first + lane; i < last; i += width) {
+      const leave_one_out_value<T> v = leave_one_out_of(rewards[i], m, p.unbiased);
+      advantages[i] = v.mean;
+      if (second != nullptr) second[i] = v.std;
+    }
+    return;
+  }
   const group_plan plan = plan_group(m, p);
   for (std::size_t i = first + lane; i < last; i += width)
     advantages[i] = advantage_of(rewards[i], m, plan, p);
@@ -167,18 +178,32 @@ group_kernel(const T* __restrict__ rewards, device_group_layout groups, T* __res
 
 template <int W, class T>
 cudaError_t launch_group_kernel(const T* rewards, const device_group_layout& groups, T* advantages,
-                                group_statistic* statistics, const group_params& p,
+                                T* second, group_statistic* statistics, const group_params& p,
                                 device_report* report, cudaStream_t stream) {
   const unsigned blocks = W == 0 ? static_cast<unsigned>(groups.groups)
                                  : blocks_for(groups.groups * W, group_block_threads);
-  group_kernel<W, T><<<blocks, group_block_threads, 0, stream>>>(rewards, groups, advantages,
+  group_kernel<W, T><<<blocks, group_block_threads, 0, stream>>>(rewards, groups, advantages, second,
                                                                  statistics, p, report);
   return cudaGetLastError();
 }
 
+// The group kernel for the groups' size hint, reporting into `report` (already reset).
+template <class T>
+cudaError_t launch_groups(const T* rewards, const device_group_layout& groups, T* advantages,
+                          T* second, group_statistic* statistics, const group_params& p,
+                          device_report* report, cudaStream_t stream) {
+  if (groups.groups == 0) return cudaSuccess;
+  const std::size_t size = groups.max_group_size == 0 ? 1024 : groups.max_group_size;
+  if (size <= 4) return launch_group_kernel<4>(rewards, groups, advantages, second, statistics, p, report, stream);
+  if (size <= 8) return launch_group_kernel<8>(rewards, groups, advantages, second, statistics, p, report, stream);
+  if (size <= 16) return launch_group_kernel<16>(rewards, groups, advantages, second, statistics, p, report, stream);
+  if (size <= 1024) return launch_group_kernel<32>(rewards, groups, advantages, second, statistics, p, report, stream);
+  return launch_group_kernel<0>(rewards, groups, advantages, second, statistics, p, report, stream);
+}
+
 template <class T>
 cudaError_t run_groups(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* rewards,
-                       const device_group_layout& groups, T* advantages,
+                       const device_group_layout& groups, T* advantages, T* second,
                        group_statistic* statistics, const group_params& p, cudaStream_t stream) {
   if (d_temp_storage == nullptr) {
     temp_storage_bytes = sizeof(device_report);
@@ -187,13 +212,7 @@ cudaError_t run_groups(void* d_temp_storage, std::size_t& temp_storage_bytes, co
   if (temp_storage_bytes < sizeof(device_report)) return cudaErrorInvalidValue;
   device_report* report = report_of(d_temp_storage);
   CASCADE_RL_CUDA_TRY(reset_report(report, stream));
-  if (groups.groups == 0) return cudaSuccess;
-  const std::size_t size = groups.max_group_size == 0 ? 1024 : groups.max_group_size;
-  if (size <= 4) return launch_group_kernel<4>(rewards, groups, advantages, statistics, p, report, stream);
-  if (size <= 8) return launch_group_kernel<8>(rewards, groups, advantages, statistics, p, report, stream);
-  if (size <= 16) return launch_group_kernel<16>(rewards, groups, advantages, statistics, p, report, stream);
-  if (size <= 1024) return launch_group_kernel<32>(rewards, groups, advantages, statistics, p, report, stream);
-  return launch_group_kernel<0>(rewards, groups, advantages, statistics, p, report, stream);
+  return launch_groups(rewards, groups, advantages, second, statistics, p, report, stream);
 }
 
 }  // namespace detail
@@ -206,7 +225,7 @@ cudaError_t group_statistics(void* d_temp_storage, std::size_t& temp_storage_byt
                              group_statistic* d_statistics, const group_statistics_options& options,
                              cudaStream_t stream = nullptr) {
   return detail::run_groups<T>(d_temp_storage, temp_storage_bytes, d_rewards, groups, nullptr,
-                               d_statistics, detail::to_params(options), stream);
+                               nullptr, d_statistics, detail::to_params(options), stream);
 }
 
 // d_statistics may be null; when given it receives the statistics under the options.
@@ -216,7 +235,7 @@ cudaError_t grpo_advantages(void* d_temp_storage, std::size_t& temp_storage_byte
                             group_statistic* d_statistics, const grpo_options& options,
                             cudaStream_t stream = nullptr) {
   return detail::run_groups<T>(d_temp_storage, temp_storage_bytes, d_rewards, groups, d_advantages,
-                               d_statistics, detail::to_params(options), stream);
+                               nullptr, d_statistics, detail::to_params(options), stream);
 }
 
 template <class T>
@@ -225,7 +244,20 @@ cudaError_t rloo_advantages(void* d_temp_storage, std::size_t& temp_storage_byte
                             group_statistic* d_statistics, const rloo_options& options,
                             cudaStream_t stream = nullptr) {
   return detail::run_groups<T>(d_temp_storage, temp_storage_bytes, d_rewards, groups, d_advantages,
-                               d_statistics, detail::to_params(options), stream);
+                               nullptr, d_statistics, detail::to_params(options), stream);
+}
+
+// Per sequence, the mean and (when d_loo_std is not null) the std of the other rewards
+// of its group, as leave_one_out_statistics of the host core. The report names NaN or
+// infinite rewards and the first group of one (always refused).
+template <class T>
+cudaError_t leave_one_out_statistics(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                                     const T* d_rewards, const device_group_layout& groups,
+                                     T* d_loo_mean, T* d_loo_std,
+                                     const leave_one_out_options& options = {},
+                                     cudaStream_t stream = nullptr) {
+  return detail::run_groups<T>(d_temp_storage, temp_storage_bytes, d_rewards, groups, d_loo_mean,
+                               d_loo_std, nullptr, detail::to_params(options), stream);
 }
 
 namespace detail {
@@ -301,6 +333,29 @@ void rloo_advantages(exec::cuda_policy policy, std::span<const T> rewards,
       [&](void* temp, std::size_t& bytes) {
         return cuda::rloo_advantages(temp, bytes, rewards.data(), groups, advantages.data(),
                                      nullptr, options, policy.stream);
+      });
+}
+
+// Per sequence, the mean and (when loo_std is not empty) the std of the other rewards of
+// its group: the RLOO baseline. Needs groups of at least 2.
+template <std::floating_point T>
+void leave_one_out_statistics(exec::cuda_policy policy, std::span<const T> rewards,
+                              const cuda::device_group_layout& groups, std::span<T> loo_mean,
+                              std::span<T> loo_std, const leave_one_out_options& options = {}) {
+  if (rewards.size() != groups.sequences)
+    detail::fail("rewards", "has " + std::to_string(rewards.size()) + " entries, but the groups hold " +
+                                std::to_string(groups.sequences) + " sequences");
+  detail::require_size(loo_mean.size(), rewards.size(), "loo_mean", "one per sequence");
+  if (!loo_std.empty())
+    detail::require_size(loo_std.size(), rewards.size(), "loo_std", "one per sequence, or empty to skip");
+  cuda::detail::run_groups_throwing(
+      policy.stream,
+      "is a group of one sequence, but a leave-one-out statistic needs at least 2 (set "
+      "options.singleton to accept it)",
+      [&](void* temp, std::size_t& bytes) {
+        return cuda::leave_one_out_statistics(temp, bytes, rewards.data(), groups, loo_mean.data(),
+                                              loo_std.empty() ? nullptr : loo_std.data(), options,
+                                              policy.stream);
       });
 }
 

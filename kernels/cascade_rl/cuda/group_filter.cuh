@@ -2,7 +2,9 @@
 // Zero-variance group filtering by stream compaction: a kernel flags each group (rewards
 // all equal, or a NaN/inf among them) and its sequences, then CUB's DeviceSelect
 // compacts the kept sequence indices, and DeviceScan + DeviceSelect the offsets of the
-// kept groups. Integer work only: the same result on every run.
+// kept groups. Integer work only: the same result on every run. Also the flags alone
+// (zero_variance_groups) and the gather of a per-sequence array by the kept indices
+// (gather_sequences).
 
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
@@ -13,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "cascade_rl/algorithms/group_filters.hpp"
@@ -78,9 +81,139 @@ cudaError_t drop_zero_variance_groups(void* d_temp_storage, std::size_t& temp_st
                                     static_cast<std::int64_t>(groups.groups), stream);
 }
 
+// flags[g] = 1 where group g's rewards are all equal (a group of one included), as
+// zero_variance_groups of the host core. The report names the first NaN or infinite reward.
+template <class T>
+cudaError_t zero_variance_groups(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                                 const T* d_rewards, const device_group_layout& groups,
+                                 std::uint8_t* d_flags, cudaStream_t stream = nullptr) {
+  if (d_temp_storage == nullptr) {
+    temp_storage_bytes = sizeof(device_report);
+    return cudaSuccess;
+  }
+  if (temp_storage_bytes < sizeof(device_report)) return cudaErrorInvalidValue;
+  device_report* report = report_of(d_temp_storage);
+  CASCADE_RL_CUDA_TRY(detail::reset_report(report, stream));
+  if (groups.groups == 0) return cudaSuccess;
+  const portable::detail::zero_variance_functor<T> flag{d_rewards, groups, d_flags,
+                                                        &report->first_nonfinite[0]};
+  detail::for_each_kernel<<<detail::blocks_for(groups.groups, 256), 256, 0, stream>>>(groups.groups, flag);
+  return cudaGetLastError();
+}
+
+namespace detail {
+
+template <class I>
+__device__ inline bool index_below(I index, std::size_t n) {
+  if constexpr (std::is_signed_v<I>)
+    if (index < 0) return false;
+  return static_cast<std::size_t>(index) < n;
+}
+
+template <class V, class I>
+__global__ void __launch_bounds__(256)
+gather_kernel(const V* __restrict__ in, std::size_t in_size, const I* __restrict__ indices,
+              std::size_t kept, V* __restrict__ out, device_report* report) {
+  const std::size_t k = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= kept) return;
+  const I index = indices[k];
+  if (!index_below(index, in_size)) {
+    report_min(&report->first_refused, k);
+    return;
+  }
+  out[k] = in[static_cast<std::size_t>(index)];
+}
+
+}  // namespace detail
+
+// d_out[k] = d_in[d_kept_sequences[k]] for k in [0, kept): compacts a per-sequence array
+// of any trivially copyable type, e.g. with the indices drop_zero_variance_groups wrote.
+// report_of(d_temp_storage)->first_refused: the first k whose index is outside
+// [0, in_size) (its out[k] is not written).
+template <class V, class I>
+cudaError_t gather_sequences(void* d_temp_storage, std::size_t& temp_storage_bytes, const V* d_in,
+                             std::size_t in_size, const I* d_kept_sequences, std::size_t kept,
+                             V* d_out, cudaStream_t stream = nullptr) {
+  static_assert(std::is_trivially_copyable_v<V>, "gathered values are copied as bytes");
+  if (d_temp_storage == nullptr) {
+    temp_storage_bytes = sizeof(device_report);
+    return cudaSuccess;
+  }
+  if (temp_storage_bytes < sizeof(device_report)) return cudaErrorInvalidValue;
+  device_report* report = report_of(d_temp_storage);
+  CASCADE_RL_CUDA_TRY(detail::reset_report(report, stream));
+  if (kept == 0) return cudaSuccess;
+  detail::gather_kernel<V, I><<<detail::blocks_for(kept, 256), 256, 0, stream>>>(
+      d_in, in_size, d_kept_sequences, kept, d_out, report);
+  return cudaGetLastError();
+}
+
+namespace detail {
+
+inline constexpr const char* past_the_end = "is past the end: the selection was made for a longer batch";
+
+}  // namespace detail
 }  // namespace cascade_rl::cuda
 
 namespace cascade_rl {
+
+template <std::floating_point T>
+void zero_variance_groups(exec::cuda_policy policy, std::span<const T> rewards,
+                          const cuda::device_group_layout& groups, std::span<std::uint8_t> flags) {
+  if (rewards.size() != groups.sequences)
+    detail::fail("rewards", "has " + std::to_string(rewards.size()) + " entries, but the groups hold " +
+                                std::to_string(groups.sequences) + " sequences");
+  detail::require_size(flags.size(), groups.groups, "flags", "one per group");
+  const cuda::device_report report =
+      cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
+        return cuda::zero_variance_groups(temp, bytes, rewards.data(), groups, flags.data(),
+                                          policy.stream);
+      });
+  cuda::detail::throw_if_reported(report, {"rewards"});
+}
+
+// out[k] = in[selection.kept_sequences[k]]: in and out in device memory, the selection on
+// the host (as drop_zero_variance_groups returns it); its indices are copied over.
+template <class V>
+void gather_sequences(exec::cuda_policy policy, std::span<const V> in, const group_selection& selection,
+                      std::span<V> out) {
+  const std::vector<std::size_t>& kept = selection.kept_sequences;
+  detail::require_size(out.size(), kept.size(), "out", "one per kept sequence");
+  for (std::size_t k = 0; k < kept.size(); ++k)
+    if (kept[k] >= in.size()) detail::fail_at("in", kept[k], cuda::detail::past_the_end);
+  if (kept.empty()) return;
+  const cudaStream_t stream = policy.stream;
+  cuda::detail::device_buffer indices(kept.size() * sizeof(std::size_t), stream);
+  cuda::check(cudaMemcpyAsync(indices.data(), kept.data(), kept.size() * sizeof(std::size_t),
+                              cudaMemcpyHostToDevice, stream),
+              "copy");
+  const auto* d_kept = static_cast<const std::size_t*>(indices.data());
+  const cuda::device_report report =
+      cuda::detail::run_and_report(stream, [&](void* temp, std::size_t& bytes) {
+        return cuda::gather_sequences(temp, bytes, in.data(), in.size(), d_kept, kept.size(),
+                                      out.data(), stream);
+      });
+  cuda::detail::throw_if_reported(report, {});
+}
+
+// The same with the kept indices in device memory (as the CUB-style
+// drop_zero_variance_groups writes them); names an index past the end as the host does.
+template <class V>
+void gather_sequences(exec::cuda_policy policy, std::span<const V> in,
+                      std::span<const std::int64_t> kept_sequences, std::span<V> out) {
+  detail::require_size(out.size(), kept_sequences.size(), "out", "one per kept sequence");
+  const cudaStream_t stream = policy.stream;
+  const cuda::device_report report =
+      cuda::detail::run_and_report(stream, [&](void* temp, std::size_t& bytes) {
+        return cuda::gather_sequences(temp, bytes, in.data(), in.size(), kept_sequences.data(),
+                                      kept_sequences.size(), out.data(), stream);
+      });
+  if (report.first_refused != cuda::device_report::none) {
+    const std::int64_t index = cuda::detail::copy_to_host(
+        kept_sequences.data() + static_cast<std::size_t>(report.first_refused), stream);
+    detail::fail_at("in", static_cast<std::size_t>(index), cuda::detail::past_the_end);
+  }
+}
 
 // The throwing convenience overload: rewards in device memory, the selection on the host
 // (as the host core's drop_zero_variance_groups returns it).

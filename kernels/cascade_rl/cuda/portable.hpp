@@ -12,14 +12,18 @@
 // the reference that runs everywhere.
 //
 // Pointers are in the memory of the policy's system. Inputs are not validated here
-// (the convenience layer over the CUB path does that); callers own every buffer.
+// (the convenience layer over the CUB path does that); callers own every buffer. The
+// token-level advantages (broadcast, distillation, REINFORCE++) are in
+// portable_tokens.hpp, included at the end.
 
 #include <thrust/copy.h>
 #include <thrust/fill.h>
 #include <thrust/for_each.h>
+#include <thrust/gather.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 #include <thrust/scan.h>
+#include <thrust/transform_reduce.h>
 
 #include <cuda/std/cmath>
 
@@ -45,6 +49,41 @@ void for_each_index(ExecPolicy&& exec, std::size_t n, F f) {
   thrust::for_each_n(exec, thrust::counting_iterator<std::size_t>(0), n, f);
 }
 
+// The moments of values[first, last), sequentially, as detail::group_moments_of of the
+// host core computes them (the same sums in the same order); nonfinite when a value is
+// NaN or infinite (then nothing else is computed).
+template <class T>
+CASCADE_RL_HD group_moments sequential_moments(const T* values, std::size_t first, std::size_t last,
+                                               int accumulation) {
+  group_moments m;
+  m.count = last - first;
+  for (std::size_t i = first; i < last; ++i)
+    if (!::cuda::std::isfinite(values[i])) m.nonfinite = true;
+  if (m.nonfinite || m.count == 0) return m;
+  m.min = m.max = static_cast<double>(values[first]);
+  for (std::size_t i = first + 1; i < last; ++i) {
+    m.min = min_of(m.min, static_cast<double>(values[i]));
+    m.max = max_of(m.max, static_cast<double>(values[i]));
+  }
+  m.zero_variance = m.min == m.max;
+  if (m.zero_variance) {
+    m.mean = m.min;
+    return m;
+  }
+  double sum = 0;
+  float float_sum = 0;
+  if (accumulation == static_cast<int>(mean_accumulation::float32_sequential))
+    for (std::size_t i = first; i < last; ++i) float_sum += static_cast<float>(values[i]);
+  else
+    for (std::size_t i = first; i < last; ++i) sum += static_cast<double>(values[i]);
+  m.mean = mean_of(sum, float_sum, m.count, accumulation);
+  for (std::size_t i = first; i < last; ++i) {
+    const double d = deviation(values[i], m.mean, accumulation);
+    m.m2 += d * d;
+  }
+  return m;
+}
+
 // One group, sequentially, as the host core reduces it.
 template <class T>
 struct group_functor {
@@ -57,33 +96,7 @@ struct group_functor {
   CASCADE_RL_HD void operator()(std::size_t g) const {
     const std::size_t first = groups.begin(g);
     const std::size_t last = groups.end(g);
-    group_moments m;
-    m.count = last - first;
-    for (std::size_t i = first; i < last; ++i)
-      if (!::cuda::std::isfinite(rewards[i])) m.nonfinite = true;
-    if (!m.nonfinite && m.count > 0) {
-      m.min = m.max = static_cast<double>(rewards[first]);
-      for (std::size_t i = first + 1; i < last; ++i) {
-        m.min = min_of(m.min, static_cast<double>(rewards[i]));
-        m.max = max_of(m.max, static_cast<double>(rewards[i]));
-      }
-      m.zero_variance = m.min == m.max;
-      if (m.zero_variance) {
-        m.mean = m.min;
-      } else {
-        double sum = 0;
-        float float_sum = 0;
-        if (p.accumulation == static_cast<int>(mean_accumulation::float32_sequential))
-          for (std::size_t i = first; i < last; ++i) float_sum += static_cast<float>(rewards[i]);
-        else
-          for (std::size_t i = first; i < last; ++i) sum += static_cast<double>(rewards[i]);
-        m.mean = mean_of(sum, float_sum, m.count, p.accumulation);
-        for (std::size_t i = first; i < last; ++i) {
-          const double d = deviation(rewards[i], m.mean, p.accumulation);
-          m.m2 += d * d;
-        }
-      }
-    }
+    const group_moments m = sequential_moments(rewards, first, last, p.accumulation);
     if (statistics != nullptr) {
       group_statistic s;
       s.mean = m.mean;
@@ -97,6 +110,38 @@ struct group_functor {
     if (advantages == nullptr) return;
     const group_plan plan = plan_group(m, p);
     for (std::size_t i = first; i < last; ++i) advantages[i] = advantage_of(rewards[i], m, plan, p);
+  }
+};
+
+// leave_one_out_statistics of the host core, one group.
+template <class T>
+struct leave_one_out_functor {
+  const T* rewards;
+  device_group_layout groups;
+  T* loo_mean;
+  T* loo_std;  // null: not wanted
+  bool unbiased;
+
+  CASCADE_RL_HD void operator()(std::size_t g) const {
+    const std::size_t first = groups.begin(g);
+    const std::size_t last = groups.end(g);
+    const group_moments m = sequential_moments(
+        rewards, first, last, static_cast<int>(mean_accumulation::double_precision));
+    for (std::size_t i = first; i < last; ++i) {
+      const leave_one_out_value<T> v = leave_one_out_of(rewards[i], m, unbiased);
+      loo_mean[i] = v.mean;
+      if (loo_std != nullptr) loo_std[i] = v.std;
+    }
+  }
+};
+
+// The valid tokens of one sequence, for local_loss_counts.
+struct sequence_counts_functor {
+  device_token_layout layout;
+  CASCADE_RL_HD valid_counts operator()(std::size_t s) const {
+    unsigned long long n = 0;
+    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) n += layout.valid(t);
+    return counts_of_sequence(n);
   }
 };
 
@@ -235,6 +280,29 @@ struct group_filter_functor {
   }
 };
 
+// zero_variance_groups of the host core: flags[g] = 1 where the group's rewards are all
+// equal (a group of one included).
+template <class T>
+struct zero_variance_functor {
+  const T* rewards;
+  device_group_layout groups;
+  std::uint8_t* flags;
+  unsigned long long* first_nonfinite = nullptr;  // CUDA path: reports the first NaN/inf
+  CASCADE_RL_HD void operator()(std::size_t g) const {
+    const std::size_t first = groups.begin(g);
+    const std::size_t last = groups.end(g);
+    std::uint8_t constant = 1;
+    for (std::size_t i = first; i < last; ++i) {
+#if defined(__CUDA_ARCH__)
+      if (first_nonfinite != nullptr && !::cuda::std::isfinite(rewards[i]))
+        atomicMin(first_nonfinite, static_cast<unsigned long long>(i));
+#endif
+      if (rewards[i] != rewards[first]) constant = 0;
+    }
+    flags[g] = constant;
+  }
+};
+
 struct kept_group_size {
   device_group_layout groups;
   const std::uint8_t* keep_group;
@@ -277,7 +345,28 @@ void rloo_advantages(ExecPolicy&& exec, const T* rewards, const device_group_lay
                                                   detail::to_params(options)});
 }
 
+// Per sequence, the mean and (when loo_std is not null) the std of the other rewards of
+// its group (groups of at least 2).
+template <class ExecPolicy, class T>
+void leave_one_out_statistics(ExecPolicy&& exec, const T* rewards, const device_group_layout& groups,
+                              T* loo_mean, T* loo_std, const leave_one_out_options& options = {}) {
+  detail::for_each_index(exec, groups.groups,
+                         detail::leave_one_out_functor<T>{
+                             rewards, groups, loo_mean, loo_std,
+                             options.estimator == std_estimator::unbiased});
+}
+
 // ---- token losses -----------------------------------------------------------------------
+
+// The counts of one slice of a step: valid tokens and sequences with at least one.
+template <class ExecPolicy>
+[[nodiscard]] loss_counts local_loss_counts(ExecPolicy&& exec, const device_token_layout& layout) {
+  if (layout.sequences == 0) return {};
+  const thrust::counting_iterator<std::size_t> index(0);
+  return detail::to_loss_counts(thrust::transform_reduce(
+      exec, index, index + layout.sequences, detail::sequence_counts_functor{layout},
+      detail::valid_counts{}, detail::add_valid_counts{}));
+}
 
 // Entries of `scratch` a token loss over `tokens` tokens needs; the result is the last.
 [[nodiscard]] inline std::size_t scratch_tallies(std::size_t tokens) {
@@ -385,4 +474,21 @@ filter_counts drop_zero_variance_groups(ExecPolicy&& exec, const T* rewards,
   return counts;
 }
 
+// flags[g] = 1 where group g's rewards are all equal (a group of one included).
+template <class ExecPolicy, class T>
+void zero_variance_groups(ExecPolicy&& exec, const T* rewards, const device_group_layout& groups,
+                          std::uint8_t* flags) {
+  detail::for_each_index(exec, groups.groups, detail::zero_variance_functor<T>{rewards, groups, flags});
+}
+
+// out[k] = in[kept_sequences[k]] for k in [0, kept): compacts a per-sequence array (of any
+// trivially copyable type) with the indices of a selection.
+template <class ExecPolicy, class V, class I>
+void gather_sequences(ExecPolicy&& exec, const V* in, const I* kept_sequences, std::size_t kept, V* out) {
+  if (kept == 0) return;
+  thrust::gather(exec, kept_sequences, kept_sequences + kept, in, out);
+}
+
 }  // namespace cascade_rl::cuda::portable
+
+#include "cascade_rl/cuda/portable_tokens.hpp"

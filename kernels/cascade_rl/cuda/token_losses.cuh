@@ -10,6 +10,9 @@
 // every run. seq-mean-token-mean first counts each sequence's valid tokens (one warp per
 // sequence), and a token finds its sequence by binary search over the offsets.
 //
+// local_loss_counts counts valid tokens and non-empty sequences (a warp per sequence,
+// integer sums).
+//
 // CUB's shape: size query with d_temp_storage == nullptr, then the run; the result (loss
 // and metrics, a detail::loss_tally) is written to d_result in device memory. The
 // temporary storage starts with the device_report (report_of) naming non-finite inputs.
@@ -39,6 +42,7 @@ inline constexpr unsigned token_items = 8;
 inline constexpr std::size_t token_tile = token_threads * token_items;
 
 // valid[s] = valid tokens of sequence s; one warp per sequence. Reports broken offsets.
+template <int = 0>
 __global__ void __launch_bounds__(256)
 sequence_valid_kernel(device_token_layout layout, unsigned long long* valid, device_report* report) {
   const std::size_t s = (static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -103,6 +107,7 @@ token_loss_kernel(device_token_layout layout, Term term, T* __restrict__ grad_ou
   if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
 
+template <int = 0>
 __global__ void __launch_bounds__(256)
 combine_tallies_kernel(const loss_tally* __restrict__ partials, std::size_t count, loss_tally* result) {
   __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
@@ -130,7 +135,7 @@ cudaError_t run_tokens(void* d_temp_storage, std::size_t& temp_storage_bytes,
   if (temp_storage_bytes < carve.bytes()) return cudaErrorInvalidValue;
   CASCADE_RL_CUDA_TRY(reset_report(report, stream));
   if (per_sequence && layout.sequences > 0) {
-    sequence_valid_kernel<<<blocks_for(layout.sequences * 32, 256), 256, 0, stream>>>(layout, valid, report);
+    sequence_valid_kernel<><<<blocks_for(layout.sequences * 32, 256), 256, 0, stream>>>(layout, valid, report);
     CASCADE_RL_CUDA_TRY(cudaGetLastError());
   }
   if (tiles > 0) {
@@ -139,13 +144,68 @@ cudaError_t run_tokens(void* d_temp_storage, std::size_t& temp_storage_bytes,
         partials, report);
     CASCADE_RL_CUDA_TRY(cudaGetLastError());
   }
-  combine_tallies_kernel<<<1, 256, 0, stream>>>(partials, tiles, d_result);
+  combine_tallies_kernel<><<<1, 256, 0, stream>>>(partials, tiles, d_result);
   return cudaGetLastError();
+}
+
+// Per block of 8 sequences (a warp each): their valid tokens and non-empty sequences.
+template <int = 0>
+__global__ void __launch_bounds__(256)
+loss_counts_kernel(device_token_layout layout, valid_counts* __restrict__ partials, device_report* report) {
+  __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
+  const std::size_t s = (static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const unsigned lane = threadIdx.x % 32;
+  std::size_t first = 0, last = 0;
+  if (s < layout.sequences) sequence_range(layout, s, lane == 0, report, first, last);
+  unsigned long long n = 0;
+  for (std::size_t t = first + lane; t < last; t += 32) n += layout.valid(t);
+  n = team_reduce<32>(n, add_op{});
+  valid_counts c = lane == 0 && s < layout.sequences ? counts_of_sequence(n) : valid_counts{};
+  c = block_reduce(c, add_valid_counts{}, shared);
+  if (threadIdx.x == 0) partials[blockIdx.x] = c;
+}
+
+template <int = 0>
+__global__ void __launch_bounds__(256)
+combine_counts_kernel(const valid_counts* __restrict__ partials, std::size_t count, loss_counts* result) {
+  __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
+  valid_counts acc;
+  for (std::size_t b = threadIdx.x; b < count; b += blockDim.x) acc = add_valid_counts{}(acc, partials[b]);
+  acc = block_reduce(acc, add_valid_counts{}, shared);
+  if (threadIdx.x == 0) {
+    result->tokens = static_cast<std::size_t>(acc.tokens);
+    result->sequences = static_cast<std::size_t>(acc.sequences);
+  }
 }
 
 }  // namespace detail
 
 // ---- the CUB-style layer ----------------------------------------------------------------
+
+// The counts of one slice of a step (local_loss_counts of the host core): valid tokens and
+// sequences with at least one valid token, written to d_counts. Sum them over slices and
+// ranks into the loss_normalizer. The report names broken offsets.
+inline cudaError_t local_loss_counts(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                                     const device_token_layout& layout, loss_counts* d_counts,
+                                     cudaStream_t stream = nullptr) {
+  const unsigned blocks = detail::blocks_for(layout.sequences * 32, 256);
+  detail::temp_carver carve(d_temp_storage);
+  device_report* report = carve.take<device_report>(1);
+  detail::valid_counts* partials = carve.take<detail::valid_counts>(blocks);
+  if (d_temp_storage == nullptr) {
+    temp_storage_bytes = carve.bytes();
+    return cudaSuccess;
+  }
+  if (temp_storage_bytes < carve.bytes()) return cudaErrorInvalidValue;
+  CASCADE_RL_CUDA_TRY(detail::reset_report(report, stream));
+  if (blocks > 0) {
+    detail::loss_counts_kernel<><<<blocks, 256, 0, stream>>>(layout, partials, report);
+    CASCADE_RL_CUDA_TRY(cudaGetLastError());
+  }
+  detail::combine_counts_kernel<><<<1, 256, 0, stream>>>(partials, blocks, d_counts);
+  return cudaGetLastError();
+}
+
 // d_behaviour may be null when options.importance.mode is none. d_result: one loss_tally.
 
 template <class T>
@@ -264,6 +324,21 @@ const T* behaviour_of(std::span<const T> behaviour, const device_token_layout& l
 // Spans point to device memory; each call waits for its stream to return the loss.
 
 namespace cascade_rl {
+
+// The counts of one slice of a step; the layout's arrays in device memory. Waits for the
+// stream.
+inline loss_counts local_loss_counts(exec::cuda_policy policy, const cuda::device_token_layout& layout) {
+  const cudaStream_t stream = policy.stream;
+  std::size_t bytes = 0;
+  cuda::check(cuda::local_loss_counts(nullptr, bytes, layout, nullptr, stream), "size query");
+  const std::size_t result_offset = (bytes + 255) / 256 * 256;
+  cuda::detail::device_buffer temp(result_offset + sizeof(loss_counts), stream);
+  auto* result = reinterpret_cast<loss_counts*>(static_cast<unsigned char*>(temp.data()) + result_offset);
+  cuda::check(cuda::local_loss_counts(temp.data(), bytes, layout, result, stream), "kernel launch");
+  const loss_counts counts = cuda::detail::copy_to_host(result, stream);
+  cuda::detail::throw_if_reported(cuda::detail::copy_to_host(cuda::report_of(temp.data()), stream), {});
+  return counts;
+}
 
 template <std::floating_point T>
 policy_loss_result reinforce_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,

@@ -18,6 +18,10 @@ namespace cascade_rl::cuda::detail {
 
 inline constexpr unsigned full_warp = 0xffffffffu;
 
+// Every kernel is a template (`template <int = 0>` where nothing else is a parameter): a
+// non-template __global__ function defined in a header (it cannot be inline) would be
+// defined in every translation unit that includes it, and two such units would not link.
+
 // __shfl_xor_sync of any trivially copyable value, word by word.
 template <class V>
 __device__ inline V shuffle_xor(const V& v, int mask, int width) {
@@ -75,6 +79,21 @@ struct max_op {
 
 __device__ inline void report_min(unsigned long long* slot, std::size_t index) {
   if (slot != nullptr) atomicMin(slot, static_cast<unsigned long long>(index));
+}
+
+// The tokens [first, last) of sequence s, for a kernel with a team per sequence. A broken
+// range (offsets that decrease, run past layout.tokens, or do not start at 0 and end at
+// layout.tokens) is reported (call from one lane) and comes back empty.
+__device__ inline void sequence_range(const device_token_layout& layout, std::size_t s, bool leader,
+                                      device_report* report, std::size_t& first, std::size_t& last) {
+  first = layout.begin(s);
+  last = layout.end(s);
+  const bool broken = last < first || last > layout.tokens || (s == 0 && first != 0) ||
+                      (s + 1 == layout.sequences && last != layout.tokens);
+  if (broken) {
+    if (leader) report_min(&report->first_bad_offset, s == 0 && first != 0 ? 0 : s + 1);
+    first = last = 0;
+  }
 }
 
 // f(i) for i in [0, n), one thread each; for the portable functors on the device.
@@ -137,6 +156,18 @@ V copy_to_host(const V* device, cudaStream_t stream) {
   check(cudaMemcpyAsync(&host, device, sizeof(V), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   return host;
+}
+
+// Runs a CUB-style call run(d_temp_storage, temp_storage_bytes) with owned temporary
+// storage (a size query, then the call), waits for the stream and returns the
+// device_report at the start of the storage.
+template <class Run>
+device_report run_and_report(cudaStream_t stream, Run run) {
+  std::size_t bytes = 0;
+  check(run(nullptr, bytes), "size query");
+  device_buffer temp(bytes, stream);
+  check(run(temp.data(), bytes), "kernel launch");
+  return copy_to_host(static_cast<const device_report*>(temp.data()), stream);
 }
 
 // Throws cascade_rl::error for what a kernel reported, naming the argument as the host

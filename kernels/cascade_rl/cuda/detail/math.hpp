@@ -17,6 +17,7 @@
 #include "cascade_rl/algorithms/kl_estimators.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/rloo_advantages.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
 
@@ -189,6 +190,27 @@ CASCADE_RL_HD inline double aggregation_weight(int mode, const loss_normalizer& 
   return static_cast<double>(static_cast<T>(c));
 }
 
+// local_loss_counts of loss_aggregation.hpp: valid tokens, and sequences with at least
+// one valid token (integers: any order of addition gives the same counts).
+struct valid_counts {
+  unsigned long long tokens = 0;
+  unsigned long long sequences = 0;
+};
+struct add_valid_counts {
+  CASCADE_RL_HD valid_counts operator()(const valid_counts& a, const valid_counts& b) const {
+    return {a.tokens + b.tokens, a.sequences + b.sequences};
+  }
+};
+CASCADE_RL_HD inline valid_counts counts_of_sequence(unsigned long long valid) {
+  return {valid, valid > 0 ? 1ull : 0ull};
+}
+inline loss_counts to_loss_counts(const valid_counts& c) {
+  loss_counts out;
+  out.tokens = static_cast<std::size_t>(c.tokens);
+  out.sequences = static_cast<std::size_t>(c.sequences);
+  return out;
+}
+
 // The token terms of each loss. term(t, tally) is called for valid tokens only, after
 // ++tally.valid_tokens; it returns the weighted token loss and d/dlogp before the
 // aggregation weight. on_masked(t) lets a term clear its own extra outputs.
@@ -290,7 +312,9 @@ struct aggregate_term {
 
 // ---- group advantages ---------------------------------------------------------------
 
-enum class group_kind : int { statistics, grpo, rloo };
+// baseline: REINFORCE++-baseline's per-sequence score - mean (RLOO's plan with factor 1);
+// leave_one_out: leave_one_out_statistics (two outputs, see leave_one_out_of).
+enum class group_kind : int { statistics, grpo, rloo, baseline, leave_one_out };
 
 struct group_params {
   group_kind kind = group_kind::grpo;
@@ -329,6 +353,24 @@ inline group_params to_params(const group_statistics_options& o) {
   return p;
 }
 
+inline group_params to_params(const reinforce_plus_plus_baseline_options& o) {
+  group_params p;
+  p.kind = group_kind::baseline;
+  p.singleton = static_cast<int>(o.singleton);
+  p.nonfinite = static_cast<int>(o.nonfinite);
+  p.accumulation = static_cast<int>(o.accumulation);
+  p.refuse_singletons = o.singleton == singleton_rule::error;
+  return p;
+}
+inline group_params to_params(const leave_one_out_options& o) {
+  group_params p;
+  p.kind = group_kind::leave_one_out;
+  p.unbiased = o.estimator == std_estimator::unbiased;
+  p.nonfinite = static_cast<int>(nonfinite_rule::error);
+  p.refuse_singletons = true;  // leave_one_out_statistics always needs two
+  return p;
+}
+
 CASCADE_RL_HD inline bool is_float32(int accumulation) {
   return accumulation != static_cast<int>(mean_accumulation::double_precision);
 }
@@ -359,10 +401,14 @@ struct group_moments {
   bool nonfinite = false;
 };
 
+// detail::variance_divisor of group_statistics.hpp.
+CASCADE_RL_HD inline double variance_divisor(unsigned long long n, bool unbiased) {
+  return unbiased ? static_cast<double>(n) - 1.0 : static_cast<double>(n);
+}
+
 CASCADE_RL_HD inline double std_of(const group_moments& m, bool unbiased) {
   if (m.zero_variance || m.count < 2) return 0.0;
-  const double divisor = unbiased ? static_cast<double>(m.count) - 1.0 : static_cast<double>(m.count);
-  return ::cuda::std::sqrt(m.m2 / divisor);
+  return ::cuda::std::sqrt(m.m2 / variance_divisor(m.count, unbiased));
 }
 
 // How every value of a group maps to its advantage: a = scale * deviation(r) (or
@@ -385,7 +431,7 @@ CASCADE_RL_HD inline group_plan plan_group(const group_moments& m, const group_p
   // the convenience layer refuses the batch as the host core does).
   const bool zero_group = m.nonfinite;
   const bool singleton = m.count == 1;
-  if (p.kind == group_kind::rloo) {
+  if (p.kind == group_kind::rloo || p.kind == group_kind::baseline) {
     if (singleton && !zero_group) {
       plan.raw = p.singleton == static_cast<int>(singleton_rule::raw_score);
       plan.zero = !plan.raw;
@@ -396,7 +442,7 @@ CASCADE_RL_HD inline group_plan plan_group(const group_moments& m, const group_p
       return plan;
     }
     const double n = static_cast<double>(m.count);
-    plan.factor = n / (n - 1.0);
+    plan.factor = p.kind == group_kind::rloo ? n / (n - 1.0) : 1.0;  // 1.0 * d == d exactly
     return plan;
   }
   // GRPO
@@ -421,12 +467,13 @@ template <class T>
 CASCADE_RL_HD inline T advantage_of(T r, const group_moments& m, const group_plan& plan,
                                     const group_params& p) {
   if (plan.zero) return T(0);
+  const bool rloo_like = p.kind == group_kind::rloo || p.kind == group_kind::baseline;
   if (plan.raw) {
-    if (p.kind == group_kind::rloo) return r;
+    if (rloo_like) return r;
     return static_cast<T>(static_cast<double>(r) / plan.divisor);
   }
   const double d = deviation(r, m.mean, p.accumulation);
-  if (p.kind == group_kind::rloo) return static_cast<T>(plan.factor * d);
+  if (rloo_like) return static_cast<T>(plan.factor * d);
   return static_cast<T>(d / plan.divisor);
 }
 
@@ -436,6 +483,79 @@ CASCADE_RL_HD inline bool needs_moments(const group_moments& m, const group_para
   if (m.nonfinite) return false;
   if (p.kind == group_kind::statistics) return true;
   return m.count > 1 && !m.zero_variance;
+}
+
+// leave_one_out_statistics of group_statistics.hpp for value r of a group with moments m
+// (double-precision mean): the mean and std of the group's other values, by downdating
+// the group's moments. A zero-variance group (a group of one included) gives r and 0.
+template <class T>
+struct leave_one_out_value {
+  T mean;
+  T std;
+};
+
+template <class T>
+CASCADE_RL_HD inline leave_one_out_value<T> leave_one_out_of(T r, const group_moments& m, bool unbiased) {
+  if (m.zero_variance) return {r, T(0)};
+  const double n = static_cast<double>(m.count);
+  const double d = static_cast<double>(r) - m.mean;
+  leave_one_out_value<T> out;
+  out.mean = static_cast<T>(m.mean - d / (n - 1.0));
+  const unsigned long long others = m.count - 1;
+  const double others_m2 = max_of(0.0, m.m2 - d * d * n / (n - 1.0));  // std::max(0.0, .)
+  out.std = others < 2 ? T(0)
+                       : static_cast<T>(::cuda::std::sqrt(others_m2 / variance_divisor(others, unbiased)));
+  return out;
+}
+
+// ---- token advantages -----------------------------------------------------------------
+
+// distillation_advantages of distillation_advantages.hpp (in T, as the host core).
+template <class T>
+CASCADE_RL_HD inline T distillation_advantage(T teacher, T student, bool valid) {
+  return valid ? teacher - student : T(0);
+}
+
+// One backward step of discounted_returns (reinforce_plus_plus.hpp): the return of a
+// token from its reward and the running return after it. The running return becomes
+// this return on a valid token and 0 on a masked one.
+CASCADE_RL_HD inline double discounted_return(double reward, double gamma, double run) {
+  return reward + gamma * run;
+}
+
+// detail::whiten_valid_tokens of reinforce_plus_plus.hpp: the batch mean from the sum and
+// count of the valid tokens, the inverse scale from the sum of squared deviations, and
+// each whitened value.
+struct whitening_params {
+  double epsilon = 1e-8;
+  bool unbiased = true;
+  bool shift_mean = true;
+  int accumulation = 0;  // mean_accumulation
+};
+
+inline whitening_params to_params(const whitening_options& o) {
+  return {o.epsilon, o.estimator == std_estimator::unbiased, o.shift_mean,
+          static_cast<int>(o.accumulation)};
+}
+
+CASCADE_RL_HD inline double whitening_mean(double sum, unsigned long long count,
+                                           const whitening_params& p) {
+  return is_float32(p.accumulation)
+             ? static_cast<double>(static_cast<float>(sum) / static_cast<float>(count))
+             : sum / static_cast<double>(count);
+}
+
+CASCADE_RL_HD inline double whitening_inv_scale(double squares, unsigned long long count,
+                                                const whitening_params& p) {
+  const double variance = squares / variance_divisor(count, p.unbiased);
+  return 1.0 / ::cuda::std::sqrt(variance + p.epsilon);
+}
+
+// The shift is added even when it is 0.0, as the host core does (-0.0 + 0.0 is +0.0).
+template <class T>
+CASCADE_RL_HD inline T whitened(T value, double mean, double inv_scale, const whitening_params& p) {
+  const double shift = p.shift_mean ? 0.0 : mean;
+  return static_cast<T>(deviation(value, mean, p.accumulation) * inv_scale + shift);
 }
 
 // ---- log-probs from logits: the online log-sum-exp ---------------------------------

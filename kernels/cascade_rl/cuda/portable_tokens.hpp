@@ -1,0 +1,289 @@
+#pragma once
+// The portable Thrust path, continued (included from portable.hpp): token-level
+// advantages. broadcast_to_tokens, place_on_last_valid_token, distillation advantages,
+// discounted returns, batch whitening, REINFORCE++ and REINFORCE++-baseline.
+//
+// The whitening keeps the host core's blocking (detail::blocked_sum of parallel.hpp):
+// each block of reduce_block_size tokens summed from 0.0 in index order, one Thrust work
+// item per block, the block sums added in block order by a single work item. Sequences
+// and groups are one work item each, in the host core's order. Under the CPP and OMP
+// systems the results are therefore the host core's bits, for any thread count.
+//
+// As in portable.hpp, data is not validated (the convenience layer over the CUB path does
+// that); these functions throw cascade_rl::error, with the host core's message, only
+// for options the host core refuses and for a batch of one valid token under the
+// unbiased whitening, which they find anyway.
+
+#include <thrust/functional.h>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/transform_reduce.h>
+
+#include <cuda/std/cmath>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
+#include "cascade_rl/core/parallel.hpp"
+#include "cascade_rl/cuda/detail/math.hpp"
+#include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/portable.hpp"
+
+namespace cascade_rl::cuda::portable {
+namespace detail {
+
+using namespace cascade_rl::cuda::detail;
+
+template <class T>
+struct broadcast_functor {
+  const T* per_sequence;
+  device_token_layout layout;
+  T* per_token;
+  CASCADE_RL_HD void operator()(std::size_t s) const {
+    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
+      per_token[t] = layout.valid(t) ? per_sequence[s] : T(0);
+  }
+};
+
+template <class T>
+struct place_on_last_functor {
+  const T* per_sequence;
+  device_token_layout layout;
+  T* per_token;
+  CASCADE_RL_HD void operator()(std::size_t s) const {
+    bool placed = false;
+    for (std::size_t t = layout.end(s); t-- > layout.begin(s);) {
+      const bool here = !placed && layout.valid(t);
+      per_token[t] = here ? per_sequence[s] : T(0);
+      placed = placed || here;
+    }
+  }
+};
+
+template <class T>
+struct distillation_functor {
+  const T* teacher;
+  const T* student;
+  device_token_layout layout;
+  T* advantages;
+  CASCADE_RL_HD void operator()(std::size_t t) const {
+    advantages[t] = distillation_advantage(teacher[t], student[t], layout.valid(t));
+  }
+};
+
+template <class T>
+struct returns_functor {
+  const T* rewards;
+  device_token_layout layout;
+  T* returns;
+  double gamma;
+  CASCADE_RL_HD void operator()(std::size_t s) const {
+    double run = 0.0;
+    for (std::size_t t = layout.end(s); t-- > layout.begin(s);) {
+      const double ret = discounted_return(static_cast<double>(rewards[t]), gamma, run);
+      returns[t] = static_cast<T>(ret);
+      run = layout.valid(t) ? ret : 0.0;
+    }
+  }
+};
+
+// REINFORCE++-baseline, one group: score - mean on the valid tokens of its sequences.
+template <class T>
+struct baseline_functor {
+  const T* scores;
+  device_group_layout groups;
+  device_token_layout layout;
+  T* advantages;
+  group_params p;
+  CASCADE_RL_HD void operator()(std::size_t g) const {
+    const std::size_t first = groups.begin(g);
+    const std::size_t last = groups.end(g);
+    const group_moments m = sequential_moments(scores, first, last, p.accumulation);
+    const group_plan plan = plan_group(m, p);
+    for (std::size_t s = first; s < last; ++s) {
+      const T v = advantage_of(scores[s], m, plan, p);
+      for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
+        advantages[t] = layout.valid(t) ? v : T(0);
+    }
+  }
+};
+
+struct is_valid_token {
+  device_token_layout layout;
+  CASCADE_RL_HD unsigned long long operator()(std::size_t t) const { return layout.valid(t) ? 1 : 0; }
+};
+
+// One block of blocked_sum: the valid values (or their squared deviations from
+// state[0], the mean) summed from 0.0 in index order; masked tokens add 0.0 as there.
+template <class T, bool Squares>
+struct whiten_block_functor {
+  device_token_layout layout;
+  const T* values;
+  double* scratch;  // block sums, then the mean and the inverse scale
+  int accumulation;
+  CASCADE_RL_HD void operator()(std::size_t b) const {
+    const std::size_t first = b * cascade_rl::detail::reduce_block_size;
+    const std::size_t last = min_of(first + cascade_rl::detail::reduce_block_size, layout.tokens);
+    const std::size_t blocks = (layout.tokens + cascade_rl::detail::reduce_block_size - 1) /
+                               cascade_rl::detail::reduce_block_size;
+    double sum = 0.0;
+    for (std::size_t t = first; t < last; ++t) {
+      if constexpr (Squares) {
+        double term = 0.0;
+        if (layout.valid(t)) {
+          const double d = deviation(values[t], scratch[blocks], accumulation);
+          term = d * d;
+        }
+        sum += term;
+      } else {
+        sum += layout.valid(t) ? static_cast<double>(values[t]) : 0.0;
+      }
+    }
+    scratch[b] = sum;
+  }
+};
+
+// The block sums added in block order from 0.0, then the mean (Squares false, into
+// scratch[blocks]) or the inverse scale (Squares true, into scratch[blocks + 1]).
+template <bool Squares>
+struct whiten_total_functor {
+  double* scratch;
+  std::size_t blocks;
+  unsigned long long count;
+  whitening_params p;
+  CASCADE_RL_HD void operator()(std::size_t) const {
+    double total = 0.0;
+    for (std::size_t b = 0; b < blocks; ++b) total += scratch[b];
+    if constexpr (Squares)
+      scratch[blocks + 1] = whitening_inv_scale(total, count, p);
+    else
+      scratch[blocks] = whitening_mean(total, count, p);
+  }
+};
+
+template <class T>
+struct whiten_apply_functor {
+  device_token_layout layout;
+  const T* values;
+  T* out;
+  const double* state;  // mean, inverse scale
+  whitening_params p;
+  CASCADE_RL_HD void operator()(std::size_t t) const {
+    out[t] = layout.valid(t) ? whitened(values[t], state[0], state[1], p) : T(0);
+  }
+};
+
+template <class T>
+struct zero_functor {
+  T* out;
+  CASCADE_RL_HD void operator()(std::size_t t) const { out[t] = T(0); }
+};
+
+// detail::whiten_valid_tokens of the host core; values and out may be the same array.
+template <class ExecPolicy, class T>
+void whiten(ExecPolicy&& exec, const T* values, const device_token_layout& layout, T* out,
+            const whitening_options& options, double* scratch) {
+  const std::size_t n = layout.tokens;
+  const thrust::counting_iterator<std::size_t> index(0);
+  const unsigned long long count =
+      n == 0 ? 0
+             : thrust::transform_reduce(exec, index, index + n, is_valid_token{layout}, 0ull,
+                                        thrust::plus<unsigned long long>());
+  if (count == 0) {
+    for_each_index(exec, n, zero_functor<T>{out});
+    return;
+  }
+  if (options.estimator == std_estimator::unbiased && count < 2)
+    cascade_rl::detail::fail("tokens",
+                             "has 1 valid token, but whitening with the unbiased variance needs at least 2");
+  const whitening_params p = to_params(options);
+  const std::size_t blocks =
+      (n + cascade_rl::detail::reduce_block_size - 1) / cascade_rl::detail::reduce_block_size;
+  for_each_index(exec, blocks, whiten_block_functor<T, false>{layout, values, scratch, p.accumulation});
+  for_each_index(exec, 1, whiten_total_functor<false>{scratch, blocks, count, p});
+  for_each_index(exec, blocks, whiten_block_functor<T, true>{layout, values, scratch, p.accumulation});
+  for_each_index(exec, 1, whiten_total_functor<true>{scratch, blocks, count, p});
+  for_each_index(exec, n, whiten_apply_functor<T>{layout, values, out, scratch + blocks, p});
+}
+
+inline void require_gamma(double gamma) {
+  if (!(gamma >= 0.0 && gamma <= 1.0))
+    cascade_rl::detail::fail("gamma", "must lie in [0, 1], got " + std::to_string(gamma));
+}
+
+}  // namespace detail
+
+// ---- per-sequence values onto tokens ------------------------------------------------------
+
+template <class ExecPolicy, class T>
+void broadcast_to_tokens(ExecPolicy&& exec, const T* per_sequence, const device_token_layout& layout,
+                         T* per_token) {
+  detail::for_each_index(exec, layout.sequences,
+                         detail::broadcast_functor<T>{per_sequence, layout, per_token});
+}
+
+// A sequence with no valid token gets zeros (the host core and the CUDA layer refuse it).
+template <class ExecPolicy, class T>
+void place_on_last_valid_token(ExecPolicy&& exec, const T* per_sequence,
+                               const device_token_layout& layout, T* per_token) {
+  detail::for_each_index(exec, layout.sequences,
+                         detail::place_on_last_functor<T>{per_sequence, layout, per_token});
+}
+
+// ---- on-policy distillation ------------------------------------------------------------------
+
+template <class ExecPolicy, class T>
+void distillation_advantages(ExecPolicy&& exec, const T* teacher_logp, const T* student_logp,
+                             const device_token_layout& layout, T* advantages) {
+  detail::for_each_index(exec, layout.tokens,
+                         detail::distillation_functor<T>{teacher_logp, student_logp, layout, advantages});
+}
+
+// ---- REINFORCE++ ------------------------------------------------------------------------------
+
+// Doubles of scratch a whitening over `tokens` tokens needs.
+[[nodiscard]] inline std::size_t whitening_scratch(std::size_t tokens) {
+  return (tokens + cascade_rl::detail::reduce_block_size - 1) / cascade_rl::detail::reduce_block_size + 2;
+}
+
+// Batch whitening over the valid tokens, 0 on masked tokens; whitened may be values.
+template <class ExecPolicy, class T>
+void masked_whiten(ExecPolicy&& exec, const T* values, const device_token_layout& layout,
+                   T* whitened, const whitening_options& options, double* scratch) {
+  cascade_rl::detail::require_whitening_options(options);
+  detail::whiten(exec, values, layout, whitened, options, scratch);
+}
+
+template <class ExecPolicy, class T>
+void discounted_returns(ExecPolicy&& exec, const T* token_rewards, const device_token_layout& layout,
+                        T* returns, double gamma = 1.0) {
+  detail::require_gamma(gamma);
+  detail::for_each_index(exec, layout.sequences,
+                         detail::returns_functor<T>{token_rewards, layout, returns, gamma});
+}
+
+// Discounted returns written to advantages, whitened there.
+template <class ExecPolicy, class T>
+void reinforce_plus_plus_advantages(ExecPolicy&& exec, const T* token_rewards,
+                                    const device_token_layout& layout, T* advantages,
+                                    const reinforce_plus_plus_options& options, double* scratch) {
+  cascade_rl::detail::require_whitening_options(options.whitening);
+  portable::discounted_returns(exec, token_rewards, layout, advantages, options.gamma);
+  detail::whiten(exec, static_cast<const T*>(advantages), layout, advantages, options.whitening, scratch);
+}
+
+// score_i - mean_g(score) on the valid tokens of sequence i, whitened over the batch.
+template <class ExecPolicy, class T>
+void reinforce_plus_plus_baseline_advantages(ExecPolicy&& exec, const T* scores,
+                                             const device_group_layout& groups,
+                                             const device_token_layout& layout, T* advantages,
+                                             const reinforce_plus_plus_baseline_options& options,
+                                             double* scratch) {
+  cascade_rl::detail::require_whitening_options(options.whitening);
+  detail::for_each_index(exec, groups.groups,
+                         detail::baseline_functor<T>{scores, groups, layout, advantages,
+                                                     detail::to_params(options)});
+  detail::whiten(exec, static_cast<const T*>(advantages), layout, advantages, options.whitening, scratch);
+}
+
+}  // namespace cascade_rl::cuda::portable

@@ -1,0 +1,428 @@
+#pragma once
+// REINFORCE++ and REINFORCE++-baseline (reinforce_plus_plus.hpp of the host core), and
+// their two building blocks:
+//   discounted_returns:  one warp per sequence; the backward recurrence
+//                        run_t = mask_t * (r_t + gamma * run_{t+1}) is a composition of
+//                        affine maps, scanned 32 tokens at a time from the end by a fixed
+//                        butterfly (Kogge-Stone) in double;
+//   masked_whiten:       batch whitening over the valid tokens: per-tile count and sum,
+//                        joined in tile order into the mean; per-tile squared deviations,
+//                        joined into the scale; then the elementwise map. Five launches,
+//                        the values read three times.
+// REINFORCE++-baseline runs the group kernel of group_advantages.cuh (score - group
+// mean, RLOO's plan with factor 1) into a per-sequence buffer, broadcasts it onto the
+// valid tokens and whitens. No floating-point atomics: the same bits on every run; sums
+// differ from the host core's blocked sums only by rounding.
+//
+// CUB's shape: size query with d_temp_storage == nullptr, then the run; the temporary
+// storage starts with the device_report (report_of): broken offsets, NaN or infinite
+// inputs (first_nonfinite[0]), refused groups of one, and first_refused = 1 when the
+// batch has a single valid token and the whitening uses the unbiased variance.
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <span>
+
+#include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
+#include "cascade_rl/cuda/broadcast.cuh"
+#include "cascade_rl/cuda/detail/device.cuh"
+#include "cascade_rl/cuda/detail/math.hpp"
+#include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/group_advantages.cuh"
+#include "cascade_rl/cuda/policy.hpp"
+#include "cascade_rl/cuda/token_losses.cuh"
+
+namespace cascade_rl::cuda {
+namespace detail {
+
+// ---- discounted returns -------------------------------------------------------------------
+
+template <class T>
+__global__ void __launch_bounds__(sequence_block_threads)
+discounted_returns_kernel(const T* __restrict__ rewards, device_token_layout layout,
+                          T* __restrict__ returns, double gamma, device_report* report) {
+  const std::size_t s = warp_sequence();
+  const unsigned lane = threadIdx.x % 32;
+  if (s >= layout.sequences) return;  // the whole warp
+  std::size_t first = 0, last = 0;
+  sequence_range(layout, s, lane == 0, report, first, last);
+  double carry = 0.0;  // the running return after the current chunk
+  for (std::size_t end = last; end > first;) {
+    const std::size_t begin = end - first > 32 ? end - 32 : first;
+    const std::size_t t = begin + lane;
+    const bool active = t < end;
+    const bool valid = active && layout.valid(t);
+    const T raw = active ? rewards[t] : T(0);
+    if (valid && !::cuda::std::isfinite(raw)) report_min(&report->first_nonfinite[0], t);
+    const double r = static_cast<double>(raw);
+    // run_t = a * run_{t+1} + b; lanes past the chunk's end are the identity.
+    double a = active ? (valid ? gamma : 0.0) : 1.0;
+    double b = valid ? r : 0.0;
+    // Suffix composition: lane l ends with the map of tokens l..31 applied right to left.
+#pragma unroll
+    for (int offset = 1; offset < 32; offset *= 2) {
+      const double a_next = __shfl_down_sync(full_warp, a, offset);
+      const double b_next = __shfl_down_sync(full_warp, b, offset);
+      if (lane + offset < 32) {
+        b = a * b_next + b;
+        a = a * a_next;
+      }
+    }
+    const double run_here = a * carry + b;
+    double run_after = __shfl_down_sync(full_warp, run_here, 1);
+    if (lane == 31) run_after = carry;
+    if (active) returns[t] = static_cast<T>(discounted_return(r, gamma, run_after));
+    carry = __shfl_sync(full_warp, run_here, 0);
+    end = begin;
+  }
+}
+
+// ---- whitening ------------------------------------------------------------------------------
+
+struct count_sum {
+  unsigned long long count = 0;
+  double sum = 0;
+};
+struct add_count_sum {
+  __device__ count_sum operator()(const count_sum& a, const count_sum& b) const {
+    return {a.count + b.count, a.sum + b.sum};
+  }
+};
+
+struct whitening_state {
+  unsigned long long count;
+  double mean;
+  double inv_scale;
+};
+
+// Per tile of token_tile tokens: the valid count and the sum of the valid values.
+template <class T>
+__global__ void __launch_bounds__(token_threads)
+whiten_sum_kernel(device_token_layout layout, const T* values, count_sum* __restrict__ partials,
+                  unsigned long long* nonfinite_slot) {
+  __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
+  const std::size_t tile_begin = static_cast<std::size_t>(blockIdx.x) * token_tile;
+  count_sum acc;
+  for (unsigned k = 0; k < token_items; ++k) {
+    const std::size_t t = tile_begin + k * token_threads + threadIdx.x;
+    if (t >= layout.tokens) break;
+    if (!layout.valid(t)) continue;
+    const T v = values[t];
+    if (nonfinite_slot != nullptr && !::cuda::std::isfinite(v)) report_min(nonfinite_slot, t);
+    ++acc.count;
+    acc.sum += static_cast<double>(v);
+  }
+  acc = block_reduce(acc, add_count_sum{}, shared);
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+template <int = 0>
+__global__ void __launch_bounds__(256)
+whiten_mean_kernel(const count_sum* __restrict__ partials, std::size_t tiles, whitening_params p,
+                   whitening_state* state, device_report* report) {
+  __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
+  count_sum acc;
+  for (std::size_t b = threadIdx.x; b < tiles; b += blockDim.x) acc = add_count_sum{}(acc, partials[b]);
+  acc = block_reduce(acc, add_count_sum{}, shared);
+  if (threadIdx.x != 0) return;
+  state->count = acc.count;
+  state->mean = acc.count > 0 ? whitening_mean(acc.sum, acc.count, p) : 0.0;
+  state->inv_scale = 0.0;
+  if (p.unbiased && acc.count == 1) report->first_refused = 1;
+}
+
+template <class T>
+__global__ void __launch_bounds__(token_threads)
+whiten_squares_kernel(device_token_layout layout, const T* values, const whitening_state* state,
+                      int accumulation, double* __restrict__ partials) {
+  __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
+  const double mean = state->mean;
+  const std::size_t tile_begin = static_cast<std::size_t>(blockIdx.x) * token_tile;
+  double acc = 0;
+  for (unsigned k = 0; k < token_items; ++k) {
+    const std::size_t t = tile_begin + k * token_threads + threadIdx.x;
+    if (t >= layout.tokens) break;
+    if (!layout.valid(t)) continue;
+    const double d = deviation(values[t], mean, accumulation);
+    acc += d * d;
+  }
+  acc = block_reduce(acc, add_op{}, shared);
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+template <int = 0>
+__global__ void __launch_bounds__(256)
+whiten_scale_kernel(const double* __restrict__ partials, std::size_t tiles, whitening_params p,
+                    whitening_state* state) {
+  __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
+  double acc = 0;
+  for (std::size_t b = threadIdx.x; b < tiles; b += blockDim.x) acc += partials[b];
+  acc = block_reduce(acc, add_op{}, shared);
+  if (threadIdx.x == 0 && state->count > 0) state->inv_scale = whitening_inv_scale(acc, state->count, p);
+}
+
+// values and out may be the same array (each thread reads its token before writing it).
+template <class T>
+__global__ void __launch_bounds__(256)
+whiten_apply_kernel(device_token_layout layout, const T* values, T* out,
+                    const whitening_state* state, whitening_params p) {
+  const std::size_t t = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= layout.tokens) return;
+  out[t] = layout.valid(t) ? whitened(values[t], state->mean, state->inv_scale, p) : T(0);
+}
+
+// The temporary storage of a whitening, carved after the report.
+struct whitening_temp {
+  count_sum* sums;
+  double* squares;
+  whitening_state* state;
+};
+
+inline whitening_temp carve_whitening(temp_carver& carve, std::size_t tokens) {
+  const std::size_t tiles = (tokens + token_tile - 1) / token_tile;
+  whitening_temp w;
+  w.sums = carve.take<count_sum>(tiles);
+  w.squares = carve.take<double>(tiles);
+  w.state = carve.take<whitening_state>(1);
+  return w;
+}
+
+// nonfinite_slot: where to report NaN or infinite values (null: not checked).
+template <class T>
+cudaError_t launch_whitening(const device_token_layout& layout, const T* values, T* out,
+                             const whitening_params& p, const whitening_temp& w,
+                             device_report* report, unsigned long long* nonfinite_slot,
+                             cudaStream_t stream) {
+  const std::size_t tiles = (layout.tokens + token_tile - 1) / token_tile;
+  if (tiles > 0) {
+    whiten_sum_kernel<T><<<static_cast<unsigned>(tiles), token_threads, 0, stream>>>(
+        layout, values, w.sums, nonfinite_slot);
+    CASCADE_RL_CUDA_TRY(cudaGetLastError());
+  }
+  whiten_mean_kernel<><<<1, 256, 0, stream>>>(w.sums, tiles, p, w.state, report);
+  CASCADE_RL_CUDA_TRY(cudaGetLastError());
+  if (tiles == 0) return cudaSuccess;
+  whiten_squares_kernel<T><<<static_cast<unsigned>(tiles), token_threads, 0, stream>>>(
+      layout, values, w.state, p.accumulation, w.squares);
+  CASCADE_RL_CUDA_TRY(cudaGetLastError());
+  whiten_scale_kernel<><<<1, 256, 0, stream>>>(w.squares, tiles, p, w.state);
+  CASCADE_RL_CUDA_TRY(cudaGetLastError());
+  whiten_apply_kernel<T><<<blocks_for(layout.tokens, 256), 256, 0, stream>>>(layout, values, out,
+                                                                            w.state, p);
+  return cudaGetLastError();
+}
+
+// Options the host core refuses (require_whitening_options): the CUB layer returns
+// cudaErrorInvalidValue for them.
+inline bool usable_whitening(const whitening_options& o) {
+  return o.epsilon >= 0.0 && ::cuda::std::isfinite(o.epsilon) &&
+         o.accumulation != mean_accumulation::float32_sequential;
+}
+inline bool usable_gamma(double gamma) { return gamma >= 0.0 && gamma <= 1.0; }
+
+template <class T>
+cudaError_t launch_returns(const T* rewards, const device_token_layout& layout, T* returns,
+                           double gamma, device_report* report, cudaStream_t stream) {
+  if (layout.sequences == 0) return cudaSuccess;
+  discounted_returns_kernel<T><<<blocks_for(layout.sequences * 32, sequence_block_threads),
+                                 sequence_block_threads, 0, stream>>>(rewards, layout, returns,
+                                                                      gamma, report);
+  return cudaGetLastError();
+}
+
+}  // namespace detail
+
+// ---- the CUB-style layer ----------------------------------------------------------------
+
+// Batch whitening of d_values over the valid tokens, 0 on masked tokens; d_whitened may
+// be d_values. Reports NaN or infinite valid values in first_nonfinite[0].
+template <class T>
+cudaError_t masked_whiten(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_values,
+                          const device_token_layout& layout, T* d_whitened,
+                          const whitening_options& options = {}, cudaStream_t stream = nullptr) {
+  if (!detail::usable_whitening(options)) return cudaErrorInvalidValue;
+  detail::temp_carver carve(d_temp_storage);
+  device_report* report = carve.take<device_report>(1);
+  const detail::whitening_temp w = detail::carve_whitening(carve, layout.tokens);
+  if (d_temp_storage == nullptr) {
+    temp_storage_bytes = carve.bytes();
+    return cudaSuccess;
+  }
+  if (temp_storage_bytes < carve.bytes()) return cudaErrorInvalidValue;
+  CASCADE_RL_CUDA_TRY(detail::reset_report(report, stream));
+  return detail::launch_whitening(layout, d_values, d_whitened, detail::to_params(options), w,
+                                  report, &report->first_nonfinite[0], stream);
+}
+
+// ret_t = r_t + gamma * run, run = mask_t ? ret_t : 0, backwards within each sequence.
+// Reports NaN or infinite rewards on valid tokens in first_nonfinite[0].
+template <class T>
+cudaError_t discounted_returns(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                               const T* d_token_rewards, const device_token_layout& layout,
+                               T* d_returns, double gamma = 1.0, cudaStream_t stream = nullptr) {
+  if (!detail::usable_gamma(gamma)) return cudaErrorInvalidValue;
+  if (d_temp_storage == nullptr) {
+    temp_storage_bytes = sizeof(device_report);
+    return cudaSuccess;
+  }
+  if (temp_storage_bytes < sizeof(device_report)) return cudaErrorInvalidValue;
+  device_report* report = report_of(d_temp_storage);
+  CASCADE_RL_CUDA_TRY(detail::reset_report(report, stream));
+  return detail::launch_returns(d_token_rewards, layout, d_returns, gamma, report, stream);
+}
+
+// Discounted returns of d_token_rewards written to d_advantages, whitened there.
+template <class T>
+cudaError_t reinforce_plus_plus_advantages(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                                           const T* d_token_rewards, const device_token_layout& layout,
+                                           T* d_advantages,
+                                           const reinforce_plus_plus_options& options = {},
+                                           cudaStream_t stream = nullptr) {
+  if (!detail::usable_whitening(options.whitening) || !detail::usable_gamma(options.gamma))
+    return cudaErrorInvalidValue;
+  detail::temp_carver carve(d_temp_storage);
+  device_report* report = carve.take<device_report>(1);
+  const detail::whitening_temp w = detail::carve_whitening(carve, layout.tokens);
+  if (d_temp_storage == nullptr) {
+    temp_storage_bytes = carve.bytes();
+    return cudaSuccess;
+  }
+  if (temp_storage_bytes < carve.bytes()) return cudaErrorInvalidValue;
+  CASCADE_RL_CUDA_TRY(detail::reset_report(report, stream));
+  CASCADE_RL_CUDA_TRY(detail::launch_returns(d_token_rewards, layout, d_advantages, options.gamma,
+                                             report, stream));
+  return detail::launch_whitening<T>(layout, d_advantages, d_advantages,
+                                     detail::to_params(options.whitening), w, report, nullptr, stream);
+}
+
+// score_i - mean_g(score) on every valid token of sequence i, whitened over the batch.
+// layout.sequences must equal groups.sequences. Reports NaN or infinite scores (under
+// nonfinite_rule::error) and refused groups of one.
+template <class T>
+cudaError_t reinforce_plus_plus_baseline_advantages(
+    void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_scores,
+    const device_group_layout& groups, const device_token_layout& layout, T* d_advantages,
+    const reinforce_plus_plus_baseline_options& options = {}, cudaStream_t stream = nullptr) {
+  if (!detail::usable_whitening(options.whitening) || layout.sequences != groups.sequences)
+    return cudaErrorInvalidValue;
+  detail::temp_carver carve(d_temp_storage);
+  device_report* report = carve.take<device_report>(1);
+  T* per_sequence = carve.take<T>(groups.sequences);
+  const detail::whitening_temp w = detail::carve_whitening(carve, layout.tokens);
+  if (d_temp_storage == nullptr) {
+    temp_storage_bytes = carve.bytes();
+    return cudaSuccess;
+  }
+  if (temp_storage_bytes < carve.bytes()) return cudaErrorInvalidValue;
+  CASCADE_RL_CUDA_TRY(detail::reset_report(report, stream));
+  CASCADE_RL_CUDA_TRY(detail::launch_groups<T>(d_scores, groups, per_sequence, nullptr, nullptr,
+                                               detail::to_params(options), report, stream));
+  if (layout.sequences > 0) {
+    detail::broadcast_kernel<T><<<detail::blocks_for(layout.sequences * 32, detail::sequence_block_threads),
+                                  detail::sequence_block_threads, 0, stream>>>(per_sequence, layout,
+                                                                               d_advantages, report);
+    CASCADE_RL_CUDA_TRY(cudaGetLastError());
+  }
+  return detail::launch_whitening<T>(layout, d_advantages, d_advantages,
+                                     detail::to_params(options.whitening), w, report, nullptr, stream);
+}
+
+namespace detail {
+
+// After throw_if_reported: the whitening's own refusal, in the host core's words.
+inline void throw_if_whitening_refused(const device_report& r) {
+  if (r.first_refused != device_report::none)
+    cascade_rl::detail::fail("tokens",
+                             "has 1 valid token, but whitening with the unbiased variance needs at least 2");
+}
+
+inline void require_gamma(double gamma) {
+  if (!usable_gamma(gamma))
+    cascade_rl::detail::fail("gamma", "must lie in [0, 1], got " + std::to_string(gamma));
+}
+
+}  // namespace detail
+}  // namespace cascade_rl::cuda
+
+// ---- the throwing convenience layer -----------------------------------------------------
+// Spans point to device memory; each call waits for its stream.
+
+namespace cascade_rl {
+
+// Batch whitening of per-token values over the valid tokens; 0 on masked tokens.
+// `whitened` may be the same span as `values`.
+template <std::floating_point T>
+void masked_whiten(exec::cuda_policy policy, std::span<const T> values,
+                   const cuda::device_token_layout& tokens, std::span<T> whitened,
+                   const whitening_options& options = {}) {
+  detail::require_whitening_options(options);
+  detail::require_size(values.size(), tokens.tokens, "values", "one per token");
+  detail::require_size(whitened.size(), tokens.tokens, "whitened", "one per token");
+  const cuda::device_report report =
+      cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
+        return cuda::masked_whiten(temp, bytes, values.data(), tokens, whitened.data(), options,
+                                   policy.stream);
+      });
+  cuda::detail::throw_if_reported(report, {"values"});
+  cuda::detail::throw_if_whitening_refused(report);
+}
+
+template <std::floating_point T>
+void discounted_returns(exec::cuda_policy policy, std::span<const T> token_rewards,
+                        const cuda::device_token_layout& tokens, std::span<T> returns,
+                        double gamma = 1.0) {
+  cuda::detail::require_gamma(gamma);
+  detail::require_size(token_rewards.size(), tokens.tokens, "token_rewards", "one per token");
+  detail::require_size(returns.size(), tokens.tokens, "returns", "one per token");
+  const cuda::device_report report =
+      cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
+        return cuda::discounted_returns(temp, bytes, token_rewards.data(), tokens, returns.data(),
+                                        gamma, policy.stream);
+      });
+  cuda::detail::throw_if_reported(report, {"token_rewards"});
+}
+
+template <std::floating_point T>
+void reinforce_plus_plus_advantages(exec::cuda_policy policy, std::span<const T> token_rewards,
+                                    const cuda::device_token_layout& tokens, std::span<T> advantages,
+                                    const reinforce_plus_plus_options& options = {}) {
+  detail::require_whitening_options(options.whitening);
+  detail::require_size(advantages.size(), tokens.tokens, "advantages", "one per token");
+  cuda::detail::require_gamma(options.gamma);
+  detail::require_size(token_rewards.size(), tokens.tokens, "token_rewards", "one per token");
+  const cuda::device_report report =
+      cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
+        return cuda::reinforce_plus_plus_advantages(temp, bytes, token_rewards.data(), tokens,
+                                                    advantages.data(), options, policy.stream);
+      });
+  cuda::detail::throw_if_reported(report, {"token_rewards"});
+  cuda::detail::throw_if_whitening_refused(report);
+}
+
+template <std::floating_point T>
+void reinforce_plus_plus_baseline_advantages(exec::cuda_policy policy, std::span<const T> scores,
+                                             const cuda::device_group_layout& groups,
+                                             const cuda::device_token_layout& tokens,
+                                             std::span<T> advantages,
+                                             const reinforce_plus_plus_baseline_options& options = {}) {
+  detail::require_whitening_options(options.whitening);
+  detail::require_size(tokens.sequences, scores.size(), "tokens", "one sequence per score");
+  detail::require_size(advantages.size(), tokens.tokens, "advantages", "one per token");
+  if (scores.size() != groups.sequences)
+    detail::fail("scores", "has " + std::to_string(scores.size()) + " entries, but the groups hold " +
+                               std::to_string(groups.sequences) + " sequences");
+  const cuda::device_report report =
+      cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
+        return cuda::reinforce_plus_plus_baseline_advantages(temp, bytes, scores.data(), groups,
+                                                             tokens, advantages.data(), options,
+                                                             policy.stream);
+      });
+  cuda::detail::throw_if_reported(
+      report, {"scores"},
+      "is a group of one sequence, but REINFORCE++-baseline needs at least 2 (set "
+      "options.singleton to accept it)");
+  cuda::detail::throw_if_whitening_refused(report);
+}
+
+}  // namespace cascade_rl
