@@ -194,6 +194,26 @@ TEST(Resume, MalformedStateIsRefusedAndChangesNothing) {
   fs::remove_all(dir);
 }
 
+// Header fields of the wrong JSON type are refused by name (found by the checkpoint
+// fuzzer: {"format": 1} once escaped as nlohmann's type_error).
+TEST(Resume, HeaderFieldsOfTheWrongTypeAreRefused) {
+  const fs::path dir = fresh_dir("header_types");
+  const fs::path ckpt = checkpoint_after_ten_steps(dir);
+  const auto original = cr::detail::read_json_file(ckpt / "state.json");
+  const auto refused = [&](const char* key, const nlohmann::json& value, const std::string& needle) {
+    auto state = original;
+    state[key] = value;
+    std::ofstream(ckpt / "state.json", std::ios::trunc) << state.dump();
+    cr::detail::seal_checkpoint(ckpt);  // valid checksums: the content checks refuse it
+    expect_resume_refused(dir, needle);
+  };
+  refused("format", 1, "state.format");
+  refused("version", "1", "state.version");
+  refused("version", 1.5, "state.version");
+  refused("format", nlohmann::json::object(), "state.format");
+  fs::remove_all(dir);
+}
+
 TEST(Resume, CorruptGeneratorStateIsRefused) {
   const fs::path dir = fresh_dir("rng");
   const fs::path ckpt = checkpoint_after_ten_steps(dir);

@@ -306,9 +306,19 @@ std::optional<loaded_checkpoint<snapshot_t<P>>> read_latest_checkpoint(const std
     std::fprintf(stderr, "cascade_rl: skipping %s; resuming from '%s'\n", s.c_str(), path.string().c_str());
   nlohmann::json state = detail::read_json_file(path / "state.json");
   const auto field = [&](const char* f) { return "checkpoint '" + path.string() + "' state." + f; };
-  if (!state.is_object() || state.value("format", std::string()) != detail::checkpoint_format)
+  // Typed lookups: nlohmann's value() throws its own type_error for a field of another
+  // type (the fuzzer found {"format": 1}); every refusal here is a cascade_rl::error.
+  const auto string_field = [&](const char* f, const std::string& fallback) {
+    const auto it = state.find(f);
+    if (it == state.end()) return fallback;
+    if (!it->is_string()) detail::fail(field(f), "is not a string");
+    return it->get<std::string>();
+  };
+  if (!state.is_object() || string_field("format", "") != detail::checkpoint_format)
     detail::fail(field("format"), "is missing or not a cascade_rl checkpoint");
-  if (state.value("version", 0) != detail::checkpoint_version)
+  const auto version = state.find("version");
+  if (version == state.end() || !version->is_number_integer() ||
+      version->get<std::int64_t>() != detail::checkpoint_version)
     detail::fail(field("version"), "is not " + std::to_string(detail::checkpoint_version));
 
   teacher_registry<snapshot> teachers;
@@ -328,7 +338,7 @@ std::optional<loaded_checkpoint<snapshot_t<P>>> read_latest_checkpoint(const std
   } catch (const nlohmann::json::exception& e) {
     detail::fail(field("teachers"), std::string("is malformed: ") + e.what());
   }
-  snapshot policy_snapshot = policy.load(path / state.value("policy", std::string("policy")));
+  snapshot policy_snapshot = policy.load(path / string_field("policy", "policy"));
   return loaded_checkpoint<snapshot>{path, std::move(state), std::move(policy_snapshot), std::move(teachers),
                                     std::move(skipped)};
 }
