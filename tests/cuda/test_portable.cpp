@@ -241,6 +241,7 @@ TEST(PortableLosses, UnmaskedReinforceAndPpoMatchHost) {
   ASSERT_GT(b.tokens(), (cr::detail::sum_lanes + 1) * cr::detail::reduce_block_size);
   const cr::token_layout layout(b.offsets);
   const device_token_layout dlayout{b.offsets.data(), nullptr, b.offsets.size() - 1, b.tokens()};
+  const float* const no_behaviour = nullptr;
   const auto normalizer = cr::local_loss_counts(cr::exec::seq, layout).normalizer(50.0);
   std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
   for (auto mode : cr::testing::all_aggregation_modes)
@@ -251,8 +252,8 @@ TEST(PortableLosses, UnmaskedReinforceAndPpoMatchHost) {
                                         std::span<const float>(b.log_probs),
                                         std::span<const float>(b.advantages), std::span<float>(hg),
                                         normalizer, options);
-      portable::reinforce_loss(system, dlayout, b.log_probs.data(), b.advantages.data(), static_cast<const float*>(nullptr),
-                               dg.data(), normalizer, options, scratch.data());
+      portable::reinforce_loss(system, dlayout, b.log_probs.data(), b.advantages.data(),
+                               no_behaviour, dg.data(), normalizer, options, scratch.data());
       expect_same_metrics(cr::cuda::detail::to_result(scratch[portable::result_index(b.tokens())]), h);
       expect_same_bits(dg, hg, "unmasked reinforce dL/dlogp");
     }
@@ -264,7 +265,8 @@ TEST(PortableLosses, UnmaskedReinforceAndPpoMatchHost) {
                                    std::span<const float>(b.advantages), std::span<float>(hg),
                                    normalizer, ppo);
   portable::ppo_clip_loss(system, dlayout, b.log_probs.data(), b.old_log_probs.data(),
-                          b.advantages.data(), static_cast<const float*>(nullptr), dg.data(), normalizer, ppo, scratch.data());
+                          b.advantages.data(), no_behaviour, dg.data(), normalizer, ppo,
+                          scratch.data());
   expect_same_metrics(cr::cuda::detail::to_result(scratch[portable::result_index(b.tokens())]), h);
   expect_same_bits(dg, hg, "unmasked ppo dL/dlogp");
 }

@@ -234,30 +234,27 @@ policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layo
                                   const loss_normalizer& normalizer,
                                   const reinforce_options& options = {}) {
   detail::validate_importance(options.importance, "options.importance");
-  const auto token = [&](std::size_t t, policy_loss_metrics& m) {
+  // The token's loss before any importance weight, free of branches so that the fused
+  // loss loop vectorises when no correction is asked for (x * 1.0 == x: the value is
+  // exactly -A_t under the ratio surrogate).
+  const bool log_prob_surrogate = options.surrogate == reinforce_surrogate::log_prob;
+  const auto unweighted_token = [&](std::size_t t, policy_loss_metrics& m) {
     ++m.valid_tokens;
-    const double logp = static_cast<double>(log_probs[t]);
     const double a = static_cast<double>(advantages[t]);
-    const double value = options.surrogate == reinforce_surrogate::ratio ? -a : -a * logp;
-    return detail::weighted(
-        {value, -a},
-        detail::counted_importance_weight(options.importance, logp, behaviour_log_probs, t, m));
+    const double logp = static_cast<double>(log_probs[t]);
+    return detail::token_loss{-a * (log_prob_surrogate ? logp : 1.0), -a};
+  };
+  const auto token = [&](std::size_t t, policy_loss_metrics& m) {
+    const detail::token_loss l = unweighted_token(t, m);
+    return detail::weighted(l, detail::counted_importance_weight(
+                                   options.importance, static_cast<double>(log_probs[t]),
+                                   behaviour_log_probs, t, m));
   };
   T weight{};
   if (detail::fused_loss_applies(layout, {log_probs.size(), advantages.size()},
                                  behaviour_log_probs, grad_out, normalizer, options.aggregation,
                                  options.importance, weight)) {
     const bool corrected = options.importance.mode != importance_sampling::none;
-    // Without a correction, `token` with the weight 1 it would apply, written without
-    // branches so that the loss pass vectorises (x * 1.0 == x: the same bits).
-    const double log_prob_factor = options.surrogate == reinforce_surrogate::ratio ? 0.0 : 1.0;
-    const auto uncorrected_token = [&](std::size_t t, policy_loss_metrics& m) {
-      ++m.valid_tokens;
-      const double a = static_cast<double>(advantages[t]);
-      const double logp = static_cast<double>(log_probs[t]);
-      const double scale = log_prob_factor == 0.0 ? 1.0 : logp;
-      return detail::token_loss{-a * scale, -a};
-    };
     const auto nonfinite = [&](std::size_t t) {
       return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(advantages, t);
     };
@@ -270,7 +267,7 @@ policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layo
                   },
                   token)
             : detail::fused_token_losses<policy_loss_metrics>(policy, layout, grad_out, weight,
-                                                              nonfinite, uncorrected_token);
+                                                              nonfinite, unweighted_token);
     if (!fused.nonfinite) return {fused.total.loss, fused.total.metrics};
     // A bad input: the checks below name it as they always have.
   }
