@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cascade_rl/algorithms/log_probs.hpp"
+#include "support/log_softmax_reference.hpp"
 
 namespace {
 
@@ -20,17 +21,7 @@ namespace cr = cascade_rl;
 
 constexpr float minus_inf = -std::numeric_limits<float>::infinity();
 
-void reference_row(const std::vector<double>& x, std::int64_t label, double& logp, double& entropy) {
-  double m = -std::numeric_limits<double>::infinity();
-  for (double v : x) m = std::max(m, v);
-  double s = 0;
-  for (double v : x) s += std::exp(v - m);
-  const double lse = m + std::log(s);
-  entropy = 0;
-  for (double v : x)
-    if (v != -std::numeric_limits<double>::infinity()) entropy -= std::exp(v - lse) * (v - lse);
-  logp = x[static_cast<std::size_t>(label)] - lse;
-}
+using cascade_rl::testing::reference_row;
 
 template <class L>
 L make(float v) {

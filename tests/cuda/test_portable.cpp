@@ -22,6 +22,7 @@
 #include "cascade_rl/cascade_rl.hpp"
 #include "cascade_rl/cuda/portable.hpp"
 #include "support/random_batch.hpp"
+#include "support/log_softmax_reference.hpp"
 
 #if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_OMP
 #include <omp.h>
@@ -328,18 +329,7 @@ TEST(PortableLosses, SameBitsForAnyThreadCount) {
 
 // ---- log-probs -----------------------------------------------------------------------
 
-// log softmax and entropy in double, the slow obvious way.
-void reference_row(const std::vector<double>& x, std::int64_t label, double& logp, double& entropy) {
-  double m = -std::numeric_limits<double>::infinity();
-  for (double v : x) m = std::max(m, v);
-  double s = 0;
-  for (double v : x) s += std::exp(v - m);
-  const double lse = m + std::log(s);
-  entropy = 0;
-  for (double v : x)
-    if (v != -std::numeric_limits<double>::infinity()) entropy -= std::exp(v - lse) * (v - lse);
-  logp = x[static_cast<std::size_t>(label)] - lse;
-}
+using cascade_rl::testing::reference_row;
 
 template <class L>
 void check_log_probs(std::size_t rows, std::size_t vocab, float temperature) {
