@@ -99,7 +99,7 @@ TEST_F(Gpu, GroupAdvantagesMatchHost) {
   std::uint64_t seed = 0;
   for (std::size_t g : {2, 4, 7, 16, 33, 64, 300, 3000})
     for (bool variable : {false, true}) {
-      const auto c = make_case(++seed, g > 1000 ? 5 : 200, g, variable);
+      const auto c = make_case(++seed, g > 1000 ? 5 : 203, g, variable);
       const cr::group_layout host_groups =
           variable ? cr::group_layout(c.offsets) : cr::group_layout::uniform(c.groups, c.group_size);
       device_vector<std::int64_t> d_offsets(c.offsets);

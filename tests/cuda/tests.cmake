@@ -50,6 +50,27 @@ if(CASCADE_RL_CCCL_INCLUDE_DIR)
   endforeach()
 endif()
 
+# The GPU tests on the CPU emulator (tests/cuda/emulator), built by the C++ compiler:
+# the kernels themselves run here, each GoogleTest case a ctest test labelled cuda.
+# Its fibers switch stacks behind AddressSanitizer's back (not in sanitizer builds), and
+# the switch is written for x86-64.
+if(CASCADE_RL_CCCL_INCLUDE_DIR AND CUDAToolkit_FOUND AND NOT CMAKE_CXX_FLAGS MATCHES "-fsanitize="
+   AND CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+  add_executable(cuda_emulated
+    "${_cuda_tests_dir}/test_executors_emulated.cpp"
+    "${_cuda_tests_dir}/test_emulator.cpp"
+    "${_cuda_tests_dir}/emulator/runtime.cpp"
+    "${_cuda_tests_dir}/emulator/context_switch.cpp")
+  # The emulator's cuda_runtime.h and cub/ shims come before the toolkit's headers.
+  target_include_directories(cuda_emulated BEFORE PRIVATE "${_cuda_tests_dir}/emulator")
+  target_include_directories(cuda_emulated SYSTEM PRIVATE
+    "${CASCADE_RL_CCCL_INCLUDE_DIR}" ${CUDAToolkit_INCLUDE_DIRS})
+  target_include_directories(cuda_emulated PRIVATE "${PROJECT_SOURCE_DIR}/kernels")
+  target_compile_definitions(cuda_emulated PRIVATE THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_CPP)
+  target_compile_options(cuda_emulated PRIVATE -Wno-unknown-pragmas)  # nvcc's #pragma unroll
+  _cascade_rl_cuda_test(cuda_emulated)
+endif()
+
 # The GPU tests: one ctest test for the whole binary, so that it can carry both labels
 # (cuda;gpu); without a device every case skips and ctest reports the test as skipped.
 if(TARGET cascade_rl::cuda)

@@ -77,9 +77,8 @@ cudaError_t run_per_sequence(void* d_temp_storage, std::size_t& temp_storage_byt
   device_report* report = report_of(d_temp_storage);
   CASCADE_RL_CUDA_TRY(reset_report(report, stream));
   if (layout.sequences == 0) return cudaSuccess;
-  kernel<<<blocks_for(layout.sequences * 32, sequence_block_threads), sequence_block_threads, 0,
-           stream>>>(per_sequence, layout, per_token, report);
-  return cudaGetLastError();
+  return launch(kernel, blocks_for(layout.sequences * 32, sequence_block_threads), sequence_block_threads,
+                stream, per_sequence, layout, per_token, report);
 }
 
 }  // namespace detail

@@ -51,9 +51,8 @@ cudaError_t distillation_advantages(void* d_temp_storage, std::size_t& temp_stor
   device_report* report = report_of(d_temp_storage);
   CASCADE_RL_CUDA_TRY(detail::reset_report(report, stream));
   if (layout.tokens == 0) return cudaSuccess;
-  detail::distillation_kernel<T><<<detail::blocks_for(layout.tokens, 256), 256, 0, stream>>>(
-      d_teacher_logp, d_student_logp, layout, d_advantages, report);
-  return cudaGetLastError();
+  return detail::launch(detail::distillation_kernel<T>, detail::blocks_for(layout.tokens, 256), 256, stream,
+                        d_teacher_logp, d_student_logp, layout, d_advantages, report);
 }
 
 }  // namespace cascade_rl::cuda

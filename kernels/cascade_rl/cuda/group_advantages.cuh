@@ -88,7 +88,7 @@ group_kernel(const T* __restrict__ rewards, device_group_layout groups, T* __res
              T* __restrict__ second, group_statistic* __restrict__ statistics, group_params p,
              device_report* report) {
   using team = group_team<W>;
-  __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
+  __shared__ __align__(16) unsigned char shared[32 * block_reduce_bytes];
   const std::size_t g = team::group();
   const unsigned lane = team::lane();
   const unsigned width = team::width();
@@ -182,9 +182,8 @@ cudaError_t launch_group_kernel(const T* rewards, const device_group_layout& gro
                                 device_report* report, cudaStream_t stream) {
   const unsigned blocks = W == 0 ? static_cast<unsigned>(groups.groups)
                                  : blocks_for(groups.groups * W, group_block_threads);
-  group_kernel<W, T><<<blocks, group_block_threads, 0, stream>>>(rewards, groups, advantages, second,
-                                                                 statistics, p, report);
-  return cudaGetLastError();
+  return launch(group_kernel<W, T>, blocks, group_block_threads, stream, rewards, groups, advantages,
+                second, statistics, p, report);
 }
 
 // The group kernel for the groups' size hint, reporting into `report` (already reset).

@@ -69,8 +69,8 @@ cudaError_t drop_zero_variance_groups(void* d_temp_storage, std::size_t& temp_st
   portable::detail::group_filter_functor<T> flag{
       d_rewards, groups, d_keep_group, keep_sequence,
       options.nonfinite == nonfinite_rule::error ? &report->first_nonfinite[0] : nullptr};
-  detail::for_each_kernel<<<detail::blocks_for(groups.groups, 256), 256, 0, stream>>>(groups.groups, flag);
-  CASCADE_RL_CUDA_TRY(cudaGetLastError());
+  CASCADE_RL_CUDA_TRY(detail::launch(detail::for_each_kernel<decltype(flag)>,
+                                     detail::blocks_for(groups.groups, 256), 256, stream, groups.groups, flag));
   CASCADE_RL_CUDA_TRY(cub::DeviceSelect::Flagged(cub_temp, select_sequences_bytes, index_iterator(0),
                                                  keep_sequence, d_kept_sequences, d_counts,
                                                  static_cast<std::int64_t>(groups.sequences), stream));
@@ -97,8 +97,8 @@ cudaError_t zero_variance_groups(void* d_temp_storage, std::size_t& temp_storage
   if (groups.groups == 0) return cudaSuccess;
   const portable::detail::zero_variance_functor<T> flag{d_rewards, groups, d_flags,
                                                         &report->first_nonfinite[0]};
-  detail::for_each_kernel<<<detail::blocks_for(groups.groups, 256), 256, 0, stream>>>(groups.groups, flag);
-  return cudaGetLastError();
+  return detail::launch(detail::for_each_kernel<decltype(flag)>, detail::blocks_for(groups.groups, 256), 256,
+                        stream, groups.groups, flag);
 }
 
 namespace detail {
@@ -143,9 +143,8 @@ cudaError_t gather_sequences(void* d_temp_storage, std::size_t& temp_storage_byt
   device_report* report = report_of(d_temp_storage);
   CASCADE_RL_CUDA_TRY(detail::reset_report(report, stream));
   if (kept == 0) return cudaSuccess;
-  detail::gather_kernel<V, I><<<detail::blocks_for(kept, 256), 256, 0, stream>>>(
-      d_in, in_size, d_kept_sequences, kept, d_out, report);
-  return cudaGetLastError();
+  return detail::launch(detail::gather_kernel<V, I>, detail::blocks_for(kept, 256), 256, stream, d_in, in_size,
+                        d_kept_sequences, kept, d_out, report);
 }
 
 namespace detail {

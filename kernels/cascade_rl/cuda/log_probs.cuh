@@ -32,7 +32,7 @@ struct logit_vector {
   __device__ static void load(const T* p, float inverse_temperature, float (&out)[width]) {
     const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
     T v[width];
-    memcpy(v, &raw, sizeof(raw));
+    memcpy(static_cast<void*>(v), &raw, sizeof(raw));  // T may be a class (bf16): bytes as they are
 #pragma unroll
     for (int k = 0; k < width; ++k) out[k] = static_cast<float>(v[k]) * inverse_temperature;
   }
@@ -45,7 +45,7 @@ log_probs_kernel(const T* __restrict__ logits, std::size_t rows, std::size_t voc
                  std::size_t row_stride, const std::int64_t* __restrict__ labels,
                  float inverse_temperature, float* __restrict__ log_probs,
                  float* __restrict__ entropy, device_report* report) {
-  __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
+  __shared__ __align__(16) unsigned char shared[32 * block_reduce_bytes];
   using vec = logit_vector<T>;
   constexpr int W = vec::width;
   const std::size_t row =
@@ -122,15 +122,13 @@ cudaError_t log_probs_from_logits(void* d_temp_storage, std::size_t& temp_storag
   const float inverse = 1.0f / temperature;
   if (vocab <= detail::warp_row_vocab) {
     constexpr unsigned rows_per_block = detail::logits_block_threads / 32;
-    detail::log_probs_kernel<T, 32><<<detail::blocks_for(rows, rows_per_block),
-                                      detail::logits_block_threads, 0, stream>>>(
-        d_logits, rows, vocab, row_stride, d_labels, inverse, d_log_probs, d_entropy, report);
-  } else {
-    detail::log_probs_kernel<T, detail::logits_block_threads>
-        <<<static_cast<unsigned>(rows), detail::logits_block_threads, 0, stream>>>(
-            d_logits, rows, vocab, row_stride, d_labels, inverse, d_log_probs, d_entropy, report);
+    return detail::launch(detail::log_probs_kernel<T, 32>, detail::blocks_for(rows, rows_per_block),
+                          detail::logits_block_threads, stream, d_logits, rows, vocab, row_stride, d_labels,
+                          inverse, d_log_probs, d_entropy, report);
   }
-  return cudaGetLastError();
+  return detail::launch(detail::log_probs_kernel<T, detail::logits_block_threads>, static_cast<unsigned>(rows),
+                        detail::logits_block_threads, stream, d_logits, rows, vocab, row_stride, d_labels,
+                        inverse, d_log_probs, d_entropy, report);
 }
 
 }  // namespace cascade_rl::cuda

@@ -101,7 +101,7 @@ template <class T>
 __global__ void __launch_bounds__(token_threads)
 whiten_sum_kernel(device_token_layout layout, const T* values, count_sum* __restrict__ partials,
                   unsigned long long* nonfinite_slot) {
-  __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
+  __shared__ __align__(16) unsigned char shared[32 * block_reduce_bytes];
   const std::size_t tile_begin = static_cast<std::size_t>(blockIdx.x) * token_tile;
   count_sum acc;
   for (unsigned k = 0; k < token_items; ++k) {
@@ -121,7 +121,7 @@ template <int = 0>
 __global__ void __launch_bounds__(256)
 whiten_mean_kernel(const count_sum* __restrict__ partials, std::size_t tiles, whitening_params p,
                    whitening_state* state, device_report* report) {
-  __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
+  __shared__ __align__(16) unsigned char shared[32 * block_reduce_bytes];
   count_sum acc;
   for (std::size_t b = threadIdx.x; b < tiles; b += blockDim.x) acc = add_count_sum{}(acc, partials[b]);
   acc = block_reduce(acc, add_count_sum{}, shared);
@@ -136,7 +136,7 @@ template <class T>
 __global__ void __launch_bounds__(token_threads)
 whiten_squares_kernel(device_token_layout layout, const T* values, const whitening_state* state,
                       int accumulation, double* __restrict__ partials) {
-  __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
+  __shared__ __align__(16) unsigned char shared[32 * block_reduce_bytes];
   const double mean = state->mean;
   const std::size_t tile_begin = static_cast<std::size_t>(blockIdx.x) * token_tile;
   double acc = 0;
@@ -155,7 +155,7 @@ template <int = 0>
 __global__ void __launch_bounds__(256)
 whiten_scale_kernel(const double* __restrict__ partials, std::size_t tiles, whitening_params p,
                     whitening_state* state) {
-  __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
+  __shared__ __align__(16) unsigned char shared[32 * block_reduce_bytes];
   double acc = 0;
   for (std::size_t b = threadIdx.x; b < tiles; b += blockDim.x) acc += partials[b];
   acc = block_reduce(acc, add_op{}, shared);
@@ -196,21 +196,16 @@ cudaError_t launch_whitening(const device_token_layout& layout, const T* values,
                              cudaStream_t stream) {
   const std::size_t tiles = (layout.tokens + token_tile - 1) / token_tile;
   if (tiles > 0) {
-    whiten_sum_kernel<T><<<static_cast<unsigned>(tiles), token_threads, 0, stream>>>(
-        layout, values, w.sums, nonfinite_slot);
-    CASCADE_RL_CUDA_TRY(cudaGetLastError());
+    CASCADE_RL_CUDA_TRY(launch(whiten_sum_kernel<T>, static_cast<unsigned>(tiles), token_threads, stream, layout,
+                               values, w.sums, nonfinite_slot));
   }
-  whiten_mean_kernel<><<<1, 256, 0, stream>>>(w.sums, tiles, p, w.state, report);
-  CASCADE_RL_CUDA_TRY(cudaGetLastError());
+  CASCADE_RL_CUDA_TRY(launch(whiten_mean_kernel<>, 1, 256, stream, w.sums, tiles, p, w.state, report));
   if (tiles == 0) return cudaSuccess;
-  whiten_squares_kernel<T><<<static_cast<unsigned>(tiles), token_threads, 0, stream>>>(
-      layout, values, w.state, p.accumulation, w.squares);
-  CASCADE_RL_CUDA_TRY(cudaGetLastError());
-  whiten_scale_kernel<><<<1, 256, 0, stream>>>(w.squares, tiles, p, w.state);
-  CASCADE_RL_CUDA_TRY(cudaGetLastError());
-  whiten_apply_kernel<T><<<blocks_for(layout.tokens, 256), 256, 0, stream>>>(layout, values, out,
-                                                                            w.state, p);
-  return cudaGetLastError();
+  CASCADE_RL_CUDA_TRY(launch(whiten_squares_kernel<T>, static_cast<unsigned>(tiles), token_threads, stream,
+                             layout, values, w.state, p.accumulation, w.squares));
+  CASCADE_RL_CUDA_TRY(launch(whiten_scale_kernel<>, 1, 256, stream, w.squares, tiles, p, w.state));
+  return launch(whiten_apply_kernel<T>, blocks_for(layout.tokens, 256), 256, stream, layout, values, out,
+                w.state, p);
 }
 
 // Options the host core refuses (require_whitening_options): the CUB layer returns
@@ -225,10 +220,8 @@ template <class T>
 cudaError_t launch_returns(const T* rewards, const device_token_layout& layout, T* returns,
                            double gamma, device_report* report, cudaStream_t stream) {
   if (layout.sequences == 0) return cudaSuccess;
-  discounted_returns_kernel<T><<<blocks_for(layout.sequences * 32, sequence_block_threads),
-                                 sequence_block_threads, 0, stream>>>(rewards, layout, returns,
-                                                                      gamma, report);
-  return cudaGetLastError();
+  return launch(discounted_returns_kernel<T>, blocks_for(layout.sequences * 32, sequence_block_threads),
+                sequence_block_threads, stream, rewards, layout, returns, gamma, report);
 }
 
 }  // namespace detail
@@ -319,10 +312,10 @@ cudaError_t reinforce_plus_plus_baseline_advantages(
   CASCADE_RL_CUDA_TRY(detail::launch_groups<T>(d_scores, groups, per_sequence, nullptr, nullptr,
                                                detail::to_params(options), report, stream));
   if (layout.sequences > 0) {
-    detail::broadcast_kernel<T><<<detail::blocks_for(layout.sequences * 32, detail::sequence_block_threads),
-                                  detail::sequence_block_threads, 0, stream>>>(per_sequence, layout,
-                                                                               d_advantages, report);
-    CASCADE_RL_CUDA_TRY(cudaGetLastError());
+    CASCADE_RL_CUDA_TRY(detail::launch(detail::broadcast_kernel<T>,
+                                       detail::blocks_for(layout.sequences * 32, detail::sequence_block_threads),
+                                       detail::sequence_block_threads, stream, per_sequence, layout,
+                                       d_advantages, report));
   }
   return detail::launch_whitening<T>(layout, d_advantages, d_advantages,
                                      detail::to_params(options.whitening), w, report, nullptr, stream);

@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(token_threads)
 token_loss_kernel(device_token_layout layout, Term term, T* __restrict__ grad_out, int mode,
                   loss_normalizer normalizer, const unsigned long long* __restrict__ sequence_valid,
                   loss_tally* __restrict__ partials, device_report* report) {
-  __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
+  __shared__ __align__(16) unsigned char shared[32 * block_reduce_bytes];
   const double constant_weight = aggregation_weight<T>(mode, normalizer, 0);
   const std::size_t tile_begin = static_cast<std::size_t>(blockIdx.x) * token_tile;
   loss_tally acc;
@@ -110,7 +110,7 @@ token_loss_kernel(device_token_layout layout, Term term, T* __restrict__ grad_ou
 template <int = 0>
 __global__ void __launch_bounds__(256)
 combine_tallies_kernel(const loss_tally* __restrict__ partials, std::size_t count, loss_tally* result) {
-  __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
+  __shared__ __align__(16) unsigned char shared[32 * block_reduce_bytes];
   loss_tally acc;
   for (std::size_t b = threadIdx.x; b < count; b += blockDim.x) acc = add_tallies{}(acc, partials[b]);
   acc = block_reduce(acc, add_tallies{}, shared);
@@ -135,24 +135,22 @@ cudaError_t run_tokens(void* d_temp_storage, std::size_t& temp_storage_bytes,
   if (temp_storage_bytes < carve.bytes()) return cudaErrorInvalidValue;
   CASCADE_RL_CUDA_TRY(reset_report(report, stream));
   if (per_sequence && layout.sequences > 0) {
-    sequence_valid_kernel<><<<blocks_for(layout.sequences * 32, 256), 256, 0, stream>>>(layout, valid, report);
-    CASCADE_RL_CUDA_TRY(cudaGetLastError());
+    CASCADE_RL_CUDA_TRY(launch(sequence_valid_kernel<>, blocks_for(layout.sequences * 32, 256), 256, stream,
+                               layout, valid, report));
   }
   if (tiles > 0) {
-    token_loss_kernel<T, Term><<<static_cast<unsigned>(tiles), token_threads, 0, stream>>>(
-        layout, term, grad_out, static_cast<int>(mode), normalizer, per_sequence ? valid : nullptr,
-        partials, report);
-    CASCADE_RL_CUDA_TRY(cudaGetLastError());
+    CASCADE_RL_CUDA_TRY(launch(token_loss_kernel<T, Term>, static_cast<unsigned>(tiles), token_threads, stream,
+                               layout, term, grad_out, static_cast<int>(mode), normalizer,
+                               per_sequence ? valid : nullptr, partials, report));
   }
-  combine_tallies_kernel<><<<1, 256, 0, stream>>>(partials, tiles, d_result);
-  return cudaGetLastError();
+  return launch(combine_tallies_kernel<>, 1, 256, stream, partials, tiles, d_result);
 }
 
 // Per block of 8 sequences (a warp each): their valid tokens and non-empty sequences.
 template <int = 0>
 __global__ void __launch_bounds__(256)
 loss_counts_kernel(device_token_layout layout, valid_counts* __restrict__ partials, device_report* report) {
-  __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
+  __shared__ __align__(16) unsigned char shared[32 * block_reduce_bytes];
   const std::size_t s = (static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const unsigned lane = threadIdx.x % 32;
   std::size_t first = 0, last = 0;
@@ -168,7 +166,7 @@ loss_counts_kernel(device_token_layout layout, valid_counts* __restrict__ partia
 template <int = 0>
 __global__ void __launch_bounds__(256)
 combine_counts_kernel(const valid_counts* __restrict__ partials, std::size_t count, loss_counts* result) {
-  __shared__ alignas(16) unsigned char shared[32 * block_reduce_bytes];
+  __shared__ __align__(16) unsigned char shared[32 * block_reduce_bytes];
   valid_counts acc;
   for (std::size_t b = threadIdx.x; b < count; b += blockDim.x) acc = add_valid_counts{}(acc, partials[b]);
   acc = block_reduce(acc, add_valid_counts{}, shared);
@@ -199,11 +197,9 @@ inline cudaError_t local_loss_counts(void* d_temp_storage, std::size_t& temp_sto
   if (temp_storage_bytes < carve.bytes()) return cudaErrorInvalidValue;
   CASCADE_RL_CUDA_TRY(detail::reset_report(report, stream));
   if (blocks > 0) {
-    detail::loss_counts_kernel<><<<blocks, 256, 0, stream>>>(layout, partials, report);
-    CASCADE_RL_CUDA_TRY(cudaGetLastError());
+    CASCADE_RL_CUDA_TRY(detail::launch(detail::loss_counts_kernel<>, blocks, 256, stream, layout, partials, report));
   }
-  detail::combine_counts_kernel<><<<1, 256, 0, stream>>>(partials, blocks, d_counts);
-  return cudaGetLastError();
+  return detail::launch(detail::combine_counts_kernel<>, 1, 256, stream, partials, blocks, d_counts);
 }
 
 // d_behaviour may be null when options.importance.mode is none. d_result: one loss_tally.

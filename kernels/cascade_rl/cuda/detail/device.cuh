@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
@@ -94,6 +95,22 @@ __device__ inline void sequence_range(const device_token_layout& layout, std::si
     if (leader) report_min(&report->first_bad_offset, s == 0 && first != 0 ? 0 : s + 1);
     first = last = 0;
   }
+}
+
+// Launches `kernel` on grid x block in `stream` and returns the launch's status. Every
+// launch goes through here: without nvcc (the cuda_emulated test, tests/cuda/emulator)
+// the kernel runs on the CPU instead.
+template <class... Params, class... Args>
+cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {
+#if defined(__CUDACC__)
+  kernel<<<grid, block, 0, stream>>>(static_cast<Params>(std::forward<Args>(args))...);
+  return cudaGetLastError();
+#elif defined(CASCADE_RL_CUDA_EMULATOR)
+  (void)stream;
+  return ::cascade_rl_cuda_emulator::launch(kernel, grid, block, static_cast<Params>(std::forward<Args>(args))...);
+#else
+  static_assert(sizeof...(Params) < 0, "kernels/cascade_rl/cuda/*.cuh are compiled by nvcc");
+#endif
 }
 
 // f(i) for i in [0, n), one thread each; for the portable functors on the device.
