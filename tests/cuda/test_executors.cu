@@ -13,6 +13,7 @@
 #include <limits>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "cascade_rl/cascade_rl.hpp"
@@ -495,6 +496,89 @@ TEST_F(Gpu, NewAlgorithmsRefuseWhatTheHostRefuses) {
   cr::testing::expect_error_naming(
       [&] { cr::gather_sequences(cr::exec::cuda{}, scores.cspan(), kept.cspan(), gathered.span()); },
       "in[7]", "past the end");
+}
+
+// The device names a NaN or infinite input as the host does, word for word: the
+// report keeps whether the first offending value was NaN or infinite.
+template <class Run>
+std::string message_of(Run run) {
+  try {
+    run();
+  } catch (const cr::error& e) {
+    return e.what();
+  }
+  return "(nothing thrown)";
+}
+
+template <class Device, class Host>
+void expect_same_refusal(Device device, Host host, const char* what) {
+  const std::string want = message_of(host);
+  EXPECT_TRUE(want.find(" is NaN") != std::string::npos || want.find(" is infinite") != std::string::npos)
+      << what << ": the host says " << want;
+  EXPECT_EQ(message_of(device), want) << what;
+}
+
+TEST_F(Gpu, NonFiniteInputsAreNamedAsTheHostNamesThem) {
+  constexpr float nan = std::numeric_limits<float>::quiet_NaN();
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  for (const std::vector<float>& r : {std::vector<float>{1, 0, -inf, 1, nan, 0}, std::vector<float>{1, 0, 1, 1, nan, inf}}) {
+    const std::span<const float> host_r(r);
+    device_vector<float> rewards(r), out(r.size());
+    std::vector<float> host_out(r.size());
+    const auto host_groups = cr::group_layout::uniform(2, 3);
+    const auto groups = device_group_layout::uniform(2, 3);
+    expect_same_refusal([&] { cr::grpo_advantages(cr::exec::cuda{}, rewards.cspan(), groups, out.span()); },
+                        [&] { cr::grpo_advantages(cr::exec::seq, host_r, host_groups, std::span<float>(host_out)); },
+                        "grpo_advantages");
+    std::vector<std::uint8_t> host_flags(2);
+    device_vector<std::uint8_t> flags(2);
+    expect_same_refusal(
+        [&] { cr::zero_variance_groups(cr::exec::cuda{}, rewards.cspan(), groups, flags.span()); },
+        [&] { cr::zero_variance_groups(cr::exec::seq, host_r, host_groups, std::span<std::uint8_t>(host_flags)); },
+        "zero_variance_groups");
+    const std::vector<std::int64_t> group_offsets{0, 3, 6};
+    device_vector<std::int64_t> d_group_offsets(group_offsets);
+    expect_same_refusal(
+        [&] {
+          cr::drop_zero_variance_groups(cr::exec::cuda{}, rewards.cspan(),
+                                        device_group_layout::variable(d_group_offsets.data(), 2, 6));
+        },
+        [&] { cr::drop_zero_variance_groups(cr::exec::seq, host_r, cr::group_layout(group_offsets)); },
+        "drop_zero_variance_groups");
+
+    // Tokens: two sequences of 3, every token valid.
+    const std::vector<std::int64_t> offsets{0, 3, 6};
+    const std::vector<std::uint8_t> mask(6, 1);
+    const cr::token_layout host_layout(offsets, mask);
+    device_layout_of d(offsets, mask);
+    const device_token_layout layout = d.layout(6);
+    const std::vector<float> finite(6, -1.0f);
+    const std::span<const float> host_finite(finite);
+    device_vector<float> d_finite(finite);
+    expect_same_refusal(
+        [&] { cr::discounted_returns(cr::exec::cuda{}, rewards.cspan(), layout, out.span(), 1.0); },
+        [&] { cr::discounted_returns(cr::exec::seq, host_r, host_layout, std::span<float>(host_out), 1.0); },
+        "discounted_returns");
+    expect_same_refusal([&] { cr::masked_whiten(cr::exec::cuda{}, rewards.cspan(), layout, out.span()); },
+                        [&] { cr::masked_whiten(cr::exec::seq, host_r, host_layout, std::span<float>(host_out)); },
+                        "masked_whiten");
+    expect_same_refusal(
+        [&] { cr::distillation_advantages(cr::exec::cuda{}, d_finite.cspan(), rewards.cspan(), layout, out.span()); },
+        [&] { cr::distillation_advantages(cr::exec::seq, host_finite, host_r, host_layout, std::span<float>(host_out)); },
+        "distillation_advantages");
+    // As the advantages of a loss (its second argument).
+    const auto normalizer = cr::local_loss_counts(cr::exec::seq, host_layout).normalizer(1.0);
+    expect_same_refusal(
+        [&] {
+          cr::reinforce_loss(cr::exec::cuda{}, layout, d_finite.cspan(), rewards.cspan(), d_finite.cspan(),
+                             out.span(), normalizer);
+        },
+        [&] {
+          cr::reinforce_loss(cr::exec::seq, host_layout, host_finite, host_r, host_finite,
+                             std::span<float>(host_out), normalizer);
+        },
+        "reinforce_loss");
+  }
 }
 
 }  // namespace

@@ -14,6 +14,12 @@
 #define CASCADE_RL_HD
 #endif
 
+// Code that reports into a device_report with atomics: nvcc's device pass, or the CPU
+// emulator of the tests (tests/cuda/emulator), which runs the kernels as host code.
+#if defined(__CUDA_ARCH__) || defined(CASCADE_RL_CUDA_EMULATOR)
+#define CASCADE_RL_DEVICE_REPORTS 1
+#endif
+
 namespace cascade_rl::cuda {
 
 // Ragged tokens: sequence i owns [offsets[i], offsets[i+1]); mask is null or one byte
@@ -64,7 +70,9 @@ struct device_group_layout {
 struct device_report {
   static constexpr unsigned long long none = ~0ull;
   // first_nonfinite[k]: first token or sequence where input argument k (in the order the
-  // host core validates them) is NaN or infinite on a valid element.
+  // host core validates them) is NaN or infinite on a valid element, as the entry
+  // 2 * index + (1 if infinite, 0 if NaN): the smallest entry is the first index and
+  // still says which it was, so the message can be the host core's.
   unsigned long long first_nonfinite[4];
   unsigned long long first_singleton;  // first group of one where the rule refuses it
   unsigned long long first_bad_offset; // first group/sequence whose offsets are not increasing
@@ -74,6 +82,12 @@ struct device_report {
   // the first k whose index is past the end of the input, the whitening of REINFORCE++
   // the valid-token count when the unbiased variance cannot use it (1).
   unsigned long long first_refused;
+
+  CASCADE_RL_HD static constexpr unsigned long long nonfinite_entry(std::size_t index, bool infinite) {
+    return 2ull * index + (infinite ? 1ull : 0ull);
+  }
+  static constexpr std::size_t nonfinite_index(unsigned long long entry) { return entry / 2; }
+  static constexpr bool nonfinite_is_infinite(unsigned long long entry) { return entry % 2 == 1; }
 };
 
 }  // namespace cascade_rl::cuda

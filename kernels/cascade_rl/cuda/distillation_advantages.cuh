@@ -30,8 +30,8 @@ distillation_kernel(const T* __restrict__ teacher, const T* __restrict__ student
   if (t >= layout.tokens) return;
   const bool valid = layout.valid(t);
   if (valid) {
-    if (!::cuda::std::isfinite(teacher[t])) report_min(&report->first_nonfinite[0], t);
-    if (!::cuda::std::isfinite(student[t])) report_min(&report->first_nonfinite[1], t);
+    if (!::cuda::std::isfinite(teacher[t])) report_nonfinite(&report->first_nonfinite[0], t, teacher[t]);
+    if (!::cuda::std::isfinite(student[t])) report_nonfinite(&report->first_nonfinite[1], t, student[t]);
   }
   advantages[t] = distillation_advantage(teacher[t], student[t], valid);
 }

@@ -73,7 +73,7 @@ struct group_team {
 
 struct low_high_sum {
   double low, high, sum;
-  unsigned long long first_bad;
+  unsigned long long first_bad;  // a device_report::nonfinite_entry
 };
 struct combine_low_high_sum {
   __device__ low_high_sum operator()(const low_high_sum& a, const low_high_sum& b) const {
@@ -110,7 +110,8 @@ group_kernel(const T* __restrict__ rewards, device_group_layout groups, T* __res
   for (std::size_t i = first + lane; i < last; i += width) {
     const T r = rewards[i];
     if (!::cuda::std::isfinite(r)) {
-      if (pass1.first_bad == device_report::none) pass1.first_bad = i;
+      if (pass1.first_bad == device_report::none)
+        pass1.first_bad = device_report::nonfinite_entry(i, ::cuda::std::isinf(r));
       continue;
     }
     const double x = static_cast<double>(r);

@@ -267,9 +267,9 @@ struct group_filter_functor {
     bool nonfinite = false, varies = false;
     for (std::size_t i = first; i < last; ++i) {
       const bool bad = !::cuda::std::isfinite(rewards[i]);
-#if defined(__CUDA_ARCH__)
+#if defined(CASCADE_RL_DEVICE_REPORTS)
       if (bad && !nonfinite && first_nonfinite != nullptr)
-        atomicMin(first_nonfinite, static_cast<unsigned long long>(i));
+        atomicMin(first_nonfinite, device_report::nonfinite_entry(i, ::cuda::std::isinf(rewards[i])));
 #endif
       nonfinite = nonfinite || bad;
       varies = varies || rewards[i] != rewards[first];
@@ -293,9 +293,9 @@ struct zero_variance_functor {
     const std::size_t last = groups.end(g);
     std::uint8_t constant = 1;
     for (std::size_t i = first; i < last; ++i) {
-#if defined(__CUDA_ARCH__)
+#if defined(CASCADE_RL_DEVICE_REPORTS)
       if (first_nonfinite != nullptr && !::cuda::std::isfinite(rewards[i]))
-        atomicMin(first_nonfinite, static_cast<unsigned long long>(i));
+        atomicMin(first_nonfinite, device_report::nonfinite_entry(i, ::cuda::std::isinf(rewards[i])));
 #endif
       if (rewards[i] != rewards[first]) constant = 0;
     }

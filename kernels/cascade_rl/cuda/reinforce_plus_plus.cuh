@@ -54,7 +54,7 @@ discounted_returns_kernel(const T* __restrict__ rewards, device_token_layout lay
     const bool active = t < end;
     const bool valid = active && layout.valid(t);
     const T raw = active ? rewards[t] : T(0);
-    if (valid && !::cuda::std::isfinite(raw)) report_min(&report->first_nonfinite[0], t);
+    if (valid && !::cuda::std::isfinite(raw)) report_nonfinite(&report->first_nonfinite[0], t, raw);
     const double r = static_cast<double>(raw);
     // run_t = a * run_{t+1} + b; lanes past the chunk's end are the identity.
     double a = active ? (valid ? gamma : 0.0) : 1.0;
@@ -109,7 +109,7 @@ whiten_sum_kernel(device_token_layout layout, const T* values, count_sum* __rest
     if (t >= layout.tokens) break;
     if (!layout.valid(t)) continue;
     const T v = values[t];
-    if (nonfinite_slot != nullptr && !::cuda::std::isfinite(v)) report_min(nonfinite_slot, t);
+    if (nonfinite_slot != nullptr && !::cuda::std::isfinite(v)) report_nonfinite(nonfinite_slot, t, v);
     ++acc.count;
     acc.sum += static_cast<double>(v);
   }

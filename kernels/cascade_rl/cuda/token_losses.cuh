@@ -92,8 +92,9 @@ token_loss_kernel(device_token_layout layout, Term term, T* __restrict__ grad_ou
       term.on_masked(t);
       continue;
     }
-    const int bad = term.nonfinite_argument(t);
-    if (bad >= 0) report_min(&report->first_nonfinite[bad], t);
+    const nonfinite_hit bad = term.first_nonfinite(t);
+    if (bad.argument >= 0)
+      report_min(&report->first_nonfinite[bad.argument], device_report::nonfinite_entry(t, bad.infinite));
     const double c = sequence_valid == nullptr
                          ? constant_weight
                          : aggregation_weight<T>(mode, normalizer,

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cuda/std/cmath>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -80,6 +82,12 @@ struct max_op {
 
 __device__ inline void report_min(unsigned long long* slot, std::size_t index) {
   if (slot != nullptr) atomicMin(slot, static_cast<unsigned long long>(index));
+}
+
+// A NaN or infinite `value` at `index`, into a first_nonfinite slot (see device_report).
+template <class V>
+__device__ inline void report_nonfinite(unsigned long long* slot, std::size_t index, V value) {
+  report_min(slot, device_report::nonfinite_entry(index, ::cuda::std::isinf(value)));
 }
 
 // The tokens [first, last) of sequence s, for a kernel with a team per sequence. A broken
@@ -196,9 +204,10 @@ inline void throw_if_reported(const device_report& r, std::initializer_list<cons
             "breaks the layout (not increasing, or past the end of the data)");
   int k = 0;
   for (const char* name : arguments) {
-    if (r.first_nonfinite[k] != device_report::none)
-      cascade_rl::detail::fail_at(name, static_cast<std::size_t>(r.first_nonfinite[k]), "is NaN or infinite");
-    ++k;
+    const unsigned long long entry = r.first_nonfinite[k++];
+    if (entry != device_report::none)
+      cascade_rl::detail::fail_at(name, device_report::nonfinite_index(entry),
+                                  device_report::nonfinite_is_infinite(entry) ? "is infinite" : "is NaN");
   }
   if (r.first_singleton != device_report::none && singleton_message != nullptr)
     cascade_rl::detail::fail_at("groups", static_cast<std::size_t>(r.first_singleton), singleton_message);

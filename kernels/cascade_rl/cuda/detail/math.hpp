@@ -69,6 +69,20 @@ inline policy_loss_result to_result(const loss_tally& t) {
   return r;
 }
 
+// The first argument of a token term that is not finite at a token, and what it was.
+struct nonfinite_hit {
+  int argument = -1;  // -1: every argument is finite
+  bool infinite = false;
+  // Records argument k when v is NaN or infinite; true when it did.
+  template <class V>
+  CASCADE_RL_HD bool check(int k, V v) {
+    if (::cuda::std::isfinite(v)) return false;
+    argument = k;
+    infinite = ::cuda::std::isinf(v);
+    return true;
+  }
+};
+
 struct token_term {
   double value = 0;
   double grad = 0;
@@ -233,12 +247,12 @@ struct reinforce_term {
     return {value * w, -a * w};
   }
   CASCADE_RL_HD void on_masked(std::size_t) const {}
-  // The first input (in the host core's validation order) that is not finite at t, or -1.
-  CASCADE_RL_HD int nonfinite_argument(std::size_t t) const {
-    if (!::cuda::std::isfinite(log_probs[t])) return 0;
-    if (!::cuda::std::isfinite(advantages[t])) return 1;
-    if (importance.mode != 0 && !::cuda::std::isfinite(behaviour[t])) return 2;
-    return -1;
+  // The first input (in the host core's validation order) that is not finite at t.
+  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
+    nonfinite_hit hit;
+    hit.check(0, log_probs[t]) || hit.check(1, advantages[t]) ||
+        (importance.mode != 0 && hit.check(2, behaviour[t]));
+    return hit;
   }
 };
 
@@ -261,12 +275,11 @@ struct ppo_term {
     return {l.value * w, l.grad * w};
   }
   CASCADE_RL_HD void on_masked(std::size_t) const {}
-  CASCADE_RL_HD int nonfinite_argument(std::size_t t) const {
-    if (!::cuda::std::isfinite(log_probs[t])) return 0;
-    if (!::cuda::std::isfinite(old_log_probs[t])) return 1;
-    if (!::cuda::std::isfinite(advantages[t])) return 2;
-    if (params.importance.mode != 0 && !::cuda::std::isfinite(behaviour[t])) return 3;
-    return -1;
+  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
+    nonfinite_hit hit;
+    hit.check(0, log_probs[t]) || hit.check(1, old_log_probs[t]) || hit.check(2, advantages[t]) ||
+        (params.importance.mode != 0 && hit.check(3, behaviour[t]));
+    return hit;
   }
 };
 
@@ -287,10 +300,10 @@ struct kl_term {
   CASCADE_RL_HD void on_masked(std::size_t t) const {
     if (values_out != nullptr) values_out[t] = T(0);
   }
-  CASCADE_RL_HD int nonfinite_argument(std::size_t t) const {
-    if (!::cuda::std::isfinite(log_probs[t])) return 0;
-    if (!::cuda::std::isfinite(ref_log_probs[t])) return 1;
-    return -1;
+  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
+    nonfinite_hit hit;
+    hit.check(0, log_probs[t]) || hit.check(1, ref_log_probs[t]);
+    return hit;
   }
 };
 
@@ -303,10 +316,10 @@ struct aggregate_term {
     return {static_cast<double>(token_losses[t]), static_cast<double>(token_grads[t])};
   }
   CASCADE_RL_HD void on_masked(std::size_t) const {}
-  CASCADE_RL_HD int nonfinite_argument(std::size_t t) const {
-    if (!::cuda::std::isfinite(token_losses[t])) return 0;
-    if (!::cuda::std::isfinite(token_grads[t])) return 1;
-    return -1;
+  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
+    nonfinite_hit hit;
+    hit.check(0, token_losses[t]) || hit.check(1, token_grads[t]);
+    return hit;
   }
 };
 
