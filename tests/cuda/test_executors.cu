@@ -498,6 +498,58 @@ TEST_F(Gpu, NewAlgorithmsRefuseWhatTheHostRefuses) {
       "in[7]", "past the end");
 }
 
+// The CUB-style layer itself: a size query with null storage, storage smaller than the
+// query said refused, the report read back from the start of the storage.
+TEST_F(Gpu, CubStyleCallsFollowTheTwoPhaseContract) {
+  const std::vector<float> r{1, 0, 1, 1, std::numeric_limits<float>::infinity(), 0};
+  device_vector<float> rewards(r), advantages(r.size());
+  const auto groups = device_group_layout::uniform(2, 3);
+  std::size_t bytes = 0;
+  ASSERT_EQ(cudaSuccess, cr::cuda::grpo_advantages<float>(nullptr, bytes, rewards.data(), groups, advantages.data(),
+                                                          nullptr, cr::grpo_options{}));
+  ASSERT_GE(bytes, sizeof(cr::cuda::device_report));
+  device_vector<unsigned char> temp(bytes);
+  std::size_t too_few = bytes - 1;
+  EXPECT_EQ(cudaErrorInvalidValue, cr::cuda::grpo_advantages<float>(temp.data(), too_few, rewards.data(), groups,
+                                                                    advantages.data(), nullptr, cr::grpo_options{}));
+  ASSERT_EQ(cudaSuccess, cr::cuda::grpo_advantages<float>(temp.data(), bytes, rewards.data(), groups,
+                                                          advantages.data(), nullptr, cr::grpo_options{}));
+  ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(nullptr));
+  cr::cuda::device_report report{};
+  ASSERT_EQ(cudaSuccess, cudaMemcpy(&report, cr::cuda::report_of(temp.data()), sizeof(report), cudaMemcpyDeviceToHost));
+  using report_t = cr::cuda::device_report;
+  EXPECT_EQ(report_t::nonfinite_index(report.first_nonfinite[0]), 4u);
+  EXPECT_TRUE(report_t::nonfinite_is_infinite(report.first_nonfinite[0]));
+  EXPECT_EQ(report.first_nonfinite[1], report_t::none);
+  EXPECT_EQ(report.first_singleton, report_t::none);
+  EXPECT_EQ(report.first_bad_offset, report_t::none);
+
+  // The finite group {1, 0, 1} still has its advantages: mean 2/3, unbiased std
+  // sqrt(1/3), so A = (1/3) / sqrt(1/3) and (-2/3) / sqrt(1/3) (epsilon 1e-6 aside).
+  const auto got = advantages.host();
+  EXPECT_NEAR(got[0], std::sqrt(1.0 / 3.0), 1e-5);
+  EXPECT_NEAR(got[1], -2 * std::sqrt(1.0 / 3.0), 1e-5);
+  EXPECT_NEAR(got[2], std::sqrt(1.0 / 3.0), 1e-5);
+
+  // Arguments a kernel cannot use are refused before any work.
+  std::vector<float> logits(8, 0.0f);
+  device_vector<float> d_logits(logits), logp(2);
+  device_vector<std::int64_t> labels(std::vector<std::int64_t>{0, 1});
+  std::size_t lp_bytes = 0;
+  ASSERT_EQ(cudaSuccess, cr::cuda::log_probs_from_logits<float>(nullptr, lp_bytes, nullptr, 2, 4, 4, nullptr,
+                                                                nullptr, nullptr));
+  device_vector<unsigned char> lp_temp(lp_bytes);
+  EXPECT_EQ(cudaErrorInvalidValue,
+            cr::cuda::log_probs_from_logits<float>(lp_temp.data(), lp_bytes, d_logits.data(), 2, 4, 4,
+                                                   labels.data(), logp.data(), nullptr, 0.0f));
+  EXPECT_EQ(cudaErrorInvalidValue,
+            cr::cuda::log_probs_from_logits<float>(lp_temp.data(), lp_bytes, d_logits.data(), 2, 4, 3,
+                                                   labels.data(), logp.data(), nullptr));
+  ASSERT_EQ(cudaSuccess, cr::cuda::log_probs_from_logits<float>(lp_temp.data(), lp_bytes, d_logits.data(), 2, 4, 4,
+                                                                labels.data(), logp.data(), nullptr));
+  for (float v : logp.host()) EXPECT_NEAR(v, -std::log(4.0f), 1e-6);
+}
+
 // The device names a NaN or infinite input as the host does, word for word: the
 // report keeps whether the first offending value was NaN or infinite.
 template <class Run>

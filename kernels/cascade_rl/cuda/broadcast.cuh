@@ -69,13 +69,10 @@ template <class T, class Kernel>
 cudaError_t run_per_sequence(void* d_temp_storage, std::size_t& temp_storage_bytes,
                              const device_token_layout& layout, Kernel kernel,
                              const T* per_sequence, T* per_token, cudaStream_t stream) {
-  if (d_temp_storage == nullptr) {
-    temp_storage_bytes = sizeof(device_report);
-    return cudaSuccess;
-  }
-  if (temp_storage_bytes < sizeof(device_report)) return cudaErrorInvalidValue;
-  device_report* report = report_of(d_temp_storage);
-  CASCADE_RL_CUDA_TRY(reset_report(report, stream));
+  device_report* report = nullptr;
+  if (const call_start start = begin_report_call(d_temp_storage, temp_storage_bytes, report, stream);
+      !start.proceed)
+    return start.status;
   if (layout.sequences == 0) return cudaSuccess;
   return launch(kernel, blocks_for(layout.sequences * 32, sequence_block_threads), sequence_block_threads,
                 stream, per_sequence, layout, per_token, report);

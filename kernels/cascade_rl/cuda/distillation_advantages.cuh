@@ -43,13 +43,10 @@ cudaError_t distillation_advantages(void* d_temp_storage, std::size_t& temp_stor
                                     const T* d_teacher_logp, const T* d_student_logp,
                                     const device_token_layout& layout, T* d_advantages,
                                     cudaStream_t stream = nullptr) {
-  if (d_temp_storage == nullptr) {
-    temp_storage_bytes = sizeof(device_report);
-    return cudaSuccess;
-  }
-  if (temp_storage_bytes < sizeof(device_report)) return cudaErrorInvalidValue;
-  device_report* report = report_of(d_temp_storage);
-  CASCADE_RL_CUDA_TRY(detail::reset_report(report, stream));
+  device_report* report = nullptr;
+  if (const detail::call_start start = detail::begin_report_call(d_temp_storage, temp_storage_bytes, report, stream);
+      !start.proceed)
+    return start.status;
   if (layout.tokens == 0) return cudaSuccess;
   return detail::launch(detail::distillation_kernel<T>, detail::blocks_for(layout.tokens, 256), 256, stream,
                         d_teacher_logp, d_student_logp, layout, d_advantages, report);

@@ -205,13 +205,10 @@ template <class T>
 cudaError_t run_groups(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* rewards,
                        const device_group_layout& groups, T* advantages, T* second,
                        group_statistic* statistics, const group_params& p, cudaStream_t stream) {
-  if (d_temp_storage == nullptr) {
-    temp_storage_bytes = sizeof(device_report);
-    return cudaSuccess;
-  }
-  if (temp_storage_bytes < sizeof(device_report)) return cudaErrorInvalidValue;
-  device_report* report = report_of(d_temp_storage);
-  CASCADE_RL_CUDA_TRY(reset_report(report, stream));
+  device_report* report = nullptr;
+  if (const call_start start = begin_report_call(d_temp_storage, temp_storage_bytes, report, stream);
+      !start.proceed)
+    return start.status;
   return launch_groups(rewards, groups, advantages, second, statistics, p, report, stream);
 }
 
@@ -275,11 +272,7 @@ void require_group_sizes(std::size_t rewards, const device_group_layout& groups,
 // the report holds.
 template <class Run>
 void run_groups_throwing(cudaStream_t stream, const char* singleton_message, Run run) {
-  std::size_t bytes = 0;
-  check(run(nullptr, bytes), "size query");
-  device_buffer temp(bytes, stream);
-  check(run(temp.data(), bytes), "kernel launch");
-  throw_if_reported(copy_to_host(report_of(temp.data()), stream), {"rewards"}, singleton_message);
+  throw_if_reported(run_and_report(stream, run), {"rewards"}, singleton_message);
 }
 
 }  // namespace detail

@@ -57,12 +57,9 @@ cudaError_t drop_zero_variance_groups(void* d_temp_storage, std::size_t& temp_st
   auto* scanned = carve.take<std::int64_t>(groups.groups);
   void* cub_temp = carve.take<unsigned char>(
       detail::max_of(select_sequences_bytes, detail::max_of(scan_bytes, select_groups_bytes)));
-  if (d_temp_storage == nullptr) {
-    temp_storage_bytes = carve.bytes();
-    return cudaSuccess;
-  }
-  if (temp_storage_bytes < carve.bytes()) return cudaErrorInvalidValue;
-  CASCADE_RL_CUDA_TRY(detail::reset_report(report, stream));
+  if (const detail::call_start start = detail::begin_call(d_temp_storage, temp_storage_bytes, carve, report, stream);
+      !start.proceed)
+    return start.status;
   CASCADE_RL_CUDA_TRY(cudaMemsetAsync(d_counts, 0, 2 * sizeof(std::int64_t), stream));
   CASCADE_RL_CUDA_TRY(cudaMemsetAsync(d_kept_group_offsets, 0, sizeof(std::int64_t), stream));
   if (groups.groups == 0) return cudaSuccess;
@@ -87,13 +84,10 @@ template <class T>
 cudaError_t zero_variance_groups(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                  const T* d_rewards, const device_group_layout& groups,
                                  std::uint8_t* d_flags, cudaStream_t stream = nullptr) {
-  if (d_temp_storage == nullptr) {
-    temp_storage_bytes = sizeof(device_report);
-    return cudaSuccess;
-  }
-  if (temp_storage_bytes < sizeof(device_report)) return cudaErrorInvalidValue;
-  device_report* report = report_of(d_temp_storage);
-  CASCADE_RL_CUDA_TRY(detail::reset_report(report, stream));
+  device_report* report = nullptr;
+  if (const detail::call_start start = detail::begin_report_call(d_temp_storage, temp_storage_bytes, report, stream);
+      !start.proceed)
+    return start.status;
   if (groups.groups == 0) return cudaSuccess;
   const portable::detail::zero_variance_functor<T> flag{d_rewards, groups, d_flags,
                                                         &report->first_nonfinite[0]};
@@ -135,13 +129,10 @@ cudaError_t gather_sequences(void* d_temp_storage, std::size_t& temp_storage_byt
                              std::size_t in_size, const I* d_kept_sequences, std::size_t kept,
                              V* d_out, cudaStream_t stream = nullptr) {
   static_assert(std::is_trivially_copyable_v<V>, "gathered values are copied as bytes");
-  if (d_temp_storage == nullptr) {
-    temp_storage_bytes = sizeof(device_report);
-    return cudaSuccess;
-  }
-  if (temp_storage_bytes < sizeof(device_report)) return cudaErrorInvalidValue;
-  device_report* report = report_of(d_temp_storage);
-  CASCADE_RL_CUDA_TRY(detail::reset_report(report, stream));
+  device_report* report = nullptr;
+  if (const detail::call_start start = detail::begin_report_call(d_temp_storage, temp_storage_bytes, report, stream);
+      !start.proceed)
+    return start.status;
   if (kept == 0) return cudaSuccess;
   return detail::launch(detail::gather_kernel<V, I>, detail::blocks_for(kept, 256), 256, stream, d_in, in_size,
                         d_kept_sequences, kept, d_out, report);
@@ -230,16 +221,14 @@ group_selection drop_zero_variance_groups(exec::cuda_policy policy, std::span<co
   auto* kept_offsets = kept_sequences + groups.sequences;
   auto* counts = kept_offsets + groups.groups + 1;
   auto* keep_group = reinterpret_cast<std::uint8_t*>(counts + 2);
-  std::size_t bytes = 0;
-  cuda::check(cuda::drop_zero_variance_groups(nullptr, bytes, rewards.data(), groups, keep_group,
-                                              kept_sequences, kept_offsets, counts, options, stream),
-              "size query");
-  cuda::detail::device_buffer temp(bytes, stream);
-  cuda::check(cuda::drop_zero_variance_groups(temp.data(), bytes, rewards.data(), groups, keep_group,
-                                              kept_sequences, kept_offsets, counts, options, stream),
-              "stream compaction");
-  cuda::detail::throw_if_reported(cuda::detail::copy_to_host(cuda::report_of(temp.data()), stream),
-                                  {"rewards"});
+  cuda::detail::throw_if_reported(
+      cuda::detail::run_and_report(stream,
+                                   [&](void* temp, std::size_t& bytes) {
+                                     return cuda::drop_zero_variance_groups(temp, bytes, rewards.data(), groups,
+                                                                            keep_group, kept_sequences, kept_offsets,
+                                                                            counts, options, stream);
+                                   }),
+      {"rewards"});
   std::int64_t host_counts[2] = {0, 0};
   cuda::check(cudaMemcpyAsync(host_counts, counts, sizeof(host_counts), cudaMemcpyDeviceToHost, stream), "copy");
   cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");

@@ -110,14 +110,11 @@ cudaError_t log_probs_from_logits(void* d_temp_storage, std::size_t& temp_storag
                                   std::size_t row_stride, const std::int64_t* d_labels,
                                   float* d_log_probs, float* d_entropy, float temperature = 1.0f,
                                   cudaStream_t stream = nullptr) {
-  if (d_temp_storage == nullptr) {
-    temp_storage_bytes = sizeof(device_report);
-    return cudaSuccess;
-  }
-  if (temp_storage_bytes < sizeof(device_report) || !(temperature > 0) || row_stride < vocab)
-    return cudaErrorInvalidValue;
-  device_report* report = report_of(d_temp_storage);
-  CASCADE_RL_CUDA_TRY(detail::reset_report(report, stream));
+  device_report* report = nullptr;
+  if (const detail::call_start start = detail::begin_report_call(d_temp_storage, temp_storage_bytes, report, stream);
+      !start.proceed)
+    return start.status;
+  if (!(temperature > 0) || row_stride < vocab) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
   const float inverse = 1.0f / temperature;
   if (vocab <= detail::warp_row_vocab) {
@@ -149,17 +146,15 @@ void log_probs_from_logits(exec::cuda_policy policy, std::span<const T> logits, 
                                std::to_string(rows) + " rows of stride " + std::to_string(row_stride));
   detail::require_size(log_probs.size(), rows, "log_probs", "one per label");
   if (!entropy.empty()) detail::require_size(entropy.size(), rows, "entropy", "one per label, or empty");
-  std::size_t bytes = 0;
-  cuda::check(cuda::log_probs_from_logits<T>(nullptr, bytes, nullptr, rows, vocab, row_stride, nullptr,
-                                             nullptr, nullptr, temperature, policy.stream),
-              "size query");
-  cuda::detail::device_buffer temp(bytes, policy.stream);
-  cuda::check(cuda::log_probs_from_logits(temp.data(), bytes, logits.data(), rows, vocab, row_stride,
-                                          labels.data(), log_probs.data(),
-                                          entropy.empty() ? nullptr : entropy.data(), temperature,
-                                          policy.stream),
-              "kernel launch");
-  cuda::detail::throw_if_reported(cuda::detail::copy_to_host(cuda::report_of(temp.data()), policy.stream), {});
+  cuda::detail::throw_if_reported(
+      cuda::detail::run_and_report(policy.stream,
+                                   [&](void* temp, std::size_t& bytes) {
+                                     return cuda::log_probs_from_logits(
+                                         temp, bytes, logits.data(), rows, vocab, row_stride, labels.data(),
+                                         log_probs.data(), entropy.empty() ? nullptr : entropy.data(),
+                                         temperature, policy.stream);
+                                   }),
+      {});
 }
 
 }  // namespace cascade_rl

@@ -238,12 +238,9 @@ cudaError_t masked_whiten(void* d_temp_storage, std::size_t& temp_storage_bytes,
   detail::temp_carver carve(d_temp_storage);
   device_report* report = carve.take<device_report>(1);
   const detail::whitening_temp w = detail::carve_whitening(carve, layout.tokens);
-  if (d_temp_storage == nullptr) {
-    temp_storage_bytes = carve.bytes();
-    return cudaSuccess;
-  }
-  if (temp_storage_bytes < carve.bytes()) return cudaErrorInvalidValue;
-  CASCADE_RL_CUDA_TRY(detail::reset_report(report, stream));
+  if (const detail::call_start start = detail::begin_call(d_temp_storage, temp_storage_bytes, carve, report, stream);
+      !start.proceed)
+    return start.status;
   return detail::launch_whitening(layout, d_values, d_whitened, detail::to_params(options), w,
                                   report, &report->first_nonfinite[0], stream);
 }
@@ -255,13 +252,10 @@ cudaError_t discounted_returns(void* d_temp_storage, std::size_t& temp_storage_b
                                const T* d_token_rewards, const device_token_layout& layout,
                                T* d_returns, double gamma = 1.0, cudaStream_t stream = nullptr) {
   if (!detail::usable_gamma(gamma)) return cudaErrorInvalidValue;
-  if (d_temp_storage == nullptr) {
-    temp_storage_bytes = sizeof(device_report);
-    return cudaSuccess;
-  }
-  if (temp_storage_bytes < sizeof(device_report)) return cudaErrorInvalidValue;
-  device_report* report = report_of(d_temp_storage);
-  CASCADE_RL_CUDA_TRY(detail::reset_report(report, stream));
+  device_report* report = nullptr;
+  if (const detail::call_start start = detail::begin_report_call(d_temp_storage, temp_storage_bytes, report, stream);
+      !start.proceed)
+    return start.status;
   return detail::launch_returns(d_token_rewards, layout, d_returns, gamma, report, stream);
 }
 
@@ -277,12 +271,9 @@ cudaError_t reinforce_plus_plus_advantages(void* d_temp_storage, std::size_t& te
   detail::temp_carver carve(d_temp_storage);
   device_report* report = carve.take<device_report>(1);
   const detail::whitening_temp w = detail::carve_whitening(carve, layout.tokens);
-  if (d_temp_storage == nullptr) {
-    temp_storage_bytes = carve.bytes();
-    return cudaSuccess;
-  }
-  if (temp_storage_bytes < carve.bytes()) return cudaErrorInvalidValue;
-  CASCADE_RL_CUDA_TRY(detail::reset_report(report, stream));
+  if (const detail::call_start start = detail::begin_call(d_temp_storage, temp_storage_bytes, carve, report, stream);
+      !start.proceed)
+    return start.status;
   CASCADE_RL_CUDA_TRY(detail::launch_returns(d_token_rewards, layout, d_advantages, options.gamma,
                                              report, stream));
   return detail::launch_whitening<T>(layout, d_advantages, d_advantages,
@@ -303,12 +294,9 @@ cudaError_t reinforce_plus_plus_baseline_advantages(
   device_report* report = carve.take<device_report>(1);
   T* per_sequence = carve.take<T>(groups.sequences);
   const detail::whitening_temp w = detail::carve_whitening(carve, layout.tokens);
-  if (d_temp_storage == nullptr) {
-    temp_storage_bytes = carve.bytes();
-    return cudaSuccess;
-  }
-  if (temp_storage_bytes < carve.bytes()) return cudaErrorInvalidValue;
-  CASCADE_RL_CUDA_TRY(detail::reset_report(report, stream));
+  if (const detail::call_start start = detail::begin_call(d_temp_storage, temp_storage_bytes, carve, report, stream);
+      !start.proceed)
+    return start.status;
   CASCADE_RL_CUDA_TRY(detail::launch_groups<T>(d_scores, groups, per_sequence, nullptr, nullptr,
                                                detail::to_params(options), report, stream));
   if (layout.sequences > 0) {

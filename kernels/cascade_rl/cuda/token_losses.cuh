@@ -129,12 +129,9 @@ cudaError_t run_tokens(void* d_temp_storage, std::size_t& temp_storage_bytes,
   device_report* report = carve.take<device_report>(1);
   loss_tally* partials = carve.take<loss_tally>(tiles);
   unsigned long long* valid = carve.take<unsigned long long>(per_sequence ? layout.sequences : 0);
-  if (d_temp_storage == nullptr) {
-    temp_storage_bytes = carve.bytes();
-    return cudaSuccess;
-  }
-  if (temp_storage_bytes < carve.bytes()) return cudaErrorInvalidValue;
-  CASCADE_RL_CUDA_TRY(reset_report(report, stream));
+  if (const call_start start = begin_call(d_temp_storage, temp_storage_bytes, carve, report, stream);
+      !start.proceed)
+    return start.status;
   if (per_sequence && layout.sequences > 0) {
     CASCADE_RL_CUDA_TRY(launch(sequence_valid_kernel<>, blocks_for(layout.sequences * 32, 256), 256, stream,
                                layout, valid, report));
@@ -191,12 +188,9 @@ inline cudaError_t local_loss_counts(void* d_temp_storage, std::size_t& temp_sto
   detail::temp_carver carve(d_temp_storage);
   device_report* report = carve.take<device_report>(1);
   detail::valid_counts* partials = carve.take<detail::valid_counts>(blocks);
-  if (d_temp_storage == nullptr) {
-    temp_storage_bytes = carve.bytes();
-    return cudaSuccess;
-  }
-  if (temp_storage_bytes < carve.bytes()) return cudaErrorInvalidValue;
-  CASCADE_RL_CUDA_TRY(detail::reset_report(report, stream));
+  if (const detail::call_start start = detail::begin_call(d_temp_storage, temp_storage_bytes, carve, report, stream);
+      !start.proceed)
+    return start.status;
   if (blocks > 0) {
     CASCADE_RL_CUDA_TRY(detail::launch(detail::loss_counts_kernel<>, blocks, 256, stream, layout, partials, report));
   }
@@ -272,14 +266,8 @@ namespace detail {
 template <class Run>
 loss_tally run_tokens_throwing(cudaStream_t stream, std::initializer_list<const char*> arguments,
                                loss_aggregation mode, const loss_normalizer& normalizer, Run run) {
-  std::size_t bytes = 0;
-  check(run(nullptr, bytes, nullptr), "size query");
-  const std::size_t result_offset = (bytes + 255) / 256 * 256;
-  device_buffer temp(result_offset + sizeof(loss_tally), stream);
-  auto* result = reinterpret_cast<loss_tally*>(static_cast<unsigned char*>(temp.data()) + result_offset);
-  check(run(temp.data(), bytes, result), "kernel launch");
-  const loss_tally tally = copy_to_host(result, stream);
-  throw_if_reported(copy_to_host(report_of(temp.data()), stream), arguments);
+  const auto [report, tally] = run_and_report_result<loss_tally>(stream, run);
+  throw_if_reported(report, arguments);
   if (tally.valid_tokens > 0) {
     // Counts only matter when a token used them; the host core checks the same way.
     switch (mode) {
@@ -325,15 +313,11 @@ namespace cascade_rl {
 // The counts of one slice of a step; the layout's arrays in device memory. Waits for the
 // stream.
 inline loss_counts local_loss_counts(exec::cuda_policy policy, const cuda::device_token_layout& layout) {
-  const cudaStream_t stream = policy.stream;
-  std::size_t bytes = 0;
-  cuda::check(cuda::local_loss_counts(nullptr, bytes, layout, nullptr, stream), "size query");
-  const std::size_t result_offset = (bytes + 255) / 256 * 256;
-  cuda::detail::device_buffer temp(result_offset + sizeof(loss_counts), stream);
-  auto* result = reinterpret_cast<loss_counts*>(static_cast<unsigned char*>(temp.data()) + result_offset);
-  cuda::check(cuda::local_loss_counts(temp.data(), bytes, layout, result, stream), "kernel launch");
-  const loss_counts counts = cuda::detail::copy_to_host(result, stream);
-  cuda::detail::throw_if_reported(cuda::detail::copy_to_host(cuda::report_of(temp.data()), stream), {});
+  const auto [report, counts] = cuda::detail::run_and_report_result<loss_counts>(
+      policy.stream, [&](void* temp, std::size_t& bytes, loss_counts* result) {
+        return cuda::local_loss_counts(temp, bytes, layout, result, policy.stream);
+      });
+  cuda::detail::throw_if_reported(report, {});
   return counts;
 }
 

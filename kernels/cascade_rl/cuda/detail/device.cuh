@@ -155,6 +155,35 @@ inline cudaError_t reset_report(device_report* report, cudaStream_t stream) {
   return cudaMemsetAsync(report, 0xff, sizeof(device_report), stream);
 }
 
+// CUB's two phases, in one place for every CUB-style call. A call carves its temporary
+// storage with a temp_carver (the device_report first), then begins with
+//   if (const call_start start = begin_call(...); !start.proceed) return start.status;
+// which answers the size query (null d_temp_storage), refuses storage smaller than the
+// query said, and resets the report.
+struct call_start {
+  cudaError_t status;
+  bool proceed;  // false: return `status` (the size query answered, or an error)
+};
+
+inline call_start begin_call(void* d_temp_storage, std::size_t& temp_storage_bytes, const temp_carver& carve,
+                             device_report* report, cudaStream_t stream) {
+  if (d_temp_storage == nullptr) {
+    temp_storage_bytes = carve.bytes();
+    return {cudaSuccess, false};
+  }
+  if (temp_storage_bytes < carve.bytes()) return {cudaErrorInvalidValue, false};
+  const cudaError_t status = reset_report(report, stream);
+  return {status, status == cudaSuccess};
+}
+
+// begin_call for a call whose temporary storage is the report alone; sets `report`.
+inline call_start begin_report_call(void* d_temp_storage, std::size_t& temp_storage_bytes, device_report*& report,
+                                    cudaStream_t stream) {
+  temp_carver carve(d_temp_storage);
+  report = carve.take<device_report>(1);
+  return begin_call(d_temp_storage, temp_storage_bytes, carve, report, stream);
+}
+
 // Stream-ordered device memory owned by the convenience layer.
 class device_buffer {
  public:
@@ -193,6 +222,26 @@ device_report run_and_report(cudaStream_t stream, Run run) {
   device_buffer temp(bytes, stream);
   check(run(temp.data(), bytes), "kernel launch");
   return copy_to_host(static_cast<const device_report*>(temp.data()), stream);
+}
+
+template <class R>
+struct report_and_result {
+  device_report report;
+  R result;
+};
+
+// run_and_report for a call that also writes one R to device memory: run(d_temp_storage,
+// temp_storage_bytes, d_result), with d_result after the temporary storage in the same
+// allocation.
+template <class R, class Run>
+report_and_result<R> run_and_report_result(cudaStream_t stream, Run run) {
+  std::size_t bytes = 0;
+  check(run(nullptr, bytes, static_cast<R*>(nullptr)), "size query");
+  const std::size_t result_offset = (bytes + alignof(R) - 1) / alignof(R) * alignof(R);
+  device_buffer temp(result_offset + sizeof(R), stream);
+  auto* result = reinterpret_cast<R*>(static_cast<unsigned char*>(temp.data()) + result_offset);
+  check(run(temp.data(), bytes, result), "kernel launch");
+  return {copy_to_host(static_cast<const device_report*>(temp.data()), stream), copy_to_host(result, stream)};
 }
 
 // Throws cascade_rl::error for what a kernel reported, naming the argument as the host
