@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cascade_rl/cascade.hpp"
+#include "support/expect_error.hpp"
 #include "support/test_cascade.hpp"
 #include "support/test_policy.hpp"
 
@@ -29,13 +30,9 @@ namespace fs = std::filesystem;
 // The message of the cascade_rl::error that `f` throws; a failure if it throws nothing.
 template <class F>
 std::string error_of(F f) {
-  try {
-    f();
-  } catch (const cr::error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a cascade_rl::error";
-  return {};
+  std::string message = cr::testing::error_message(f);
+  if (message.empty()) ADD_FAILURE() << "expected a cascade_rl::error";
+  return message;
 }
 
 std::string parse_error(const std::string& text) {

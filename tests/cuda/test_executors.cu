@@ -552,22 +552,12 @@ TEST_F(Gpu, CubStyleCallsFollowTheTwoPhaseContract) {
 
 // The device names a NaN or infinite input as the host does, word for word: the
 // report keeps whether the first offending value was NaN or infinite.
-template <class Run>
-std::string message_of(Run run) {
-  try {
-    run();
-  } catch (const cr::error& e) {
-    return e.what();
-  }
-  return "(nothing thrown)";
-}
-
 template <class Device, class Host>
 void expect_same_refusal(Device device, Host host, const char* what) {
-  const std::string want = message_of(host);
+  const std::string want = cr::testing::error_message(host);
   EXPECT_TRUE(want.find(" is NaN") != std::string::npos || want.find(" is infinite") != std::string::npos)
-      << what << ": the host says " << want;
-  EXPECT_EQ(message_of(device), want) << what;
+      << what << ": the host says '" << want << "'";
+  EXPECT_EQ(cr::testing::error_message(device), want) << what;
 }
 
 TEST_F(Gpu, NonFiniteInputsAreNamedAsTheHostNamesThem) {

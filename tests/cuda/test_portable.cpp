@@ -21,8 +21,9 @@
 
 #include "cascade_rl/cascade_rl.hpp"
 #include "cascade_rl/cuda/portable.hpp"
-#include "support/random_batch.hpp"
+#include "support/expect_error.hpp"
 #include "support/log_softmax_reference.hpp"
+#include "support/random_batch.hpp"
 
 #if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_OMP
 #include <omp.h>
@@ -681,16 +682,7 @@ TEST(PortableTokens, ReinforcePlusPlusBaselineMatchesHost) {
   }
 }
 
-// The message of the cascade_rl::error `make` throws ("" if none).
-template <class Make>
-std::string error_of(Make make) {
-  try {
-    make();
-  } catch (const cr::error& e) {
-    return e.what();
-  }
-  return "";
-}
+using cr::testing::error_message;
 
 TEST(PortableTokens, RefusesWhatTheHostRefusesWithItsMessage) {
   const auto b = big_batch(14);
@@ -701,28 +693,28 @@ TEST(PortableTokens, RefusesWhatTheHostRefusesWithItsMessage) {
   bad[1].epsilon = std::numeric_limits<double>::infinity();
   bad[2].accumulation = cr::mean_accumulation::float32_sequential;
   for (const auto& options : bad) {
-    const std::string host = error_of([&] {
+    const std::string host = error_message([&] {
       cr::masked_whiten(cr::exec::seq, std::span<const float>(b.advantages), b.layout(), std::span<float>(out), options);
     });
     ASSERT_NE(host, "");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(error_message([&] {
       portable::masked_whiten(system, b.advantages.data(), device_layout(b), out.data(), options, scratch.data());
     }), host);
     const cr::reinforce_plus_plus_options rpp{.whitening = options};
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(error_message([&] {
       portable::reinforce_plus_plus_advantages(system, b.advantages.data(), device_layout(b), out.data(), rpp,
                                                scratch.data());
-    }), error_of([&] {
+    }), error_message([&] {
       cr::reinforce_plus_plus_advantages(cr::exec::seq, std::span<const float>(b.advantages), b.layout(),
                                          std::span<float>(out), rpp);
     }));
   }
   for (double gamma : {-0.1, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
-    const std::string host = error_of([&] {
+    const std::string host = error_message([&] {
       cr::discounted_returns(cr::exec::seq, std::span<const float>(b.advantages), b.layout(), std::span<float>(out), gamma);
     });
     ASSERT_NE(host, "");
-    EXPECT_EQ(error_of([&] {
+    EXPECT_EQ(error_message([&] {
       portable::discounted_returns(system, b.advantages.data(), device_layout(b), out.data(), gamma);
     }), host);
   }
@@ -731,20 +723,20 @@ TEST(PortableTokens, RefusesWhatTheHostRefusesWithItsMessage) {
   one[b.tokens() / 2] = 1;
   const cr::token_layout host_one(b.offsets, one);
   const device_token_layout device_one{b.offsets.data(), one.data(), b.offsets.size() - 1, b.tokens()};
-  const std::string host = error_of([&] {
+  const std::string host = error_message([&] {
     cr::masked_whiten(cr::exec::seq, std::span<const float>(b.advantages), host_one, std::span<float>(out));
   });
   EXPECT_NE(host.find("has 1 valid token"), std::string::npos) << host;
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(error_message([&] {
     portable::masked_whiten(system, b.advantages.data(), device_one, out.data(), cr::whitening_options{}, scratch.data());
   }), host);
   std::vector<float> scores(b.offsets.size() - 1, 1.0f);
   scores[0] = 2.0f;
   const group_case uniform{scores, {}, 4, scores.size() / 4};
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(error_message([&] {
     portable::reinforce_plus_plus_baseline_advantages(system, scores.data(), uniform.device(), device_one, out.data(),
                                                       cr::reinforce_plus_plus_baseline_options{}, scratch.data());
-  }), error_of([&] {
+  }), error_message([&] {
     cr::reinforce_plus_plus_baseline_advantages(cr::exec::seq, std::span<const float>(scores), uniform.host(), host_one,
                                                 std::span<float>(out));
   }));

@@ -10,6 +10,17 @@
 
 namespace cascade_rl::testing {
 
+// The message of the cascade_rl::error that `make` throws, or "" when it throws none.
+template <class Make>
+std::string error_message(Make make) {
+  try {
+    make();
+  } catch (const cascade_rl::error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // Runs `make` and checks that it throws cascade_rl::error whose message holds every
 // needle (e.g. "rewards[3]", or "groups[1]" and "RLOO").
 template <class Make, class... Needles>
