@@ -21,6 +21,19 @@ cudaError_t run(void (*kernel)(Params...), unsigned blocks, unsigned threads, Ar
 
 unsigned global_thread() { return blockIdx.x * blockDim.x + threadIdx.x; }
 
+// Launches in a given scheduling order while it lives (the tests that depend on which
+// thread runs first), whatever CASCADE_RL_EMULATOR_ORDER says.
+class order_scope {
+ public:
+  explicit order_scope(emu::schedule_order order) : saved_(emu::order()) { emu::order() = order; }
+  order_scope(const order_scope&) = delete;
+  order_scope& operator=(const order_scope&) = delete;
+  ~order_scope() { emu::order() = saved_; }
+
+ private:
+  emu::schedule_order saved_;
+};
+
 __global__ void shuffles(int* xor_sum, int* down, int* from_lane, unsigned* ballot) {
   const unsigned t = global_thread();
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -91,25 +104,29 @@ void expect_refused(cudaError_t status, const std::string& reason) {
 }
 
 __global__ void shuffle_after_early_exit(int* out) {
-  if (threadIdx.x == 0) return;  // lane 0 runs first: gone before the others arrive
+  if (threadIdx.x == 0) return;  // forward order: lane 0 is gone before the others arrive
   out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1, 1);
 }
 
 TEST(CudaEmulator, RefusesAFullMaskShuffleAfterALaneHasExited) {
+  const order_scope forward(emu::schedule_order::forward);
   std::vector<int> out(32);
-  expect_refused(run(shuffle_after_early_exit, 1, 32, out.data()), "divergence");
+  expect_refused(run(shuffle_after_early_exit, 1, 32, out.data()), "after a lane of the warp has exited");
 }
 
 __global__ void exit_while_others_shuffle(int* out) {
-  // Lanes 0-30 reach the shuffle first (fibers start in lane order); lane 31 exits while
-  // they wait for it.
+  // Forward order: lanes 0-30 reach the shuffle first; lane 31 exits while they wait.
   if (threadIdx.x == 31) return;
   out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1, 1);
 }
 
 TEST(CudaEmulator, RefusesALaneThatExitsWhileItsWarpWaits) {
   std::vector<int> out(32);
+  const order_scope forward(emu::schedule_order::forward);
   expect_refused(run(exit_while_others_shuffle, 1, 32, out.data()), "exited while others of its warp wait");
+  // In any order it is divergence.
+  const order_scope reverse(emu::schedule_order::reverse);
+  expect_refused(run(exit_while_others_shuffle, 1, 32, out.data()), "divergence");
 }
 
 __global__ void different_collectives(int* out) {
@@ -144,6 +161,23 @@ __global__ void warps_wait_apart(int* out) {
 TEST(CudaEmulator, ReportsADeadlockInsteadOfHanging) {
   std::vector<int> out(64);
   expect_refused(run(warps_wait_apart, 1, 64, out.data()), "deadlock");
+}
+
+__global__ void racy_read(int* cell, int* out) {
+  if (threadIdx.x == 0) *cell = 1;
+  out[threadIdx.x] = *cell;  // no barrier between thread 0's write and the others' reads
+}
+
+TEST(CudaEmulator, ARaceShowsAsResultsThatChangeWithTheOrder) {
+  auto seen_by_last = [](emu::schedule_order order) {
+    const order_scope scope(order);
+    int cell = 0;
+    std::vector<int> out(64);
+    EXPECT_EQ(cudaSuccess, run(racy_read, 1, 64, &cell, out.data()));
+    return out[63];
+  };
+  EXPECT_EQ(seen_by_last(emu::schedule_order::forward), 1);
+  EXPECT_EQ(seen_by_last(emu::schedule_order::reverse), 0);
 }
 
 __global__ void odd_width(int* out) { out[threadIdx.x] = __shfl_sync(0xffffffffu, 1, 0, 12); }

@@ -69,6 +69,14 @@ if(CASCADE_RL_CCCL_INCLUDE_DIR AND CUDAToolkit_FOUND AND NOT CMAKE_CXX_FLAGS MAT
   target_compile_definitions(cuda_emulated PRIVATE THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_CPP)
   target_compile_options(cuda_emulated PRIVATE -Wno-unknown-pragmas)  # nvcc's #pragma unroll
   _cascade_rl_cuda_test(cuda_emulated)
+  # Again with the block's threads resumed in reverse and in shuffled order: a result that
+  # changes with the order is a race between threads (see emulator.hpp).
+  foreach(order IN ITEMS reverse shuffle)
+    gtest_discover_tests(cuda_emulated
+      TEST_PREFIX "cuda_emulated_${order}."
+      DISCOVERY_MODE PRE_TEST
+      PROPERTIES LABELS cuda ENVIRONMENT "CASCADE_RL_EMULATOR_ORDER=${order}")
+  endforeach()
 endif()
 
 # The GPU tests: one ctest test for the whole binary, so that it can carry both labels

@@ -14,14 +14,23 @@
 //   - lanes of one warp at different collectives (a __shfl_xor_sync meeting a
 //     __shfl_down_sync), or a width that is not a power of two up to 32;
 //   - __syncthreads after some threads of the block have exited.
-// Differences from a GPU: warps do not interleave memory accesses between collectives
-// (a race the hardware would show may pass here), device math is the host's libm, and
-// every stream operation completes before the call returns.
+// Races: between two collectives a thread runs alone, so the hardware's interleavings
+// are not all tried; the order the scheduler resumes threads in can be changed instead
+// (CASCADE_RL_EMULATOR_ORDER = forward, the default; reverse; shuffle, a new permutation
+// every pass, seeded by CASCADE_RL_EMULATOR_SEED), and a kernel whose results change
+// with it reads memory that another thread writes without a barrier between.
+// Other differences from a GPU: device math is the host's libm, and every stream
+// operation completes before the call returns.
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <algorithm>
+#include <cstdlib>
 #include <functional>
+#include <numeric>
+#include <random>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -79,6 +88,31 @@ struct block_run {
 
 inline constexpr std::size_t fiber_stack_bytes = 64 * 1024;
 
+enum class schedule_order { forward, reverse, shuffle };
+
+inline schedule_order order_from_environment() {
+  const char* order = std::getenv("CASCADE_RL_EMULATOR_ORDER");
+  if (order == nullptr || std::strcmp(order, "forward") == 0) return schedule_order::forward;
+  if (std::strcmp(order, "reverse") == 0) return schedule_order::reverse;
+  if (std::strcmp(order, "shuffle") == 0) return schedule_order::shuffle;
+  std::fprintf(stderr, "CASCADE_RL_EMULATOR_ORDER=%s: expected forward, reverse or shuffle\n", order);
+  std::abort();
+}
+
+// The order of every launch from now on (tests that need one set it).
+inline schedule_order& order() {
+  static schedule_order current = order_from_environment();
+  return current;
+}
+
+inline std::mt19937_64& shuffle_source() {
+  static std::mt19937_64 source = [] {
+    const char* seed = std::getenv("CASCADE_RL_EMULATOR_SEED");
+    return std::mt19937_64(seed == nullptr ? 1 : std::strtoull(seed, nullptr, 10));
+  }();
+  return source;
+}
+
 inline void switch_context(void** save, void* load) { cascade_rl_emulator_switch(save, load); }
 
 // The block being run, null outside a launch.
@@ -134,7 +168,7 @@ inline void warp_barrier(unsigned mask, const char* what) {
   const unsigned all = lanes == warp_size ? 0xffffffffu : (1u << lanes) - 1u;
   if (mask != all) fail(std::string(what) + " with a mask that is not the whole warp");
   if (run.warp_live[warp] != lanes)
-    fail(std::string(what) + " with the full mask after a lane of the warp has exited (divergence)");
+    fail("divergence: " + std::string(what) + " with the full mask after a lane of the warp has exited");
   arrive(run.warp_barriers[warp], lanes, what);
 }
 
@@ -175,8 +209,8 @@ inline void check_width(int width, const char* what) {
   --run.warp_live[warp];
   --run.block_live;
   if (run.warp_barriers[warp].arrived > 0)
-    fail(std::string("a lane exited while others of its warp wait at ") + run.warp_barriers[warp].what);
-  if (run.block_barrier.arrived > 0) fail("a thread exited while others wait at __syncthreads");
+    fail(std::string("divergence: a lane exited while others of its warp wait at ") + run.warp_barriers[warp].what);
+  if (run.block_barrier.arrived > 0) fail("divergence: a thread exited while others wait at __syncthreads");
   switch_context(&me.context, run.scheduler);
   __builtin_unreachable();  // a finished fiber is never resumed
 }
@@ -225,11 +259,16 @@ inline std::string run_grid(dim3 grid, dim3 block, std::function<void()> body) {
           ++run.warp_lanes[t / warp_size];
           f.context = start_context(run.stacks[t].get());
         }
+        std::vector<unsigned> pass(run.threads);
+        std::iota(pass.begin(), pass.end(), 0u);
+        if (order() == schedule_order::reverse) std::reverse(pass.begin(), pass.end());
         unsigned finished = 0;
         while (finished < run.threads && run.error.empty()) {
+          if (order() == schedule_order::shuffle) std::shuffle(pass.begin(), pass.end(), shuffle_source());
           bool progressed = false;
           finished = 0;
-          for (unsigned t = 0; t < run.threads && run.error.empty(); ++t) {
+          for (const unsigned t : pass) {
+            if (!run.error.empty()) break;
             fiber& f = run.fibers[t];
             if (f.finished) {
               ++finished;
