@@ -187,6 +187,16 @@ TEST(CudaEmulator, RefusesAWidthThatIsNotAPowerOfTwo) {
   expect_refused(run(odd_width, 1, 32, out.data()), "width 12");
 }
 
+__global__ void load_vector(const uint4* p, unsigned* out) { out[threadIdx.x] = __ldg(p).x; }
+
+TEST(CudaEmulator, RefusesAMisalignedVectorLoad) {
+  alignas(16) unsigned bytes[8] = {7, 1, 2, 3, 4, 5, 6, 8};
+  std::vector<unsigned> out(32);
+  ASSERT_EQ(cudaSuccess, run(load_vector, 1, 32, reinterpret_cast<const uint4*>(bytes), out.data()));
+  EXPECT_EQ(out[31], 7u);
+  expect_refused(run(load_vector, 1, 32, reinterpret_cast<const uint4*>(bytes + 1), out.data()), "misaligned");
+}
+
 __global__ void nothing(int*) {}
 
 TEST(CudaEmulator, RefusesAnEmptyGrid) {

@@ -9,8 +9,10 @@
 #endif
 
 // void cascade_rl_emulator_switch(void** save [rdi], void* load [rsi])
+// In its own section push, so that the compiler's next output lands where it expects;
+// the compiler marks the object's stack non-executable itself.
 asm(R"(
-  .text
+  .pushsection .text
   .globl cascade_rl_emulator_switch
   .type cascade_rl_emulator_switch, @function
 cascade_rl_emulator_switch:
@@ -30,5 +32,5 @@ cascade_rl_emulator_switch:
   popq %rbp
   ret
   .size cascade_rl_emulator_switch, .-cascade_rl_emulator_switch
-  .section .note.GNU-stack,"",@progbits
+  .popsection
 )");

@@ -26,6 +26,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
@@ -60,6 +65,7 @@ extern "C" void cascade_rl_emulator_switch(void** save, void* load);
 
 struct fiber {
   void* context = nullptr;  // the saved stack pointer while the fiber is not running
+  unsigned char* stack = nullptr;
   uint3 index{};
   unsigned linear = 0;  // threadIdx flattened, x fastest
   bool finished = false;
@@ -83,6 +89,8 @@ struct block_run {
   barrier block_barrier;
   unsigned current = 0;
   void* scheduler = nullptr;
+  const void* scheduler_stack = nullptr;  // for AddressSanitizer, learned at a fiber's start
+  std::size_t scheduler_stack_bytes = 0;
   std::string error;
 };
 
@@ -113,7 +121,6 @@ inline std::mt19937_64& shuffle_source() {
   return source;
 }
 
-inline void switch_context(void** save, void* load) { cascade_rl_emulator_switch(save, load); }
 
 // The block being run, null outside a launch.
 inline block_run*& active() {
@@ -128,21 +135,52 @@ inline std::string& last_launch_error() {
 
 inline fiber& self() { return active()->fibers[active()->current]; }
 
-// Records the first undefined behaviour of the launch and leaves the fiber for good.
+// The two switches. Under AddressSanitizer each tells it which stack runs next, so that
+// it checks the kernels' memory accesses (their out-of-bounds reads and writes included)
+// and does not take the change of stack for an overflow.
+inline void switch_to_fiber(block_run& run, fiber& f) {
+#if defined(__SANITIZE_ADDRESS__)
+  void* fake_stack = nullptr;
+  __sanitizer_start_switch_fiber(&fake_stack, f.stack, fiber_stack_bytes);
+#endif
+  cascade_rl_emulator_switch(&run.scheduler, f.context);
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
+#endif
+}
+
+// `for_good`: the fiber has finished or failed and is never resumed.
+inline void switch_to_scheduler(block_run& run, fiber& me, bool for_good) {
+#if defined(__SANITIZE_ADDRESS__)
+  void* fake_stack = nullptr;
+  __sanitizer_start_switch_fiber(for_good ? nullptr : &fake_stack, run.scheduler_stack, run.scheduler_stack_bytes);
+#else
+  (void)for_good;
+#endif
+  cascade_rl_emulator_switch(&me.context, run.scheduler);
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(fake_stack, &run.scheduler_stack, &run.scheduler_stack_bytes);
+#endif
+}
+
+// Thrown through the kernel's frames by fail(), caught in fiber_main: unwinding frees
+// what those frames own (the message itself) before the fiber is left for good.
+struct launch_failure {};
+
+// Records the first undefined behaviour of the launch and ends the fiber.
 [[noreturn]] inline void fail(const std::string& message) {
   block_run& run = *active();
   if (run.error.empty())
     run.error = message + " (block " + std::to_string(blockIdx.x) + ", thread " +
                 std::to_string(threadIdx.x) + ")";
-  switch_context(&self().context, run.scheduler);
-  __builtin_unreachable();  // the scheduler never resumes a fiber after an error
+  throw launch_failure{};
 }
 
 inline void wait_for(const barrier& b, std::uint64_t generation) {
   fiber& me = self();
   me.waiting_on = &b;
   me.waiting_generation = generation;
-  switch_context(&me.context, active()->scheduler);
+  switch_to_scheduler(*active(), me, false);
 }
 
 // Arrive at `b`, which `expected` threads must reach, and return once all have.
@@ -202,22 +240,34 @@ inline void check_width(int width, const char* what) {
 
 [[noreturn]] inline void fiber_main() {
   block_run& run = *active();
-  run.body();
-  fiber& me = self();
-  me.finished = true;
-  const unsigned warp = me.linear / warp_size;
-  --run.warp_live[warp];
-  --run.block_live;
-  if (run.warp_barriers[warp].arrived > 0)
-    fail(std::string("divergence: a lane exited while others of its warp wait at ") + run.warp_barriers[warp].what);
-  if (run.block_barrier.arrived > 0) fail("divergence: a thread exited while others wait at __syncthreads");
-  switch_context(&me.context, run.scheduler);
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(nullptr, &run.scheduler_stack, &run.scheduler_stack_bytes);
+#endif
+  try {
+    run.body();
+    fiber& me = self();
+    me.finished = true;
+    const unsigned warp = me.linear / warp_size;
+    --run.warp_live[warp];
+    --run.block_live;
+    if (run.warp_barriers[warp].arrived > 0)
+      fail(std::string("divergence: a lane exited while others of its warp wait at ") +
+           run.warp_barriers[warp].what);
+    if (run.block_barrier.arrived > 0) fail("divergence: a thread exited while others wait at __syncthreads");
+  } catch (const launch_failure&) {
+    // run.error says what; the scheduler resumes nobody of this launch again.
+  }
+  switch_to_scheduler(run, self(), true);
   __builtin_unreachable();  // a finished fiber is never resumed
 }
 
 // The stack pointer of a context that, switched to, starts fiber_main on `stack`: below
 // an entry for the return into fiber_main, zeros for the six registers the switch pops.
 inline void* start_context(unsigned char* stack) {
+#if defined(__SANITIZE_ADDRESS__)
+  // A finished fiber never returns from fiber_main, whose frame's redzones stay poisoned.
+  ASAN_UNPOISON_MEMORY_REGION(stack, fiber_stack_bytes);
+#endif
   auto top = reinterpret_cast<std::uintptr_t>(stack + fiber_stack_bytes) & ~std::uintptr_t{15};
   auto* slots = reinterpret_cast<void**>(top - 16);  // 16-aligned: fiber_main starts as if called
   slots[0] = reinterpret_cast<void*>(&fiber_main);
@@ -257,7 +307,8 @@ inline std::string run_grid(dim3 grid, dim3 block, std::function<void()> body) {
           f.index = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
           ++run.warp_live[t / warp_size];
           ++run.warp_lanes[t / warp_size];
-          f.context = start_context(run.stacks[t].get());
+          f.stack = run.stacks[t].get();
+          f.context = start_context(f.stack);
         }
         std::vector<unsigned> pass(run.threads);
         std::iota(pass.begin(), pass.end(), 0u);
@@ -278,7 +329,7 @@ inline std::string run_grid(dim3 grid, dim3 block, std::function<void()> body) {
             f.waiting_on = nullptr;
             run.current = t;
             threadIdx = f.index;
-            switch_context(&run.scheduler, f.context);
+            switch_to_fiber(run, f);
             progressed = true;
           }
           if (!progressed && finished < run.threads && run.error.empty())
@@ -356,8 +407,11 @@ inline void __syncthreads() {
 
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz(static_cast<unsigned>(x)); }
 
+// A load the GPU makes in one access faults when misaligned; x86 would not notice.
 template <class T>
 T __ldg(const T* p) {
+  if (reinterpret_cast<std::uintptr_t>(p) % alignof(T) != 0)
+    cascade_rl_cuda_emulator::fail("misaligned __ldg of " + std::to_string(sizeof(T)) + " bytes");
   return *p;
 }
 
