@@ -7,19 +7,27 @@
 //   dL/dlogits[t, v] = g_t (1[v == label_t] - p_tv),
 //   grad_hidden = dL/dlogits x weight^T / temperature,
 //   grad_weight = hidden^T x dL/dlogits / temperature.
-// Rows go through in chunks of at most 32 (options.chunk_rows): only [chunk, V] logits
-// exist at a time, so the extra memory is chunk * (V + H) floats, not T * V. The backward
-// pass recomputes each chunk's logits (one more matrix product, no stored softmax).
+// Only small blocks of logits exist at a time, never [T, V]:
+// - forward: the vocabulary tiles (options.vocab_tile columns) are the outer loop, chunks
+//   of at most 32 rows (options.chunk_rows) the inner, parallel one; each row carries its
+//   log-sum-exp state from tile to tile. So each tile of the weight comes from memory
+//   once for all rows and is reused from cache, and the time stays linear in V once the
+//   weight outgrows the caches. Extra memory: a [chunk, tile] block per thread and a
+//   state per row.
+// - backward: chunk by chunk, the vocabulary tiles in parallel: the chunk's logits again
+//   (one more matrix product, no stored softmax), dL/dlogits, that tile's columns of
+//   grad_weight and its share of grad_hidden, while the tile is in cache; the shares are
+//   added in tile order. Extra memory: chunk * V floats and a [chunk, H] share per tile.
 //
 // THIS HEADER REQUIRES EIGEN 3.4 (Eigen/Core; CMake: find_package(Eigen3) and link
 // Eigen3::Eigen) for the matrix products. The rest of cascade_rl stays standard-library
 // only; include this header only where Eigen is available.
 //
-// Determinism: every matrix product runs on one thread over a fixed tile (vocabulary
-// tiles of options.vocab_tile columns, hidden tiles of 64), and the tiles are the same
-// under exec::seq and exec::par, so results are the same bits for any thread count. The
-// destinations are typed with at most 32 rows at compile time, which keeps Eigen from
-// starting threads of its own inside a product.
+// Determinism: every matrix product runs on one thread over a fixed block (a row chunk
+// by a vocabulary tile), the blocks are the same under exec::seq and exec::par, and
+// whatever is summed across blocks is summed in a fixed order, so results are the same
+// bits for any thread count. The destinations are typed with at most 32 rows at compile
+// time, which keeps Eigen from starting threads of its own inside a product.
 
 #include <Eigen/Core>
 
@@ -48,7 +56,6 @@ struct fused_linear_options {
 namespace detail {
 
 inline constexpr std::size_t fused_max_chunk = 32;
-inline constexpr std::size_t fused_hidden_tile = 64;
 
 // Row-major float matrices of at most 32 rows at compile time (see the file comment).
 using chunk_matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor,
@@ -72,24 +79,6 @@ inline void validate_fused_linear(std::size_t tokens, std::size_t hidden_size, s
 
 // The fixed tiles of [0, n) of width `tile`.
 inline std::size_t tiles_of(std::size_t n, std::size_t tile) { return (n + tile - 1) / tile; }
-
-// scratch[:, tile] = hidden rows [first, first + rows) x weight[:, tile], tile by tile.
-template <class Policy>
-void chunk_logits(const Policy& policy, const row_major_map& hidden, const row_major_map& weight,
-                  std::size_t first, std::size_t rows, std::size_t vocab_tile, chunk_matrix& scratch) {
-  const auto h = static_cast<Eigen::Index>(hidden.cols());
-  const auto vocab = static_cast<std::size_t>(weight.cols());
-  for_each_index(
-      policy, tiles_of(vocab, vocab_tile),
-      [&](std::size_t k) {
-        const auto v0 = static_cast<Eigen::Index>(k * vocab_tile);
-        const auto width = static_cast<Eigen::Index>(std::min(vocab_tile, vocab - k * vocab_tile));
-        scratch.block(0, v0, static_cast<Eigen::Index>(rows), width).noalias() =
-            hidden.block(static_cast<Eigen::Index>(first), 0, static_cast<Eigen::Index>(rows), h) *
-            weight.middleCols(v0, width);
-      },
-      /*min_parallel=*/2);
-}
 
 }  // namespace detail
 
@@ -115,24 +104,40 @@ void fused_linear_log_probs(const Policy& policy, std::span<const float> hidden,
   const detail::row_major_map H(hidden.data(), static_cast<Eigen::Index>(tokens), h, Eigen::OuterStride<>(h));
   const detail::row_major_map W(weight.data(), h, v, Eigen::OuterStride<>(v));
   const float inverse = 1.0f / options.temperature;
-  detail::chunk_matrix scratch(static_cast<Eigen::Index>(std::min(options.chunk_rows, tokens)), v);
+  const std::size_t chunks = detail::tiles_of(tokens, options.chunk_rows);
+  std::vector<detail::lse_state> states(tokens);
+  std::vector<float> label_logits(tokens);
 
-  for (std::size_t first = 0; first < tokens; first += options.chunk_rows) {
-    const std::size_t rows = std::min(options.chunk_rows, tokens - first);
-    detail::chunk_logits(policy, H, W, first, rows, options.vocab_tile, scratch);
+  for (std::size_t v0 = 0; v0 < vocab; v0 += options.vocab_tile) {
+    const std::size_t width = std::min(options.vocab_tile, vocab - v0);
     detail::for_each_index(
-        policy, rows,
-        [&](std::size_t r) {
-          const float* x = scratch.data() + r * vocab;
-          const std::size_t t = first + r;
-          const detail::lse_state st = detail::row_lse(x, vocab, inverse);
-          const double row_lse = st.log_sum_exp();
-          log_probs[t] = static_cast<float>(static_cast<double>(x[labels[t]] * inverse) - row_lse);
-          if (!entropy.empty()) entropy[t] = static_cast<float>(st.entropy());
-          if (!lse.empty()) lse[t] = static_cast<float>(row_lse);
+        policy, chunks,
+        [&](std::size_t c) {
+          const std::size_t first = c * options.chunk_rows;
+          const std::size_t rows = std::min(options.chunk_rows, tokens - first);
+          // One block per thread, kept for later calls (no allocation per chunk).
+          thread_local detail::chunk_matrix block;
+          block.resize(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(width));
+          block.noalias() = H.block(static_cast<Eigen::Index>(first), 0, static_cast<Eigen::Index>(rows), h) *
+                            W.middleCols(static_cast<Eigen::Index>(v0), static_cast<Eigen::Index>(width));
+          for (std::size_t r = 0; r < rows; ++r) {
+            const std::size_t t = first + r;
+            const float* x = block.data() + r * width;
+            // The tile's logits fold in as row_lse folds a row: lse_chunk at a time, in order.
+            for (std::size_t j = 0; j < width; j += detail::lse_chunk)
+              detail::lse_fold_chunk(states[t], x + j, std::min(detail::lse_chunk, width - j), inverse);
+            const auto label = static_cast<std::size_t>(labels[t]);
+            if (label >= v0 && label < v0 + width) label_logits[t] = x[label - v0] * inverse;
+          }
         },
         /*min_parallel=*/2);
   }
+  detail::for_each_index(policy, tokens, [&](std::size_t t) {
+    const double row_lse = states[t].log_sum_exp();
+    log_probs[t] = static_cast<float>(static_cast<double>(label_logits[t]) - row_lse);
+    if (!entropy.empty()) entropy[t] = static_cast<float>(states[t].entropy());
+    if (!lse.empty()) lse[t] = static_cast<float>(row_lse);
+  });
 }
 
 // The backward pass: grad_log_probs[t] = dL/dlogp_t (masked tokens: 0); lse from the
@@ -166,8 +171,11 @@ void fused_linear_log_probs_backward(const Policy& policy, std::span<const float
   const detail::row_major_map W(weight.data(), h, v, Eigen::OuterStride<>(v));
   const float inverse = 1.0f / options.temperature;
   const std::size_t chunk = std::min(options.chunk_rows, tokens);
+  const std::size_t vocab_tiles = detail::tiles_of(vocab, options.vocab_tile);
   detail::chunk_matrix scratch(static_cast<Eigen::Index>(chunk), v);
-  detail::chunk_matrix hidden_grad(static_cast<Eigen::Index>(chunk), h);
+  // Each vocabulary tile's share of the chunk's grad_hidden: [chunk, H] per tile.
+  std::vector<detail::chunk_matrix> hidden_shares(vocab_tiles,
+                                                  detail::chunk_matrix(static_cast<Eigen::Index>(chunk), h));
 
   for (std::size_t first = 0; first < tokens; first += options.chunk_rows) {
     const std::size_t rows = std::min(options.chunk_rows, tokens - first);
@@ -175,9 +183,10 @@ void fused_linear_log_probs_backward(const Policy& policy, std::span<const float
     const auto hc = H.block(static_cast<Eigen::Index>(first), 0, r, h);
     // Per vocabulary tile: the logits again, dL/dlogits in place (with the 1/temperature
     // of the chain rule), then that tile's columns of grad_weight, slab by slab of 32
-    // rows of hidden_size (each tile's columns are written by one task only).
+    // rows of hidden_size (each tile's columns are written by one task only), and its
+    // share dZ_tile x W_tile^T of the chunk's grad_hidden.
     detail::for_each_index(
-        policy, detail::tiles_of(vocab, options.vocab_tile),
+        policy, vocab_tiles,
         [&](std::size_t k) {
           const std::size_t v0 = k * options.vocab_tile;
           const std::size_t width = std::min(options.vocab_tile, vocab - v0);
@@ -203,23 +212,21 @@ void fused_linear_log_probs_backward(const Policy& policy, std::span<const float
             detail::slab_map dw(grad_weight.data() + s * vocab + v0, slab, w, Eigen::OuterStride<>(v));
             dw.noalias() += hc.middleCols(static_cast<Eigen::Index>(s), slab).transpose() * tile;
           }
+          hidden_shares[k].topRows(r).noalias() = tile * W.middleCols(c0, w).transpose();
         },
         /*min_parallel=*/2);
-    // grad_hidden of the chunk, by fixed tiles of hidden columns: dZ [rows, V] x W^T.
+    // grad_hidden of the chunk: the tiles' shares added in tile order (the same sum for
+    // any thread count).
     detail::for_each_index(
-        policy, detail::tiles_of(hidden_size, detail::fused_hidden_tile),
-        [&](std::size_t k) {
-          const auto c0 = static_cast<Eigen::Index>(k * detail::fused_hidden_tile);
-          const auto w = static_cast<Eigen::Index>(
-              std::min(detail::fused_hidden_tile, hidden_size - k * detail::fused_hidden_tile));
-          hidden_grad.block(0, c0, r, w).noalias() =
-              scratch.topRows(r) * W.middleRows(c0, w).transpose();
+        policy, rows,
+        [&](std::size_t i) {
+          float* out = grad_hidden.data() + (first + i) * hidden_size;
+          const auto row = static_cast<Eigen::Index>(i);
+          for (std::size_t j = 0; j < hidden_size; ++j) out[j] = hidden_shares[0](row, static_cast<Eigen::Index>(j));
+          for (std::size_t k = 1; k < vocab_tiles; ++k)
+            for (std::size_t j = 0; j < hidden_size; ++j) out[j] += hidden_shares[k](row, static_cast<Eigen::Index>(j));
         },
         /*min_parallel=*/2);
-    for (std::size_t i = 0; i < rows; ++i)
-      for (std::size_t j = 0; j < hidden_size; ++j)
-        grad_hidden[(first + i) * hidden_size + j] =
-            hidden_grad(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j));
   }
 }
 

@@ -2,9 +2,9 @@
 // A CPU emulator for the CUDA kernels of kernels/cascade_rl/cuda, so that the tests
 // written for a GPU (tests/cuda/test_executors.cu) run where there is none.
 //
-// Every thread of a block is a fiber (its own stack; context_switch.cpp switches between
-// them, on x86-64) on the calling thread; the blocks
-// of a grid run one after another. A fiber runs until it reaches a collective: a warp
+// Every thread of a block is a fiber on the calling thread (its own stack; the switch
+// is context_switch.cpp, x86-64); the blocks of a grid run one after another. A fiber
+// runs until it reaches a collective: a warp
 // shuffle or ballot (a barrier of the 32 lanes of its warp) or __syncthreads (a barrier
 // of the block); the scheduler then runs the others until every thread the collective
 // waits for has arrived. What is undefined behaviour on a GPU is reported instead of
@@ -13,7 +13,8 @@
 //     exited or wait at another collective): divergence;
 //   - lanes of one warp at different collectives (a __shfl_xor_sync meeting a
 //     __shfl_down_sync), or a width that is not a power of two up to 32;
-//   - __syncthreads after some threads of the block have exited.
+//   - __syncthreads after some threads of the block have exited;
+//   - a misaligned __ldg (x86 loads it; the GPU faults).
 // Races: between two collectives a thread runs alone, so the hardware's interleavings
 // are not all tried; the order the scheduler resumes threads in can be changed instead
 // (CASCADE_RL_EMULATOR_ORDER = forward, the default; reverse; shuffle, a new permutation
@@ -22,21 +23,21 @@
 // Other differences from a GPU: device math is the host's libm, and every stream
 // operation completes before the call returns.
 
-#include <cstddef>
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
 #include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <random>
-#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -120,7 +121,6 @@ inline std::mt19937_64& shuffle_source() {
   }();
   return source;
 }
-
 
 // The block being run, null outside a launch.
 inline block_run*& active() {
