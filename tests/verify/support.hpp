@@ -3,12 +3,13 @@
 // (nothing here may hang CI), a sandbox with short limits, and host-side checks.
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -62,16 +63,26 @@ inline std::string unique_token() {
 }
 
 // Host processes whose command line contains `token`.
+// The command line of process `pid`, "" once it has gone. A process may exit between the
+// listing of /proc and this read, which then fails with ESRCH: std::ifstream's buffer
+// threw for that (and the directory was never closed), so plain read(2) it is.
+inline std::string cmdline_of(const char* pid) {
+  const int fd = ::open((std::string("/proc/") + pid + "/cmdline").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string out;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<std::size_t>(n));
+  ::close(fd);
+  return out;
+}
+
 inline int host_processes_with(const std::string& token) {
   int count = 0;
-  DIR* proc = ::opendir("/proc");
-  while (dirent* e = proc ? ::readdir(proc) : nullptr) {
+  const std::unique_ptr<DIR, int (*)(DIR*)> proc(::opendir("/proc"), ::closedir);
+  while (dirent* e = proc ? ::readdir(proc.get()) : nullptr) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    std::ifstream in(std::string("/proc/") + e->d_name + "/cmdline", std::ios::binary);
-    const std::string cmdline(std::istreambuf_iterator<char>(in), {});
-    if (cmdline.find(token) != std::string::npos) ++count;
+    if (cmdline_of(e->d_name).find(token) != std::string::npos) ++count;
   }
-  if (proc) ::closedir(proc);
   return count;
 }
 
