@@ -8,11 +8,12 @@ packages=(
   libgtest-dev                # GoogleTest, for tests/
   libbenchmark-dev            # Google Benchmark, for benchmarks/
   nlohmann-json3-dev          # JSON, for the reference-vector tests
-  libeigen3-dev               # Eigen 3, for the cascade demo's model (examples/cascade_demo)
-  libeigen3-dev               # Eigen, for fused_linear_log_probs.hpp, its test and benchmark
+  libeigen3-dev               # Eigen 3: the cascade demo's model, fused_linear_log_probs.hpp and its test and benchmark
   libtorch-dev                # libtorch (large, ~0.5 GB), the benchmarks' side-by-side comparison
   libopenmpi-dev openmpi-bin  # MPI, for cascade_rl::mpi and the multi-process tests
   clang-14 libclang-rt-14-dev # clang and its libFuzzer/sanitizer runtimes, for fuzz/
+  libseccomp-dev              # libseccomp, the sandbox's syscall filter (cascade_rl/verify)
+  python3-matplotlib          # the demo's figures (scripts/, run with /usr/bin/python3)
 )
 
 missing=()
