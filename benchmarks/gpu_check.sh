@@ -27,7 +27,6 @@ say "configure ${build_dir}"
 cmake -S . -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE=Release \
   "-DCMAKE_CXX_FLAGS=-Wall -Wextra -Wpedantic -Werror" \
-  "-DCASCADE_RL_REFERENCE_DIR=$PWD/../shared/reference" \
   -DCASCADE_RL_WITH_CUDA=ON -DCASCADE_RL_BUILD_EXAMPLES=OFF \
   || die "configure failed (is nvcc on PATH or CMAKE_CUDA_COMPILER set?)"
 

@@ -1,9 +1,12 @@
-// Conformance with veRL's advantage estimators (../shared/reference/verl_core_algos.json,
+// Conformance with veRL's advantage estimators (tests/reference/verl_core_algos.json,
 // produced by verl/trainer/ppo/core_algos.py in float32): every case, every output,
-// with the presets::verl options, compared as [N][T] token advantages.
+// with the presets::verl options and with the same options accumulating in double,
+// compared as [N][T] token advantages within a tolerance derived from the conditioning
+// of each formula (support/conditioning.hpp).
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -17,6 +20,7 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/presets/verl_advantages.hpp"
+#include "support/conditioning.hpp"
 #include "support/reference.hpp"
 
 namespace {
@@ -64,15 +68,192 @@ std::vector<float> on_tokens(const verl_case& c, const std::vector<float>& per_s
   return tokens;
 }
 
-void expect_matches(const verl_case& c, const std::vector<float>& tokens, const std::string& key) {
-  ref::expect_all_close(std::span<const float>(tokens), ref::flatten<double>(c.json.at(key)),
-                        c.name + " " + key);
+// Both the float32-emulating presets and the same options with double accumulation
+// (the library's default) are compared with every case. The tolerance is the file's
+// float32 one plus what the conditioning of the formula allows at each token
+// (support/conditioning.hpp): tight where groups have a real spread, wide exactly where
+// the peer's output is amplified rounding noise.
+enum class accumulation_variant { preset, double_precision };
+constexpr accumulation_variant both_variants[] = {accumulation_variant::preset,
+                                                  accumulation_variant::double_precision};
+std::string variant_name(accumulation_variant v) {
+  return v == accumulation_variant::preset ? "preset" : "double accumulation";
 }
 
-TEST(VerlReference, HasTheFiveCases) {
-  const auto cases = load_cases();
-  ASSERT_EQ(cases.size(), 5u);
-  EXPECT_EQ(cases[4].name, "near-identical");
+std::vector<double> as_double(std::span<const float> x) { return {x.begin(), x.end()}; }
+
+// The valid tokens of the [N][T] grid, row by row, and the row of each.
+struct valid_tokens {
+  std::vector<std::size_t> index;
+  std::vector<std::size_t> row;
+};
+valid_tokens valid_tokens_of(const verl_case& c) {
+  valid_tokens v;
+  for (std::size_t t = 0; t < c.batch.mask.size(); ++t)
+    if (c.batch.mask[t] != 0) {
+      v.index.push_back(t);
+      v.row.push_back(t / c.batch.width);
+    }
+  return v;
+}
+
+// Per-sequence bounds from a per-group map (groups are contiguous rows).
+template <class GroupJacobian>
+std::vector<double> per_group_bound(const verl_case& c, GroupJacobian&& group_jacobian) {
+  std::vector<double> bound;
+  for (std::size_t g = 0; g + 1 < c.group_offsets.size(); ++g) {
+    const auto first = static_cast<std::size_t>(c.group_offsets[g]);
+    const auto last = static_cast<std::size_t>(c.group_offsets[g + 1]);
+    const auto x = as_double(std::span<const float>(c.scores).subspan(first, last - first));
+    const auto b = ref::one_ulp_sensitivity(group_jacobian(std::span<const double>(x)), x);
+    bound.insert(bound.end(), b.begin(), b.end());
+  }
+  return bound;
+}
+
+// A per-sequence bound on the [N][T] grid (0 on masked tokens).
+std::vector<double> on_grid(const verl_case& c, const std::vector<double>& per_sequence) {
+  std::vector<double> grid(c.batch.mask.size(), 0.0);
+  for (std::size_t t = 0; t < grid.size(); ++t)
+    if (c.batch.mask[t] != 0) grid[t] = per_sequence[t / c.batch.width];
+  return grid;
+}
+
+// GRPO: (s - mean) / (std + 1e-6) per group; Dr. GRPO: s - mean; RLOO:
+// (s - mean) * n / (n - 1). A singleton keeps its score in all three (J = 1).
+std::vector<double> grpo_bound(const verl_case& c) {
+  return on_grid(c, per_group_bound(c, [](std::span<const double> x) {
+    return ref::normalisation_jacobian(x, 1e-6, ref::epsilon_on::std);
+  }));
+}
+std::vector<double> dr_grpo_bound(const verl_case& c) {
+  return on_grid(c, per_group_bound(c, [](std::span<const double> x) {
+    return ref::centring_jacobian(x.size());
+  }));
+}
+std::vector<double> rloo_bound(const verl_case& c) {
+  return on_grid(c, per_group_bound(c, [](std::span<const double> x) {
+    auto J = ref::centring_jacobian(x.size());
+    if (x.size() > 1)
+      for (double& v : J.values) v *= static_cast<double>(x.size()) / static_cast<double>(x.size() - 1);
+    return J;
+  }));
+}
+
+// Whitening over the batch's valid tokens, (x - mean) / sqrt(var + 1e-8), of inputs
+// that a linear map `inner` (valid tokens x inner inputs) makes from `inner_inputs`.
+// Each stage's inputs are moved by one ulp: the whitening's own inputs, and the inner
+// map's (composed through both).
+std::vector<double> whitening_bound(const verl_case& c, const std::vector<double>& whitened_inputs,
+                                    const ref::jacobian& inner, std::span<const double> inner_inputs) {
+  const auto J = ref::normalisation_jacobian(whitened_inputs, 1e-8, ref::epsilon_on::variance);
+  auto bound = ref::one_ulp_sensitivity(J, whitened_inputs);
+  const auto through_inner = ref::one_ulp_sensitivity(ref::compose(J, inner), inner_inputs);
+  for (std::size_t i = 0; i < bound.size(); ++i) bound[i] += through_inner[i];
+  std::vector<double> grid(c.batch.mask.size(), 0.0);
+  const auto valid = valid_tokens_of(c);
+  for (std::size_t i = 0; i < valid.index.size(); ++i) grid[valid.index[i]] = bound[i];
+  return grid;
+}
+
+// REINFORCE++ at gamma = 1: the return of a valid token is the sum of the rewards of the
+// valid tokens from it to the end of its row; then whitening.
+std::vector<double> reinforce_pp_bound(const verl_case& c) {
+  const auto valid = valid_tokens_of(c);
+  const std::size_t n = valid.index.size();
+  ref::jacobian returns_of_rewards(n, n);
+  std::vector<double> rewards(n), returns(n);
+  for (std::size_t i = 0; i < n; ++i) rewards[i] = c.token_level_rewards[valid.index[i]];
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = i; j < n && valid.row[j] == valid.row[i]; ++j) {
+      returns_of_rewards.at(i, j) = 1.0;
+      returns[i] += rewards[j];
+    }
+  return whitening_bound(c, returns, returns_of_rewards, rewards);
+}
+
+// REINFORCE++-baseline: s - mean per group (a singleton keeps s), on every valid token
+// of its row, then whitening.
+std::vector<double> reinforce_pp_baseline_bound(const verl_case& c) {
+  const std::size_t rows = c.scores.size();
+  ref::jacobian centring(rows, rows);
+  for (std::size_t g = 0; g + 1 < c.group_offsets.size(); ++g) {
+    const auto first = static_cast<std::size_t>(c.group_offsets[g]);
+    const auto last = static_cast<std::size_t>(c.group_offsets[g + 1]);
+    const auto J = ref::centring_jacobian(last - first);
+    for (std::size_t i = first; i < last; ++i)
+      for (std::size_t j = first; j < last; ++j) centring.at(i, j) = J.at(i - first, j - first);
+  }
+  const auto valid = valid_tokens_of(c);
+  ref::jacobian broadcast(valid.index.size(), rows);
+  for (std::size_t i = 0; i < valid.index.size(); ++i) broadcast.at(i, valid.row[i]) = 1.0;
+  const auto scores = as_double(c.scores);
+  std::vector<double> centred(valid.index.size());
+  const auto inner = ref::compose(broadcast, centring);
+  for (std::size_t i = 0; i < centred.size(); ++i)
+    for (std::size_t j = 0; j < rows; ++j) centred[i] += inner.at(i, j) * scores[j];
+  return whitening_bound(c, centred, inner, scores);
+}
+
+// EXPECTs |ours - theirs| <= atol + rtol |theirs| + bound at every token.
+void expect_matches(const verl_case& c, const std::vector<float>& tokens, const std::string& key,
+                    const std::vector<double>& conditioning_bound, const std::string& variant) {
+  const auto expected = ref::flatten<double>(c.json.at(key));
+  ASSERT_EQ(tokens.size(), expected.size());
+  int reported = 0;
+  for (std::size_t t = 0; t < expected.size(); ++t) {
+    const double tolerance = ref::reference_atol + ref::reference_rtol * std::abs(expected[t]) +
+                             conditioning_bound[t];
+    if (!(std::abs(tokens[t] - expected[t]) <= tolerance) && reported++ < 5)
+      ADD_FAILURE() << c.name << " " << key << " (" << variant << ") [" << t << "]: got "
+                    << tokens[t] << ", expected " << expected[t] << ", tolerance " << tolerance;
+  }
+}
+
+double largest(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, x);
+  return m;
+}
+
+// The vectors must hold what makes these comparisons meaningful: a singleton group, a
+// group of equal rewards, and a case whose conditioning bound exceeds the float32
+// tolerance (otherwise the derived tolerance is never exercised); found from the data,
+// so that regenerated vectors need only keep those properties.
+TEST(VerlReference, CasesCoverSingletonsTiesAndIllConditionedGroups) {
+  bool singleton = false, all_equal_group = false, ill_conditioned_grpo = false,
+       ill_conditioned_whitening = false;
+  for (const auto& c : load_cases()) {
+    for (std::size_t g = 0; g + 1 < c.group_offsets.size(); ++g) {
+      const auto first = c.scores.begin() + c.group_offsets[g];
+      const auto last = c.scores.begin() + c.group_offsets[g + 1];
+      singleton |= last - first == 1;
+      all_equal_group |= last - first > 1 && std::equal(first + 1, last, first);
+    }
+    ill_conditioned_grpo |= largest(grpo_bound(c)) > ref::reference_atol;
+    ill_conditioned_whitening |= largest(reinforce_pp_bound(c)) > ref::reference_atol;
+  }
+  EXPECT_TRUE(singleton);
+  EXPECT_TRUE(all_equal_group);
+  EXPECT_TRUE(ill_conditioned_grpo);
+  EXPECT_TRUE(ill_conditioned_whitening);
+}
+
+// The derived tolerance is no blanket: on a group whose rewards spread by more than
+// 0.01 it adds less than the file's own absolute tolerance.
+TEST(VerlReference, ConditioningBoundIsTightWhereGroupsSpread) {
+  for (const auto& c : load_cases()) {
+    const auto bound = grpo_bound(c);
+    for (std::size_t g = 0; g + 1 < c.group_offsets.size(); ++g) {
+      const auto first = static_cast<std::size_t>(c.group_offsets[g]);
+      const auto last = static_cast<std::size_t>(c.group_offsets[g + 1]);
+      const auto x = as_double(std::span<const float>(c.scores).subspan(first, last - first));
+      if (last - first < 2 || ref::unbiased_moments(x).std < 0.01) continue;
+      for (std::size_t r = first; r < last; ++r)
+        for (std::size_t t = r * c.batch.width; t < (r + 1) * c.batch.width; ++t)
+          EXPECT_LT(bound[t], ref::reference_atol) << c.name << " row " << r;
+    }
+  }
 }
 
 TEST(VerlReference, TokenLevelRewardsAreTheScoreOnTheLastValidToken) {
@@ -84,112 +265,142 @@ TEST(VerlReference, TokenLevelRewardsAreTheScoreOnTheLastValidToken) {
   }
 }
 
-TEST(VerlReference, Grpo) {
-  for (const auto& c : load_cases()) {
-    std::vector<float> advantages(c.scores.size());
-    cascade_rl::grpo_advantages(cascade_rl::exec::seq, std::span<const float>(c.scores),
-                                group_layout(c.group_offsets), std::span<float>(advantages),
-                                verl::grpo());
-    expect_matches(c, on_tokens(c, advantages), "grpo_eps1e-06_normstd1");
+cascade_rl::mean_accumulation accumulation_of(accumulation_variant v,
+                                              cascade_rl::mean_accumulation preset) {
+  return v == accumulation_variant::preset ? preset : cascade_rl::mean_accumulation::double_precision;
+}
+
+std::vector<float> grpo_on_tokens(const verl_case& c, cascade_rl::grpo_options options) {
+  std::vector<float> advantages(c.scores.size());
+  cascade_rl::grpo_advantages(cascade_rl::exec::seq, std::span<const float>(c.scores),
+                              group_layout(c.group_offsets), std::span<float>(advantages), options);
+  return on_tokens(c, advantages);
+}
+
+// A group of equal rewards has std 0, where the conditioning bound is widest (a one-ulp
+// spread over 1e-6): the library detects ties exactly and gives exactly 0 there.
+void expect_zero_on_tied_groups(const verl_case& c, const std::vector<float>& tokens,
+                                const std::string& variant) {
+  for (std::size_t g = 0; g + 1 < c.group_offsets.size(); ++g) {
+    const auto first = c.scores.begin() + c.group_offsets[g];
+    const auto last = c.scores.begin() + c.group_offsets[g + 1];
+    if (last - first < 2 || !std::equal(first + 1, last, first)) continue;
+    for (auto r = c.group_offsets[g]; r < c.group_offsets[g + 1]; ++r)
+      for (std::size_t t = static_cast<std::size_t>(r) * c.batch.width;
+           t < static_cast<std::size_t>(r + 1) * c.batch.width; ++t)
+        EXPECT_EQ(tokens[t], 0.0f) << c.name << " (" << variant << ") row " << r;
   }
+}
+
+TEST(VerlReference, Grpo) {
+  for (const auto& c : load_cases())
+    for (const auto v : both_variants) {
+      auto options = verl::grpo();
+      options.accumulation = accumulation_of(v, options.accumulation);
+      const auto tokens = grpo_on_tokens(c, options);
+      expect_matches(c, tokens, "grpo_eps1e-06_normstd1", grpo_bound(c), variant_name(v));
+      expect_zero_on_tied_groups(c, tokens, variant_name(v));
+    }
 }
 
 TEST(VerlReference, DrGrpo) {
-  for (const auto& c : load_cases()) {
-    std::vector<float> advantages(c.scores.size());
-    cascade_rl::grpo_advantages(cascade_rl::exec::seq, std::span<const float>(c.scores),
-                                group_layout(c.group_offsets), std::span<float>(advantages),
-                                verl::dr_grpo());
-    expect_matches(c, on_tokens(c, advantages), "grpo_eps1e-06_normstd0");
-  }
+  for (const auto& c : load_cases())
+    for (const auto v : both_variants) {
+      auto options = verl::dr_grpo();
+      options.accumulation = accumulation_of(v, options.accumulation);
+      const auto tokens = grpo_on_tokens(c, options);
+      expect_matches(c, tokens, "grpo_eps1e-06_normstd0", dr_grpo_bound(c), variant_name(v));
+      expect_zero_on_tied_groups(c, tokens, variant_name(v));
+    }
 }
 
 TEST(VerlReference, Rloo) {
-  for (const auto& c : load_cases()) {
-    std::vector<float> advantages(c.scores.size());
-    cascade_rl::rloo_advantages(cascade_rl::exec::seq, std::span<const float>(c.scores),
-                                group_layout(c.group_offsets), std::span<float>(advantages),
-                                verl::rloo());
-    expect_matches(c, on_tokens(c, advantages), "rloo");
-  }
+  for (const auto& c : load_cases())
+    for (const auto v : both_variants) {
+      auto options = verl::rloo();
+      options.accumulation = accumulation_of(v, options.accumulation);
+      std::vector<float> advantages(c.scores.size());
+      cascade_rl::rloo_advantages(cascade_rl::exec::seq, std::span<const float>(c.scores),
+                                  group_layout(c.group_offsets), std::span<float>(advantages),
+                                  options);
+      expect_matches(c, on_tokens(c, advantages), "rloo", rloo_bound(c), variant_name(v));
+    }
 }
 
-std::vector<float> reinforce_pp(const verl_case& c) {
+std::vector<float> reinforce_pp(const verl_case& c, accumulation_variant v) {
+  auto options = verl::reinforce_plus_plus(1.0);
+  options.whitening.accumulation = accumulation_of(v, options.whitening.accumulation);
   std::vector<float> advantages(c.batch.mask.size());
   cascade_rl::reinforce_plus_plus_advantages(
       cascade_rl::exec::seq, std::span<const float>(c.token_level_rewards), c.batch.layout(),
-      std::span<float>(advantages), verl::reinforce_plus_plus(1.0));
+      std::span<float>(advantages), options);
   return advantages;
 }
 
 TEST(VerlReference, ReinforcePlusPlus) {
-  for (const auto& c : load_cases()) expect_matches(c, reinforce_pp(c), "reinforce_pp_gamma1");
+  for (const auto& c : load_cases())
+    for (const auto v : both_variants)
+      expect_matches(c, reinforce_pp(c, v), "reinforce_pp_gamma1", reinforce_pp_bound(c),
+                     variant_name(v));
 }
 
-// On 'near-identical' every return is 0.35f (29 valid tokens) or 0.35f + 1 ulp (7
-// tokens); the variance (~1e-17) vanishes next to the 1e-8 guard, so whitening is
-// (x - mean) * 1e4 and shows only where the mean rounds. veRL's float32 batch sum
-// rounds up and its mean is 0.35f + 1 ulp: -2.98e-4 on the 29 tokens, 0 on the 7 (the
-// preset reproduces it). The double default has mean 0.35f + 7/36 ulp: -5.79e-5 and
-// +2.41e-4. Both are rounding noise amplified by 1e4.
-TEST(VerlReference, DoubleWhiteningOnNearIdenticalIsRoundingNoise) {
-  for (const auto& c : load_cases()) {
-    if (c.name != "near-identical") continue;
-    std::vector<float> ours(c.batch.mask.size());
-    cascade_rl::reinforce_plus_plus_advantages(
-        cascade_rl::exec::seq, std::span<const float>(c.token_level_rewards), c.batch.layout(),
-        std::span<float>(ours), cascade_rl::reinforce_plus_plus_options{});
-    const auto theirs = ref::flatten<double>(c.json.at("reinforce_pp_gamma1"));
-    const double ulp = 0.3500000238418579 - 0.3499999940395355;
-    const double scale = 1.0 / std::sqrt(1e-8);
-    for (std::size_t t = 0; t < ours.size(); ++t) {
-      if (c.batch.mask[t] == 0) {
-        EXPECT_EQ(ours[t], 0.0f);
-        continue;
-      }
-      const bool last_row = t / c.batch.width == 7;
-      EXPECT_NEAR(ours[t], (last_row ? 29.0 / 36.0 : -7.0 / 36.0) * ulp * scale, 1e-9) << t;
-      EXPECT_NEAR(theirs[t], last_row ? 0.0 : -ulp * scale, 1e-9) << t;
-      EXPECT_LT(std::abs(ours[t] - theirs[t]), 3e-4) << t;
-    }
-  }
-}
-
-// The default options accumulate the group mean in double. On 'near-identical' veRL's
-// float32 mean is 0.35f - 1 ulp, so it hands the seven equal rewards +1 ulp / (std +
-// eps) = 0.0287 and the eighth 0.0575; in double the mean is 0.35f + ulp/8, the seven
-// get -0.0037 and the eighth +0.0258 (which sum to 0, as advantages of a group should).
-TEST(VerlReference, DoubleMeanGrpoDiffersOnNearIdentical) {
-  for (const auto& c : load_cases()) {
-    if (c.name != "near-identical") continue;
-    auto options = verl::grpo();
-    options.accumulation = cascade_rl::mean_accumulation::double_precision;
-    std::vector<float> ours(c.scores.size());
-    cascade_rl::grpo_advantages(cascade_rl::exec::seq, std::span<const float>(c.scores),
-                                group_layout(c.group_offsets), std::span<float>(ours), options);
-    const double ulp = 0.3500000238418579 - 0.3499999940395355;
-    const double std = ulp * std::sqrt(1.0 / 8.0);  // sqrt((7/64 + 49/64) / 7) ulp
-    for (std::size_t i = 0; i < 7; ++i) EXPECT_NEAR(ours[i], -ulp / 8 / (std + 1e-6), 1e-6);
-    EXPECT_NEAR(ours[7], 7 * ulp / 8 / (std + 1e-6), 1e-6);
-    EXPECT_NEAR(ours[0], -0.0036864, 1e-6);
-    EXPECT_NEAR(ours[7], 0.0258051, 1e-6);
-    double sum = 0;
-    for (float a : ours) sum += a;
-    EXPECT_NEAR(sum, 0.0, 1e-7);
-    // veRL's, on the first token of rows 0 and 7:
-    EXPECT_NEAR(c.json.at("grpo_eps1e-06_normstd1")[0][0].get<double>(), 0.0287290, 1e-6);
-    EXPECT_NEAR(c.json.at("grpo_eps1e-06_normstd1")[7][0].get<double>(), 0.0574581, 1e-6);
-  }
+std::vector<float> reinforce_pp_baseline(const verl_case& c, accumulation_variant v) {
+  auto options = verl::reinforce_plus_plus_baseline();
+  options.accumulation = accumulation_of(v, options.accumulation);
+  options.whitening.accumulation = accumulation_of(v, options.whitening.accumulation);
+  std::vector<float> advantages(c.batch.mask.size());
+  cascade_rl::reinforce_plus_plus_baseline_advantages(
+      cascade_rl::exec::seq, std::span<const float>(c.scores), group_layout(c.group_offsets),
+      c.batch.layout(), std::span<float>(advantages), options);
+  return advantages;
 }
 
 TEST(VerlReference, ReinforcePlusPlusBaseline) {
+  for (const auto& c : load_cases())
+    for (const auto v : both_variants)
+      expect_matches(c, reinforce_pp_baseline(c, v), "reinforce_pp_baseline",
+                     reinforce_pp_baseline_bound(c), variant_name(v));
+}
+
+// Where the peer's output is noise, the double default still keeps the defining
+// property of a centred estimator, which a float32 mean loses: the advantages of a
+// group (GRPO) or of the whole batch (whitening) sum to zero, up to the float32
+// rounding of the outputs. Checked on every case the conditioning bound marks as
+// ill-conditioned.
+TEST(VerlReference, DoubleAccumulationStaysCentredWhereThePeerIsNoise) {
+  std::size_t checked = 0;
   for (const auto& c : load_cases()) {
-    std::vector<float> advantages(c.batch.mask.size());
-    cascade_rl::reinforce_plus_plus_baseline_advantages(
-        cascade_rl::exec::seq, std::span<const float>(c.scores), group_layout(c.group_offsets),
-        c.batch.layout(), std::span<float>(advantages), verl::reinforce_plus_plus_baseline());
-    expect_matches(c, advantages, "reinforce_pp_baseline");
+    if (largest(grpo_bound(c)) > ref::reference_atol) {
+      auto options = verl::grpo();
+      options.accumulation = cascade_rl::mean_accumulation::double_precision;
+      std::vector<float> advantages(c.scores.size());
+      cascade_rl::grpo_advantages(cascade_rl::exec::seq, std::span<const float>(c.scores),
+                                  group_layout(c.group_offsets), std::span<float>(advantages),
+                                  options);
+      for (std::size_t g = 0; g + 1 < c.group_offsets.size(); ++g) {
+        double sum = 0, slack = 0;
+        for (auto r = c.group_offsets[g]; r < c.group_offsets[g + 1]; ++r) {
+          sum += advantages[static_cast<std::size_t>(r)];
+          slack += ref::float_ulp(advantages[static_cast<std::size_t>(r)]);
+        }
+        if (c.group_offsets[g + 1] - c.group_offsets[g] > 1) {
+          EXPECT_LE(std::abs(sum), slack) << c.name << " group " << g;
+        }
+      }
+      ++checked;
+    }
+    if (largest(reinforce_pp_bound(c)) > ref::reference_atol) {
+      const auto advantages = reinforce_pp(c, accumulation_variant::double_precision);
+      double sum = 0, slack = 0;
+      for (std::size_t t = 0; t < advantages.size(); ++t) {
+        sum += advantages[t];
+        slack += ref::float_ulp(advantages[t]);
+      }
+      EXPECT_LE(std::abs(sum), slack) << c.name;
+      ++checked;
+    }
   }
+  EXPECT_GE(checked, 2u);
 }
 
 }  // namespace

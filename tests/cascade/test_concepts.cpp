@@ -105,8 +105,6 @@ concept runnable = requires(decltype(cr::testing::make_test_cascade())& c, P& p)
 static_assert(runnable<tabular_policy>);
 static_assert(!runnable<no_gradient>);
 
-TEST(Concepts, CheckedAtCompileTime) { SUCCEED(); }
-
 // A custom stage (not a ready-made one) runs in a cascade next to the others.
 struct counting_stage {
   cr::stage_config cfg{.name = "counter", .steps = 3};

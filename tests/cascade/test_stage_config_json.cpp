@@ -87,7 +87,6 @@ cr::stage_config every_field_set() {
                              .clip_high = 0.28,
                              .dual_clip = 3.0,
                              .log_ratio_clamp = 10.0,
-                             .aggregation = cr::loss_aggregation::token_sum,
                              .importance = {.mode = cr::importance_sampling::truncated,
                                             .cap = 1.5,
                                             .band_low = 0.25,
@@ -188,8 +187,8 @@ constexpr const char* hand_written = R"({
      "mopd": {"band_low": 0.5, "band_high": 2}},
     {"name": "math_rl", "kind": "math RL", "domains": ["math"], "steps": 200,
      "lr": {"shape": "cosine", "peak": 3e-6, "floor": 3e-7, "warmup_steps": 10},
-     "update": {"rule": "ppo_clip", "epochs": 2, "mini_batches": 4,
-                "ppo": {"clip_high": 0.28, "dual_clip": 3, "aggregation": "seq-mean-token-mean"}},
+     "update": {"rule": "ppo_clip", "epochs": 2, "mini_batches": 4, "aggregation": "seq-mean-token-mean",
+                "ppo": {"clip_high": 0.28, "dual_clip": 3}},
      "stop": {"eval_every": 10, "target_score": 0.9},
      "evals": [{"domain": "math", "samples_per_prompt": 4,
                 "prompts": [{"id": 1, "domain": "math", "text": "1+1", "reference": "2"}]}]}
@@ -228,7 +227,9 @@ TEST(StageConfigJson, HandWrittenFileParsesToTheExpectedValues) {
   EXPECT_EQ(s[2].update.ppo.clip_low, 0.2);
   EXPECT_EQ(s[2].update.ppo.clip_high, 0.28);
   EXPECT_EQ(s[2].update.ppo.dual_clip, 3.0);
-  EXPECT_EQ(s[2].update.ppo.aggregation, cr::loss_aggregation::seq_mean_token_mean);
+  EXPECT_EQ(s[2].update.aggregation, cr::loss_aggregation::seq_mean_token_mean);
+  EXPECT_EQ(s[2].update.ppo_clip().aggregation, cr::loss_aggregation::seq_mean_token_mean);
+  EXPECT_EQ(s[2].update.ppo_clip().clip_high, 0.28);
   EXPECT_EQ(s[2].stop.target_score, 0.9);
   ASSERT_EQ(s[2].evals.size(), 1u);
   EXPECT_EQ(s[2].evals[0].samples_per_prompt, 4u);
@@ -267,6 +268,19 @@ TEST(StageConfigJsonErrors, UnknownKeyAtDepth) {
   EXPECT_EQ(parse_error(with_third_stage(R"("evals": [{"domain": "x", "prompts": [{"id": 1, "answer": "2"}]}])")),
             "cascade_rl: stages[2].evals[0].prompts[0].answer: unknown key");
   EXPECT_EQ(parse_error(R"({"stage": []})"), "cascade_rl: stage: unknown key (did you mean stages?)");
+}
+
+// The PPO rule once had an aggregation of its own that update.aggregation silently
+// overwrote. It is gone from the C++ struct, and a config file that still sets it is
+// refused by name with the field to set instead, not quietly ignored.
+template <class U>
+concept has_ppo_aggregation = requires(U u) { u.ppo.aggregation; };
+static_assert(!has_ppo_aggregation<cr::update_options>);
+
+TEST(StageConfigJsonErrors, RemovedPpoAggregationIsRefusedByName) {
+  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"ppo": {"aggregation": "token-sum"}})")),
+            "cascade_rl: stages[2].update.ppo.aggregation: removed key: set update.aggregation (one "
+            "aggregation serves both update rules)");
 }
 
 TEST(StageConfigJsonErrors, WrongType) {

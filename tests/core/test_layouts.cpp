@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <span>
+#include <type_traits>
 #include <vector>
 
 #include "cascade_rl/core/group_layout.hpp"
@@ -35,6 +37,58 @@ TEST(TokenLayout, WithoutMaskEveryTokenIsValid) {
   EXPECT_FALSE(layout.has_mask());
   EXPECT_EQ(layout.valid_tokens(1), 4u);
 }
+
+TEST(TokenLayout, PaddedLayoutNeedsNoOffsetsArray) {
+  const std::vector<std::uint8_t> mask{1, 1, 0, 0, 1, 0, 1, 1, 1};
+  const auto layout = token_layout::padded(3, 3, mask);
+  EXPECT_TRUE(layout.is_padded());
+  EXPECT_EQ(layout.sequences(), 3u);
+  EXPECT_EQ(layout.tokens(), 9u);
+  EXPECT_EQ(layout.begin(1), 3u);
+  EXPECT_EQ(layout.end(2), 9u);
+  EXPECT_EQ(layout.valid_tokens(0), 2u);
+  EXPECT_EQ(layout.valid_tokens(1), 1u);
+  EXPECT_EQ(layout.valid_tokens(2), 3u);
+  // The same layout through an offsets array answers every question the same way.
+  const std::vector<std::int64_t> offsets = cascade_rl::padded_offsets(3, 3);
+  const token_layout ragged(offsets, mask);
+  EXPECT_FALSE(ragged.is_padded());
+  for (std::size_t s = 0; s < 3; ++s) {
+    EXPECT_EQ(layout.begin(s), ragged.begin(s));
+    EXPECT_EQ(layout.end(s), ragged.end(s));
+    EXPECT_EQ(layout.valid_tokens(s), ragged.valid_tokens(s));
+  }
+  const auto empty = token_layout::padded(0, 5);
+  EXPECT_EQ(empty.tokens(), 0u);
+  expect_error_naming([&] { (void)token_layout::padded(2, 4, mask); }, "mask");
+}
+
+// A layout views its offsets and mask; built from a temporary container it would read
+// freed memory after the statement (`token_layout t(padded_offsets(4, 8));` compiled and
+// was a heap-use-after-free under AddressSanitizer). Such calls must not compile, while
+// lvalues and spans (views the caller vouches for) still bind.
+using offsets_vector = std::vector<std::int64_t>;
+using mask_vector = std::vector<std::uint8_t>;
+static_assert(!std::is_constructible_v<token_layout, offsets_vector>);
+static_assert(!std::is_constructible_v<token_layout, offsets_vector&&>);
+static_assert(!std::is_constructible_v<token_layout, offsets_vector, const mask_vector&>);
+static_assert(!std::is_constructible_v<token_layout, const offsets_vector&, mask_vector>);
+static_assert(!std::is_constructible_v<token_layout, offsets_vector, mask_vector>);
+static_assert(std::is_constructible_v<token_layout, const offsets_vector&>);
+static_assert(std::is_constructible_v<token_layout, offsets_vector&, mask_vector&>);
+static_assert(std::is_constructible_v<token_layout, std::span<const std::int64_t>>);
+static_assert(std::is_constructible_v<token_layout, std::span<const std::int64_t>,
+                                      std::span<const std::uint8_t>>);
+template <class Mask>
+concept padded_accepts_mask = requires(Mask&& mask) {
+  token_layout::padded(1, 1, static_cast<Mask&&>(mask));
+};
+static_assert(!padded_accepts_mask<mask_vector>);
+static_assert(padded_accepts_mask<const mask_vector&>);
+static_assert(padded_accepts_mask<std::span<const std::uint8_t>>);
+// group_layout views its offsets the same way.
+static_assert(!std::is_constructible_v<group_layout, offsets_vector>);
+static_assert(std::is_constructible_v<group_layout, const offsets_vector&>);
 
 TEST(TokenLayout, RefusesBadOffsetsAndMasks) {
   const std::vector<std::int64_t> none;

@@ -93,7 +93,7 @@ inline batch_slice slice_sequences(const token_layout& layout, std::size_t first
   slice.token_begin = layout.begin(first);
   slice.token_end = last == first ? slice.token_begin : layout.end(last - 1);
   for (std::size_t s = first; s <= last; ++s)
-    slice.offsets.push_back(layout.offsets()[s] - static_cast<std::int64_t>(slice.token_begin));
+    slice.offsets.push_back(static_cast<std::int64_t>(layout.begin(s) - slice.token_begin));
   if (layout.has_mask())
     slice.mask.assign(layout.mask().begin() + static_cast<std::ptrdiff_t>(slice.token_begin),
                       layout.mask().begin() + static_cast<std::ptrdiff_t>(slice.token_end));

@@ -1,6 +1,6 @@
 #pragma once
-// Loading the peer conformance vectors of ../shared/reference (see its README) and
-// comparing against them with the float32 tolerance that README states.
+// Loading the peer conformance vectors of tests/reference (see its READMEs) and
+// comparing against them with the float32 tolerance those READMEs state.
 
 #include <gtest/gtest.h>
 
@@ -20,8 +20,8 @@ namespace cascade_rl::testing {
 inline constexpr double reference_rtol = 1e-5;
 inline constexpr double reference_atol = 1e-6;
 
-// Parses CASCADE_RL_REFERENCE_DIR/<file>. A missing file is a test failure, not a
-// skip: CI has ../shared/reference beside the clone.
+// Parses CASCADE_RL_REFERENCE_DIR/<file> (tests/reference unless configured otherwise).
+// A missing file is a test failure, not a skip: the vectors are part of the repository.
 inline nlohmann::json load_reference(const std::string& file) {
   const std::string path = std::string(CASCADE_RL_REFERENCE_DIR) + "/" + file;
   std::ifstream in(path);

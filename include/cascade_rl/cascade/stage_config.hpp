@@ -57,15 +57,36 @@ enum class update_rule {
               // behaviour log-probs (each mini-batch is one optimizer step)
 };
 
+// The PPO-clip parameters of a stage: ppo_clip_options without the aggregation, which is
+// update_options::aggregation for both update rules (one field, one meaning: a second
+// copy here was silently overwritten by it).
+struct ppo_settings {
+  double clip_low = ppo_clip_options{}.clip_low;
+  double clip_high = ppo_clip_options{}.clip_high;
+  std::optional<double> dual_clip = ppo_clip_options{}.dual_clip;
+  double log_ratio_clamp = ppo_clip_options{}.log_ratio_clamp;
+  importance_options importance{};  // target of the ratio is the behaviour log-probs
+};
+
 struct update_options {
   update_rule rule = update_rule::on_policy;
   std::size_t epochs = 1;
   std::size_t mini_batches = 1;
-  loss_aggregation aggregation = loss_aggregation::token_mean;
-  ppo_clip_options ppo{};
+  loss_aggregation aggregation = loss_aggregation::token_mean;  // both rules
+  ppo_settings ppo{};
   // on_policy only: a correction against the behaviour log-probs (e.g. truncated IS for
   // sampler/trainer mismatch); when not none the trainer's log-probs are recomputed.
   importance_options importance{};
+
+  // The options of ppo_clip_loss for the ppo_clip rule.
+  [[nodiscard]] ppo_clip_options ppo_clip() const {
+    return {.clip_low = ppo.clip_low,
+            .clip_high = ppo.clip_high,
+            .dual_clip = ppo.dual_clip,
+            .log_ratio_clamp = ppo.log_ratio_clamp,
+            .aggregation = aggregation,
+            .importance = ppo.importance};
+  }
 };
 
 struct filter_options {
@@ -201,7 +222,7 @@ inline void validate_grpo_config(const stage_config& c, std::string_view at = {}
       require_overlong_options(*c.filters.overlong, c.filters.overlong->mode == overlong_mode::soft_penalty);
     });
   if (c.update.rule == update_rule::ppo_clip)
-    check_nested(where("update.ppo"), "options.", [&] { validate_ppo_options(c.update.ppo); });
+    check_nested(where("update.ppo"), "options.", [&] { validate_ppo_options(c.update.ppo_clip()); });
   else
     validate_importance(c.update.importance, where("update.importance"));
 }

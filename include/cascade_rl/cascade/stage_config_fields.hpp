@@ -7,7 +7,9 @@
 // structs without listing it here fails to compile instead of being silently dropped
 // from config files.
 
+#include <array>
 #include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -36,6 +38,22 @@ struct config_fields;  // static constexpr std::tuple list{config_field...}
 
 template <class T>
 concept described_config = requires { config_fields<T>::list; };
+
+// A key that config files of an earlier version held and that now means nothing: the
+// reader refuses it by name and says what to set instead (an optional member
+// `static constexpr std::array removed{removed_key...}` of config_fields<T>).
+struct removed_key {
+  std::string_view key;
+  std::string_view instead;  // the field that now carries its meaning
+};
+
+template <class T>
+constexpr std::span<const removed_key> removed_keys_of() {
+  if constexpr (requires { config_fields<T>::removed; })
+    return config_fields<T>::removed;
+  else
+    return {};
+}
 
 template <>
 struct config_fields<sampling_params> {
@@ -79,14 +97,15 @@ struct config_fields<importance_options> {
 };
 
 template <>
-struct config_fields<ppo_clip_options> {
-  using T = ppo_clip_options;
+struct config_fields<ppo_settings> {
+  using T = ppo_settings;
   static constexpr std::tuple list{config_field{"clip_low", &T::clip_low},
                                    config_field{"clip_high", &T::clip_high},
                                    config_field{"dual_clip", &T::dual_clip},
                                    config_field{"log_ratio_clamp", &T::log_ratio_clamp},
-                                   config_field{"aggregation", &T::aggregation},
                                    config_field{"importance", &T::importance}};
+  static constexpr std::array removed{
+      removed_key{"aggregation", "update.aggregation (one aggregation serves both update rules)"}};
 };
 
 template <>
@@ -196,7 +215,7 @@ constexpr bool lists_every_member = std::tuple_size_v<decltype(config_fields<T>:
 
 static_assert(lists_every_member<sampling_params> && lists_every_member<prompt> &&
                   lists_every_member<lr_schedule> && lists_every_member<stop_criteria> &&
-                  lists_every_member<importance_options> && lists_every_member<ppo_clip_options> &&
+                  lists_every_member<importance_options> && lists_every_member<ppo_settings> &&
                   lists_every_member<update_options> && lists_every_member<overlong_options> &&
                   lists_every_member<filter_options> && lists_every_member<mopd_settings> &&
                   lists_every_member<eval_set> && lists_every_member<stage_config>,

@@ -16,7 +16,10 @@
 //     enclosing struct: eval_sampling's temperature stays 0);
 //   - an unknown key, a wrong type, a bad enum name, a number out of the field's range
 //     or not finite is a cascade_rl::error naming the JSON path of the value
-//     ("stages[2].update.ppo.clip_lo: unknown key (did you mean clip_low?)");
+//     ("stages[2].update.ppo.clip_lo: unknown key (did you mean clip_low?)"); a key an
+//     earlier version wrote and that no longer means anything is refused with what to
+//     set instead ("stages[2].update.ppo.aggregation: removed key: set update.aggregation
+//     ...");
 //   - a parsed stage then passes the checks its stage will make (MOPD's for kind "MOPD",
 //     GRPO's otherwise; stage_config.hpp), and a schedule those across stages, so a
 //     config that parses is one the engine accepts, errors still naming JSON paths.
@@ -173,9 +176,13 @@ void read(const json& j, T& out, const std::string& path) {
   if (!j.is_object()) wrong_type(j, path, "an object");
   std::vector<std::string_view> keys;
   for_each_field(out, [&](std::string_view key, auto&) { keys.push_back(key); });
-  for (const auto& [key, value] : j.items())
-    if (std::find(keys.begin(), keys.end(), key) == keys.end())
-      fail(member_path(path, key), "unknown key" + did_you_mean(key, keys));
+  for (const auto& [key, value] : j.items()) {
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+    for (const removed_key& removed : removed_keys_of<T>())
+      if (removed.key == key)
+        fail(member_path(path, key), "removed key: set " + std::string(removed.instead));
+    fail(member_path(path, key), "unknown key" + did_you_mean(key, keys));
+  }
   for_each_field(out, [&](std::string_view key, auto& member) {
     const auto it = j.find(key);
     if (it != j.end()) read(*it, member, member_path(path, key));

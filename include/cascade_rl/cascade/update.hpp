@@ -138,12 +138,10 @@ void ppo_update(P& policy, const rollout_batch& batch, std::span<const float> ad
         broadcast_to_tokens(exec::par, std::span<const float>(mini_advantages), layout,
                             std::span<float>(token_advantages));
         policy.log_probs(mini, std::span<float>(log_probs));
-        ppo_clip_options options = config.update.ppo;
-        options.aggregation = config.update.aggregation;
         result = ppo_clip_loss(exec::par, layout, std::span<const float>(log_probs),
                                std::span<const float>(mini.behaviour_log_probs),
                                std::span<const float>(token_advantages), std::span<float>(dlogp),
-                               normalizer, options);
+                               normalizer, config.update.ppo_clip());
       }
       totals.add(comm, result);
       policy.apply_gradient(mini, std::span<const float>(dlogp), lr);

@@ -1,13 +1,15 @@
 #pragma once
 // Group layout: the sequences sampled for one prompt are contiguous. Either every
 // group has the same size G (uniform), or group g owns sequences
-// [offsets[g], offsets[g+1]) (after filtering, or with partial groups).
+// [offsets[g], offsets[g+1]) (after filtering, or with partial groups). Like
+// token_layout it views the offsets and refuses to be built from a temporary.
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
 
+#include "cascade_rl/core/borrowed.hpp"
 #include "cascade_rl/core/error.hpp"
 
 namespace cascade_rl {
@@ -40,6 +42,10 @@ class group_layout {
     }
     group_count_ = offsets.size() - 1;
   }
+  // A temporary would be destroyed at the end of the statement while the layout views
+  // it: refused at compile time (keep the offsets in a variable).
+  template <detail::temporary_container Offsets>
+  explicit group_layout(Offsets&& offsets) = delete;
 
   [[nodiscard]] std::size_t groups() const { return group_count_; }
   [[nodiscard]] std::size_t sequences() const {

@@ -1,6 +1,6 @@
 #pragma once
 // Options that reproduce veRL's conventions (verl/trainer/ppo/core_algos.py), checked
-// against ../shared/reference/verl_core_algos.json by the test suite.
+// against tests/reference/verl_core_algos.json by the test suite.
 
 #include "cascade_rl/presets/verl_advantages.hpp"
 #include "cascade_rl/presets/verl_losses.hpp"

@@ -1,6 +1,6 @@
 #pragma once
 // Options that reproduce veRL's advantage estimators (verl/trainer/ppo/core_algos.py
-// at 1dda039b; checked against ../shared/reference/verl_core_algos.json, float32,
+// at 1dda039b; checked against tests/reference/verl_core_algos.json, float32,
 // rtol 1e-5, atol 1e-6, by tests/algorithms/test_verl_reference_advantages.cpp).
 //
 // veRL computes in float32 tensors: torch.mean of a small group is a float32 sum, so

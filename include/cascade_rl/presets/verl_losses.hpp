@@ -1,6 +1,6 @@
 #pragma once
 // veRL's loss conventions (verl/trainer/ppo/core_algos.py at commit 1dda039b) as option
-// values, checked against ../shared/reference/verl_core_algos.json:
+// values, checked against tests/reference/verl_core_algos.json:
 //   - PPO clip: clip_ratio 0.2 (clip_ratio_low/high override it), dual clip
 //     clip_ratio_c = 3.0 (always on in compute_policy_loss_vanilla), log-ratio clamped
 //     to +-20 before exp, loss_agg_mode "token-mean" by default;
