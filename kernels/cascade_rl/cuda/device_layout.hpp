@@ -8,11 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define CASCADE_RL_HD __host__ __device__
-#else
-#define CASCADE_RL_HD
-#endif
+#include "cascade_rl/core/host_device.hpp"
 
 // Code that reports into a device_report with atomics: nvcc's device pass, or the CPU
 // emulator of the tests (tests/cuda/emulator), which runs the kernels as host code.

@@ -1,0 +1,109 @@
+// cascade_rl::math gives the same bits whatever the flags: the fingerprint of one source
+// (elementary_functions_fingerprint.cpp) built at -O2 for the baseline target equals,
+// line for line, the fingerprint built with -O3 -march=native -ffp-contract=fast (and
+// -march=haswell), while a plain a * b + c in the same program (the `control` line)
+// differs, which shows that the second build really contracted. Built and registered by
+// elementary_functions.cmake (ctest label bitwise).
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <csignal>
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct run_result {
+  std::vector<std::string> lines;
+  int status = 0;
+};
+
+run_result run(const char* path) {
+  run_result r;
+  FILE* pipe = popen(path, "r");
+  if (pipe == nullptr) {
+    r.status = -1;
+    return r;
+  }
+  std::string text;
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) text.append(buffer, n);
+  r.status = pclose(pipe);
+  std::istringstream stream(text);
+  for (std::string line; std::getline(stream, line);) r.lines.push_back(line);
+  return r;
+}
+
+bool killed_by_illegal_instruction(int status) {
+  return status != -1 && WIFSIGNALED(status) && WTERMSIG(status) == SIGILL;
+}
+
+std::string control_line(const std::vector<std::string>& lines) {
+  for (const std::string& line : lines)
+    if (line.rfind("control ", 0) == 0) return line;
+  return "";
+}
+
+// Every line but the control line equal, reporting the first difference.
+void expect_same_bits(const run_result& baseline, const run_result& other, const char* name) {
+  ASSERT_EQ(baseline.lines.size(), other.lines.size()) << name;
+  int differences = 0;
+  for (std::size_t i = 0; i < baseline.lines.size(); ++i) {
+    if (baseline.lines[i].rfind("control ", 0) == 0) continue;
+    if (baseline.lines[i] != other.lines[i] && ++differences <= 5)
+      ADD_FAILURE() << name << " differs from the baseline build:\n  baseline: " << baseline.lines[i]
+                    << "\n  " << name << ": " << other.lines[i];
+  }
+  EXPECT_EQ(differences, 0);
+}
+
+run_result baseline_run() {
+  run_result r = run(FINGERPRINT_BASELINE);
+  EXPECT_EQ(r.status, 0) << FINGERPRINT_BASELINE;
+  return r;
+}
+
+TEST(BitwiseElementaryFunctions, BaselineFingerprintCoversEveryFunction) {
+  const run_result baseline = baseline_run();
+  // 12 functions or ranges, each a hash line and 48 named inputs (fewer for float), and
+  // the control line.
+  EXPECT_GT(baseline.lines.size(), 500u);
+  EXPECT_NE(control_line(baseline.lines), "");
+}
+
+void compare_with_contracting_build(const char* path, const char* name) {
+  const run_result baseline = baseline_run();
+  const run_result other = run(path);
+  if (killed_by_illegal_instruction(other.status))
+    GTEST_SKIP() << name << " build stopped on an illegal instruction: this CPU cannot run it";
+  ASSERT_EQ(other.status, 0) << path;
+  expect_same_bits(baseline, other, name);
+  EXPECT_NE(control_line(baseline.lines), control_line(other.lines))
+      << "the " << name << " build did not contract a * b + c, so this comparison proves nothing";
+}
+
+TEST(BitwiseElementaryFunctions, NativeContractingBuildGivesBaselineBits) {
+#if defined(FINGERPRINT_NATIVE)
+  if (!__builtin_cpu_supports("fma"))
+    GTEST_SKIP() << "this CPU has no FMA: -march=native cannot contract here";
+  compare_with_contracting_build(FINGERPRINT_NATIVE, "-O3 -march=native -ffp-contract=fast");
+#else
+  GTEST_SKIP() << "the compiler does not take -march=native";
+#endif
+}
+
+TEST(BitwiseElementaryFunctions, HaswellContractingBuildGivesBaselineBits) {
+#if defined(FINGERPRINT_HASWELL)
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+    GTEST_SKIP() << "this CPU lacks AVX2 or FMA: it cannot run the -march=haswell build";
+  compare_with_contracting_build(FINGERPRINT_HASWELL, "-O3 -march=haswell -ffp-contract=fast");
+#else
+  GTEST_SKIP() << "the compiler does not take -march=haswell";
+#endif
+}
+
+}  // namespace

@@ -1,0 +1,51 @@
+# The bitwise test of cascade_rl::math (include/cascade_rl/core/elementary_functions.hpp);
+# included from tests/CMakeLists.txt. One source, elementary_functions_fingerprint.cpp,
+# is built with different flags into separate executables (one per flag set: in a single
+# executable the linker would keep one copy of each inline function), and
+# core_bitwise_elementary_functions runs them and compares their outputs bit for bit.
+#
+#   baseline     -O2: the baseline x86-64 target has no FMA instruction, nothing fuses
+#   native       -O3 -march=native -ffp-contract=fast: this machine's widest vectors and
+#                GCC's contraction wherever the target has FMA
+#   haswell      -O3 -march=haswell -ffp-contract=fast: FMA and AVX2 even where the build
+#                machine lacks them (the test skips it on a CPU without them)
+#
+# -ffast-math is not a supported flag for this header and is not among them.
+
+set(_ef_dir "${CMAKE_CURRENT_LIST_DIR}")
+include(CheckCXXCompilerFlag)
+check_cxx_compiler_flag(-march=native CASCADE_RL_HAS_MARCH_NATIVE)
+check_cxx_compiler_flag(-march=haswell CASCADE_RL_HAS_MARCH_HASWELL)
+
+set(_ef_variants baseline)
+set(_ef_flags_baseline -O2)
+if(CASCADE_RL_HAS_MARCH_NATIVE)
+  list(APPEND _ef_variants native)
+  set(_ef_flags_native -O3 -march=native -ffp-contract=fast)
+endif()
+if(CASCADE_RL_HAS_MARCH_HASWELL)
+  list(APPEND _ef_variants haswell)
+  set(_ef_flags_haswell -O3 -march=haswell -ffp-contract=fast)
+endif()
+
+set(_ef_definitions "")
+foreach(variant IN LISTS _ef_variants)
+  set(target elementary_functions_fingerprint_${variant})
+  add_executable(${target} "${_ef_dir}/elementary_functions_fingerprint.cpp")
+  target_link_libraries(${target} PRIVATE cascade_rl::cascade_rl)
+  # After CMAKE_CXX_FLAGS_<CONFIG> on the command line, so these -O levels win.
+  target_compile_options(${target} PRIVATE ${_ef_flags_${variant}})
+  string(TOUPPER "${variant}" upper)
+  list(APPEND _ef_definitions "FINGERPRINT_${upper}=\"$<TARGET_FILE:${target}>\"")
+endforeach()
+
+add_executable(core_bitwise_elementary_functions "${_ef_dir}/bitwise_elementary_functions.cpp")
+target_link_libraries(core_bitwise_elementary_functions PRIVATE GTest::gtest_main)
+target_compile_definitions(core_bitwise_elementary_functions PRIVATE ${_ef_definitions})
+foreach(variant IN LISTS _ef_variants)
+  add_dependencies(core_bitwise_elementary_functions elementary_functions_fingerprint_${variant})
+endforeach()
+gtest_discover_tests(core_bitwise_elementary_functions
+  TEST_PREFIX "core_bitwise_elementary_functions."
+  DISCOVERY_MODE PRE_TEST
+  PROPERTIES LABELS bitwise TIMEOUT 300)
