@@ -49,3 +49,15 @@ gtest_discover_tests(core_bitwise_elementary_functions
   TEST_PREFIX "core_bitwise_elementary_functions."
   DISCOVERY_MODE PRE_TEST
   PROPERTIES LABELS bitwise TIMEOUT 300)
+
+# The same functions in device code (nvcc, the CUDA target's architectures): compiling
+# it checks that the header builds for the device; on a GPU it compares device and host
+# bits. One ctest test for the binary (labels cuda, gpu, bitwise), skipped without a device.
+if(TARGET cascade_rl::cuda)
+  add_executable(cuda_elementary_functions "${_ef_dir}/../cuda/elementary_functions_device.cu")
+  target_link_libraries(cuda_elementary_functions PRIVATE cascade_rl::cuda GTest::gtest_main)
+  target_compile_options(cuda_elementary_functions PRIVATE ${CASCADE_RL_CUDA_WARNING_FLAGS})
+  add_test(NAME cuda_elementary_functions COMMAND cuda_elementary_functions)
+  set_tests_properties(cuda_elementary_functions PROPERTIES LABELS "cuda;gpu;bitwise" TIMEOUT 300
+    SKIP_REGULAR_EXPRESSION "SKIPPED \\][^\n]*[1-9][0-9]* tests?, listed below")
+endif()
