@@ -1,9 +1,9 @@
 // cascade_rl::math gives the same bits whatever the flags: the fingerprint of one source
 // (elementary_functions_fingerprint.cpp) built at -O2 for the baseline target equals,
 // line for line, the fingerprint built with -O3 -march=native -ffp-contract=fast (and
-// -march=haswell), while a plain a * b + c in the same program (the `control` line)
-// differs, which shows that the second build really contracted. Built and registered by
-// elementary_functions.cmake (ctest label bitwise).
+// with -march=haswell and -march=x86-64-v4), while a plain a * b + c in the same program
+// (the `control` line) differs, which shows that the second build really contracted.
+// Built and registered by elementary_functions.cmake (ctest label bitwise).
 
 #include <gtest/gtest.h>
 
@@ -103,6 +103,17 @@ TEST(BitwiseElementaryFunctions, HaswellContractingBuildGivesBaselineBits) {
   compare_with_contracting_build(FINGERPRINT_HASWELL, "-O3 -march=haswell -ffp-contract=fast");
 #else
   GTEST_SKIP() << "the compiler does not take -march=haswell";
+#endif
+}
+
+TEST(BitwiseElementaryFunctions, Avx512ContractingBuildGivesBaselineBits) {
+#if defined(FINGERPRINT_AVX512)
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512dq") || !__builtin_cpu_supports("avx512vl"))
+    GTEST_SKIP() << "this CPU lacks AVX-512 (F, BW, DQ, VL): it cannot run the -march=x86-64-v4 build";
+  compare_with_contracting_build(FINGERPRINT_AVX512, "-O3 -march=x86-64-v4 -ffp-contract=fast");
+#else
+  GTEST_SKIP() << "the compiler does not take -march=x86-64-v4";
 #endif
 }
 

@@ -9,6 +9,8 @@
 #                GCC's contraction wherever the target has FMA
 #   haswell      -O3 -march=haswell -ffp-contract=fast: FMA and AVX2 even where the build
 #                machine lacks them (the test skips it on a CPU without them)
+#   avx512       -O3 -march=x86-64-v4 -ffp-contract=fast: 512-bit vectors (skipped on a
+#                CPU without AVX-512)
 #
 # -ffast-math is not a supported flag for this header and is not among them.
 
@@ -16,6 +18,7 @@ set(_ef_dir "${CMAKE_CURRENT_LIST_DIR}")
 include(CheckCXXCompilerFlag)
 check_cxx_compiler_flag(-march=native CASCADE_RL_HAS_MARCH_NATIVE)
 check_cxx_compiler_flag(-march=haswell CASCADE_RL_HAS_MARCH_HASWELL)
+check_cxx_compiler_flag(-march=x86-64-v4 CASCADE_RL_HAS_MARCH_X86_64_V4)
 
 set(_ef_variants baseline)
 set(_ef_flags_baseline -O2)
@@ -26,6 +29,10 @@ endif()
 if(CASCADE_RL_HAS_MARCH_HASWELL)
   list(APPEND _ef_variants haswell)
   set(_ef_flags_haswell -O3 -march=haswell -ffp-contract=fast)
+endif()
+if(CASCADE_RL_HAS_MARCH_X86_64_V4)
+  list(APPEND _ef_variants avx512)
+  set(_ef_flags_avx512 -O3 -march=x86-64-v4 -ffp-contract=fast)
 endif()
 
 set(_ef_definitions "")
