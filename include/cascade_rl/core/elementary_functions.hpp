@@ -39,7 +39,9 @@
 // drops the barrier and the vector loop is fused again (measured, GCC 12.2 -O3
 // -march=native). Explicit fma everywhere gives fixed bits but, on the baseline x86-64
 // target (no FMA instruction), std::fma is a call into libm per operation and no loop
-// vectorises. What we do instead:
+// vectorises: a degree-10 Horner loop ran at 27 M/s with std::fma, 323 M/s with
+// product_unfused below and 542 M/s unprotected (one core, -O3, baseline target). What
+// we do instead:
 //   1. A product whose rounding does not matter is left free: n * ln2_hi (ln2_hi has
 //      21 trailing zero bits, n < 2^11), scalings by powers of two. Fused or not, the
 //      exact product gives the same sum.
@@ -60,7 +62,13 @@
 // way the loop does not vectorise. For the same reason no special case is found with
 // x == constant (GCC would thread the known value through the whole computation): a
 // zero is x < 2^-1074, an infinity x > DBL_MAX.
-// Not supported: -ffast-math and its parts (-fassociative-math reorders the error-free
+// A plain loop calling any of them vectorises with GCC 12 at -O3: SSE2 on the baseline
+// x86-64 target, AVX2 with -march=haswell or native, AVX-512 with -march=x86-64-v4. At
+// -O2, GCC 12's very-cheap cost model vectorises a loop only when its trip count is a
+// known multiple of the vector width (then these do too).
+// Not supported: a floating-point environment other than the default (round to nearest,
+// no flush-to-zero or denormals-are-zero, which -ffast-math's startup code sets),
+// -ffast-math and its parts (-fassociative-math reorders the error-free
 // sums, -ffinite-math-only drops the NaN and infinity handling, -freciprocal-math changes
 // the divisions), nvcc's -use_fast_math / -ftz=true (flushes float subnormals), x87
 // arithmetic (-mfpmath=387: extended intermediates). The tests build the same source at
