@@ -123,4 +123,15 @@ TEST(BitwiseElementaryFunctions, Avx512ContractingBuildGivesBaselineBits) {
 #endif
 }
 
+// The device branch of the header (intrinsics modelled on the host, see the fingerprint
+// source) against the host branch: no GPU needed to check its logic.
+TEST(BitwiseElementaryFunctions, DeviceBranchOnTheHostGivesBaselineBits) {
+  const run_result baseline = baseline_run();
+  const run_result device = run(FINGERPRINT_DEVICE_PATH);
+  if (killed_by_illegal_instruction(device.status))
+    GTEST_SKIP() << "the device-branch build stopped on an illegal instruction: this CPU cannot run it";
+  ASSERT_EQ(device.status, 0) << FINGERPRINT_DEVICE_PATH;
+  expect_same_bits(baseline, device, "device branch");
+}
+
 }  // namespace

@@ -11,6 +11,9 @@
 #                machine lacks them (the test skips it on a CPU without them)
 #   avx512       -O3 -march=x86-64-v4 -ffp-contract=fast: 512-bit vectors (skipped on a
 #                CPU without AVX-512)
+#   device_path  -O3 -ffp-contract=fast (and -march=native where taken) with
+#                FINGERPRINT_DEVICE_PATH: the header's __CUDA_ARCH__ branch on the host,
+#                the CUDA intrinsics modelled in the fingerprint source
 #
 # -ffast-math is not a supported flag for this header and is not among them.
 
@@ -33,6 +36,12 @@ endif()
 if(CASCADE_RL_HAS_MARCH_X86_64_V4)
   list(APPEND _ef_variants avx512)
   set(_ef_flags_avx512 -O3 -march=x86-64-v4 -ffp-contract=fast)
+endif()
+
+list(APPEND _ef_variants device_path)
+set(_ef_flags_device_path -O3 -ffp-contract=fast -DFINGERPRINT_DEVICE_PATH)
+if(CASCADE_RL_HAS_MARCH_NATIVE)
+  list(APPEND _ef_flags_device_path -march=native)
 endif()
 
 set(_ef_definitions "")

@@ -9,6 +9,20 @@
 // between a build that contracts and one that does not, which shows that the
 // contracting build really fused (the comparison would prove nothing otherwise).
 
+// FINGERPRINT_DEVICE_PATH: the header's device branch (__CUDA_ARCH__) compiled on the
+// host, with the CUDA intrinsics it calls modelled here (the rounded operations as calls,
+// which no compiler fuses): a check of that branch's logic without a GPU.
+#if defined(FINGERPRINT_DEVICE_PATH)
+#define __CUDA_ARCH__ 800
+[[gnu::noinline]] double __dmul_rn(double a, double b) { return a * b; }
+[[gnu::noinline]] float __fmul_rn(float a, float b) { return a * b; }
+[[gnu::noinline]] double __ddiv_rn(double a, double b) { return a / b; }
+long long __double_as_longlong(double x) { return __builtin_bit_cast(long long, x); }
+double __longlong_as_double(long long x) { return __builtin_bit_cast(double, x); }
+unsigned __float_as_uint(float x) { return __builtin_bit_cast(unsigned, x); }
+float __uint_as_float(unsigned x) { return __builtin_bit_cast(float, x); }
+#endif
+
 #include <cinttypes>
 #include <cstddef>
 #include <cstdint>
