@@ -67,7 +67,9 @@
 // -O2, GCC 12's very-cheap cost model vectorises a loop only when its trip count is a
 // known multiple of the vector width (then these do too).
 // Not supported: a floating-point environment other than the default (round to nearest,
-// no flush-to-zero or denormals-are-zero, which -ffast-math's startup code sets),
+// no flush-to-zero or denormals-are-zero, which -ffast-math's startup code sets; the
+// exception flags these raise mean nothing, and with traps enabled a NaN comparison
+// or an overflow in a discarded intermediate may trap),
 // -ffast-math and its parts (-fassociative-math reorders the error-free
 // sums, -ffinite-math-only drops the NaN and infinity handling, -freciprocal-math changes
 // the divisions), nvcc's -use_fast_math / -ftz=true (flushes float subnormals), x87
