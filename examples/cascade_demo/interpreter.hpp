@@ -122,6 +122,17 @@ inline run_result run_program(const program& p, std::int64_t x, std::size_t max_
 // The unit tests of a specification f(x) = a*x + b: the inputs it is checked on.
 inline constexpr std::int64_t test_inputs[] = {0, 1, 2, 3, 5};
 
+// How many of the unit tests the program passes: test k runs it on test_inputs[k] and
+// expects expected[k] (a run that hits the step bound or overflows fails its test).
+inline int tests_passed(const program& p, std::span<const std::int64_t> expected, std::size_t max_steps = 200) {
+  int passed = 0;
+  for (std::size_t k = 0; k < std::size(test_inputs) && k < expected.size(); ++k) {
+    const run_result r = run_program(p, test_inputs[k], max_steps);
+    passed += r.ok() && r.value == expected[k];
+  }
+  return passed;
+}
+
 // Fraction of the tests of f(x) = a*x + b that the program passes (0 if it does not
 // parse; a run that hits the step bound or overflows fails its test).
 inline double pass_rate(std::span<const std::int32_t> tokens, int a, int b, std::size_t max_steps = 200) {

@@ -4,107 +4,71 @@
 //   IF-RL -> multi-domain RL (MCQA, structured output, tool calls) -> MOPD (teachers:
 //   the best snapshot of each domain seen so far) -> RLHF (a Bradley-Terry reward
 //   model trained here) -> long-context RL -> code RL -> SWE RL.
-// One progress line per step, the forgetting matrix after each stage, a summary.
-// Writes cascade_metrics.jsonl and forgetting_matrix.csv into the working directory.
+// Code and SWE answers are programs, run on their unit tests by python3 in
+// cascade_rl::verify's sandbox (the bounded interpreter where python3 cannot run).
+// One progress line per step, the forgetting matrix after each stage, a summary with
+// what each step generated, padded and waited for. Writes into the working directory:
+//   cascade_metrics.jsonl   the engine's metrics lines of the cascade
+//   forgetting_matrix.csv   the cascade's forgetting matrix
+//   steps.csv               per step of every run: reward (or MOPD's KL), tokens, padding,
+//                           verification time, time waiting for the slowest verifier
+//   evaluations.csv         every evaluation of every run
+//   compare.json            (--compare) every variant's final scores and totals per seed
+// scripts/demo_figures.py draws the figures from these files.
 //
-//   cascade_demo [--seed N] [--threads N] [--smoke] [--compare] [--checkpoint-dir DIR]
-//   --smoke    a shortened cascade; exits non-zero unless IF-RL raises its rewards
-//   --compare  also runs, from the same SFT model and with the same rollout budget,
-//              the cascade without MOPD and one mixed-domain GRPO stage
+//   cascade_demo [--seed N] [--threads N] [--smoke] [--compare] [--seeds N]
+//                [--no-python] [--checkpoint-dir DIR] [--sweep]
+//   --smoke      a shortened cascade; exits non-zero unless IF-RL raises its rewards
+//   --compare    Cascade RL's claims measured over --seeds seeds (default 3: seed,
+//                seed + 1, ...): the cascade against itself without MOPD, with one
+//                shared hyperparameter set, against one mixed-domain stage with the
+//                same rollouts, and IF-RL -> RLHF against RLHF -> IF-RL
+//   --no-python  verify code and SWE with the bounded interpreter only
+//   --sweep      the sweep that chose the per-domain learning rates: each GRPO stage
+//                alone from the SFT model of the tuning seed (--seed, use 7), each rate
+//                of {5e-4, 1e-3, 2e-3}, scored by the stage's own evaluation
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
-#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include <cascade_rl/cascade.hpp>
 
-#include "eigen_policy.hpp"
-#include "reward_model.hpp"
-#include "sft.hpp"
-#include "tasks.hpp"
+#include "experiment.hpp"
 
 namespace {
 
 namespace cr = cascade_rl;
-using demo::eigen_policy;
 
 struct options {
   std::uint64_t seed = 2024;
   unsigned threads = 2;
   bool smoke = false;
   bool compare = false;
+  std::size_t seeds = 3;
+  bool python = true;
+  bool sweep = false;
   std::string checkpoint_dir{};
-  std::string tune{};  // development: "key=value,..." overrides of the budget
 };
 
-struct domain_data {
-  std::vector<demo::task> train, eval;
-};
-
-// The sizes of the run. --smoke shortens every stage after the first.
-struct budget {
-  std::size_t sft_steps = 300, sft_batch = 64;
-  std::size_t prompts = 16, group = 8, mopd_group = 4;
-  std::size_t if_steps = 60, multi_steps = 60, mopd_steps = 40, rlhf_steps = 40, long_steps = 60,
-              code_steps = 60, swe_steps = 60;
-  std::size_t eval_prompts = 128;
-  double sft_lr = 3e-3, rl_lr = 1e-3, mopd_lr = 1e-3;
-  int width = 64, heads = 4, ffn = 128;
-};
-
-double tuned(const std::string& tune, const std::string& key, double fallback) {
-  const auto at = tune.find(key + "=");
-  return at == std::string::npos ? fallback : std::atof(tune.c_str() + at + key.size() + 1);
-}
-
-// Records every step's mean reward per stage (for the smoke check and the summary).
-struct reward_trace {
-  std::map<std::string, std::vector<double>>* rewards;
-  // MOPD has no reward: its trace is the KL to the teachers.
-  void on_step(const cr::step_metrics& m) const {
-    (*rewards)[m.stage].push_back(m.kl_to_teacher ? *m.kl_to_teacher : m.reward_mean);
-  }
-};
+const char* const usage =
+    "usage: cascade_demo [--seed N] [--threads N] [--smoke] [--compare] [--seeds N] [--no-python]\n"
+    "                    [--checkpoint-dir DIR] [--sweep]\n";
 
 double mean_of(const std::vector<double>& v, std::size_t first, std::size_t last) {
   double s = 0;
   for (std::size_t i = first; i < last; ++i) s += v[i];
   return last > first ? s / static_cast<double>(last - first) : 0.0;
-}
-
-cr::stage_config grpo_config(cr::stage_config c, const budget& b, std::size_t steps, double lr,
-                             std::int64_t max_length, std::vector<cr::eval_set> evals) {
-  c.group_size = b.group;
-  c.prompts_per_step = b.prompts;
-  c.steps = steps;
-  c.lr = cr::constant_lr(lr);
-  c.sampling = {.temperature = 1.0, .top_p = 1.0, .max_response_length = max_length};
-  c.eval_sampling = {.temperature = 0.0, .top_p = 1.0, .max_response_length = max_length};
-  c.reward_workers = 2;
-  c.evals = std::move(evals);
-  return c;
-}
-
-cr::eval_set eval_of(const std::map<std::string, domain_data>& data, const std::string& domain) {
-  return {.domain = domain, .prompts = demo::prompts_of(data.at(domain).eval)};
-}
-
-std::vector<cr::prompt> train_prompts(const std::map<std::string, domain_data>& data,
-                                      const std::vector<std::string>& domains) {
-  std::vector<cr::prompt> out;
-  for (const auto& d : domains)
-    for (const auto& p : demo::prompts_of(data.at(d).train)) out.push_back(p);
-  return out;
 }
 
 void write_csv(const cr::forgetting_matrix& m, const std::string& path) {
@@ -126,32 +90,77 @@ void write_csv(const cr::forgetting_matrix& m, const std::string& path) {
   out << '\n';
 }
 
-// Runs a cascade on `policy` with the demo's observers; returns the report.
-template <class Cascade>
-cr::cascade_report run(Cascade& cascade, eigen_policy& policy, const options& o, std::ostream& metrics,
-                       std::map<std::string, std::vector<double>>& rewards, bool quiet) {
-  auto runner = cr::make_runner(cascade, policy, {.seed = o.seed, .checkpoint_dir = o.checkpoint_dir,
-                                                   .checkpoint_every = 1000});
-  if (!o.checkpoint_dir.empty() && runner.resume())
-    std::printf("resumed at stage %zu, step %zu\n", runner.stage_index(), runner.step());
-  std::ostringstream sink;
-  std::ostream& console = quiet ? static_cast<std::ostream&>(sink) : std::cout;
-  cr::cascade_report report = runner.run(cr::console_progress(console), cr::forgetting_table(console),
-                                         cr::jsonl_metrics(metrics), reward_trace{&rewards});
-  if (quiet) report.forgetting.print(std::cout);
-  return report;
+// steps.csv and evaluations.csv rows of a run.
+void append_trace(const demo::variant_result& r, std::ostream& steps, std::ostream& evaluations) {
+  for (const auto& s : r.trace.steps)
+    steps << r.name << ',' << r.seed << ',' << s.stage << ',' << s.global_step << ',' << s.distillation << ','
+          << s.curve << ',' << s.responses << ',' << s.tokens << ',' << s.padded << ',' << s.verify_seconds << ','
+          << s.wait_seconds << '\n';
+  for (const auto& e : r.trace.evaluations)
+    for (const auto& sc : e.scores)
+      evaluations << r.name << ',' << r.seed << ',' << e.label << ',' << e.global_step << ',' << e.stage_end << ','
+                  << sc.domain << ',' << sc.score << '\n';
 }
 
-std::size_t rollouts(const std::vector<cr::stage_config>& configs) {
-  std::size_t n = 0;
-  for (const auto& c : configs) n += c.steps * c.prompts_per_step * c.group_size;
-  return n;
+nlohmann::json compute_json(const demo::compute_totals& t) {
+  return {{"steps", t.steps},           {"rollouts", t.rollouts},          {"tokens", t.tokens},
+          {"padded", t.padded},         {"waste", t.waste()},              {"waste_fraction", t.waste_fraction()},
+          {"verify_seconds", t.verify_seconds}, {"wait_seconds", t.wait_seconds}};
 }
 
-double final_mean(const cr::forgetting_matrix& m) {
-  double s = 0;
-  for (std::size_t c = 0; c < m.domains().size(); ++c) s += m.score(m.rows() - 1, c);
-  return s / static_cast<double>(m.domains().size());
+nlohmann::json run_json(const demo::variant_result& r) {
+  nlohmann::json final_scores = nlohmann::json::object();
+  for (const auto& d : r.report.forgetting.domains()) final_scores[d] = r.final_score(d);
+  const auto bwt = r.report.backward_transfer_overall;
+  return {{"variant", r.name},
+          {"seed", r.seed},
+          {"final", final_scores},
+          {"final_mean", r.final_mean()},
+          {"backward_transfer", bwt ? nlohmann::json(*bwt) : nlohmann::json()},
+          {"regressions", r.report.regressions.size()},
+          {"rollouts", r.rollouts},
+          {"seconds", r.seconds},
+          {"compute", compute_json(demo::totals_of(r.trace.steps))},
+          {"forgetting", r.report.forgetting.to_json()}};
+}
+
+// Per stage of a run: its steps' totals.
+std::vector<std::pair<std::string, demo::compute_totals>> totals_by_stage(const demo::run_trace& t) {
+  std::vector<std::pair<std::string, demo::compute_totals>> out;
+  for (const auto& s : t.steps) {
+    if (out.empty() || out.back().first != s.stage) out.emplace_back(s.stage, demo::compute_totals{});
+    out.back().second.add(s);
+  }
+  return out;
+}
+
+void print_compute_table(const std::vector<std::pair<std::string, demo::compute_totals>>& rows) {
+  std::printf("%-18s %6s %9s %9s %9s %7s %10s %10s\n", "stage", "steps", "rollouts", "tokens", "padded", "waste",
+              "verify s", "wait s");
+  for (const auto& [name, t] : rows)
+    std::printf("%-18s %6zu %9zu %9.0f %9.0f %6.1f%% %10.3f %10.3f\n", name.c_str(), t.steps, t.rollouts, t.tokens,
+                t.padded, 100 * t.waste_fraction(), t.verify_seconds, t.wait_seconds);
+}
+
+std::string pm(const demo::spread& s, int digits = 3) {
+  char b[96];
+  std::snprintf(b, sizeof b, "%.*f +- %.*f", digits, s.mean, digits, s.sd);
+  return b;
+}
+
+// "A - B: mean +- sd (A higher on k of n seeds)"
+std::string paired(const std::vector<double>& a, const std::vector<double>& b, int digits = 3) {
+  std::vector<double> d;
+  std::size_t higher = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    d.push_back(a[i] - b[i]);
+    higher += a[i] > b[i];
+  }
+  const demo::spread s = demo::spread_of(d);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%+.*f +- %.*f (higher on %zu of %zu seeds)", digits, s.mean, digits, s.sd, higher,
+                a.size());
+  return buf;
 }
 
 }  // namespace
@@ -162,120 +171,96 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--smoke") o.smoke = true;
     else if (a == "--compare") o.compare = true;
+    else if (a == "--no-python") o.python = false;
+    else if (a == "--sweep") o.sweep = true;
     else if (a == "--seed" && i + 1 < argc) o.seed = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--threads" && i + 1 < argc) o.threads = static_cast<unsigned>(std::atoi(argv[++i]));
+    else if (a == "--seeds" && i + 1 < argc) o.seeds = std::max<std::size_t>(1, std::strtoull(argv[++i], nullptr, 10));
+    else if (a == "--threads" && i + 1 < argc) o.threads = static_cast<unsigned>(std::max(1, std::atoi(argv[++i])));
     else if (a == "--checkpoint-dir" && i + 1 < argc) o.checkpoint_dir = argv[++i];
-    else if (a == "--tune" && i + 1 < argc) o.tune = argv[++i];
     else {
-      std::fprintf(stderr, "usage: cascade_demo [--seed N] [--threads N] [--smoke] [--compare] [--checkpoint-dir DIR]\n");
+      std::fputs(usage, stderr);
       return 2;
     }
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const auto tune = [&](const char* key, auto& value) {
-    value = static_cast<std::remove_reference_t<decltype(value)>>(tuned(o.tune, key, static_cast<double>(value)));
-  };
   const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  budget b;
-  tune("sft_steps", b.sft_steps); tune("if", b.if_steps); tune("multi", b.multi_steps); tune("mopd", b.mopd_steps);
-  tune("rlhf", b.rlhf_steps); tune("long", b.long_steps); tune("code", b.code_steps); tune("swe", b.swe_steps);
-  tune("sft_lr", b.sft_lr); tune("rl_lr", b.rl_lr); tune("mopd_lr", b.mopd_lr); tune("width", b.width);
-  tune("heads", b.heads); tune("ffn", b.ffn); tune("group", b.group); tune("prompts", b.prompts);
+  demo::budget b;
   if (o.smoke) {
     b.if_steps = 30;
     b.multi_steps = b.mopd_steps = b.rlhf_steps = b.long_steps = b.code_steps = b.swe_steps = 2;
     b.eval_prompts = 64;
   }
 
-  // ---- data: train prompts (with demonstrations) and held-out evaluation prompts ---------
-  std::map<std::string, domain_data> data;
-  for (std::size_t k = 0; k < demo::domains().size(); ++k) {
-    const std::string& d = demo::domains()[k];
-    data[d].train = demo::make_tasks(d, 512, o.seed * 1000 + 2 * k, static_cast<std::int64_t>(k) * 100000);
-    data[d].eval = demo::make_tasks(d, b.eval_prompts, o.seed * 1000 + 2 * k + 1,
-                                    static_cast<std::int64_t>(k) * 100000 + 50000);
-  }
-  for (auto& t : data["chat"].eval) t.prompt.reference = "gold";  // judged by the hidden preference
-
-  // ---- the reward model of RLHF -----------------------------------------------------------
-  auto rm = std::make_shared<demo::bt_reward_model>();
-  const auto pairs = demo::make_preference_pairs(4000, o.seed + 7);
-  const auto held_out = demo::make_preference_pairs(1000, o.seed + 8);
-  const double nll = rm->train(pairs);
-  std::printf("reward model: Bradley-Terry on %zu synthetic preference pairs, nll %.3f, held-out "
-              "accuracy %.3f (labels are noisy), agreement with the hidden preference %.3f\n",
-              pairs.size(), nll, rm->accuracy(held_out), rm->gold_agreement(held_out));
-  const demo::task_reward reward{rm};
-
-  // ---- SFT warm start ---------------------------------------------------------------------
-  eigen_policy policy(demo::lm_shape{.vocab = demo::vocabulary_size(), .d = b.width, .heads = b.heads, .ffn = b.ffn},
-                      o.seed, {}, o.threads);
+  const auto programs = std::make_shared<const demo::program_verifier>(o.python);
+  std::printf("code and SWE verified by %s\n", programs->description().c_str());
+  const auto make_world = [&](std::uint64_t seed) {
+    auto w = std::make_unique<demo::world>(seed, b, programs, o.threads);
+    std::printf("[seed %llu] reward model: Bradley-Terry on 4000 synthetic preference pairs, nll %.3f, held-out "
+                "accuracy %.3f (labels are noisy), agreement with the hidden preference %.3f; SFT %zu steps, "
+                "nll/token %.4f, %.1fs\n",
+                static_cast<unsigned long long>(seed), w->rm_nll, w->rm_accuracy, w->rm_gold_agreement, b.sft_steps,
+                w->sft_nll.empty() ? 0.0 : w->sft_nll.back(), w->sft_seconds);
+    return w;
+  };
+  std::unique_ptr<demo::world> w = make_world(o.seed);
   std::printf("policy: one-layer Eigen transformer, %zu parameters (d %d, %d heads, MLP %d, vocabulary %d)\n",
-              policy.weights().params.size(), policy.weights().shape.d, policy.weights().shape.heads,
-              policy.weights().shape.ffn, policy.weights().shape.vocab);
-  {
-    std::vector<demo::task> demos;
-    for (const auto& d : demo::domains())
-      for (const auto& t : data[d].train) demos.push_back(t);
-    std::mt19937_64 rng(o.seed + 11);
-    std::printf("SFT: %zu steps of %zu demonstrations from %zu, Adam lr %.0e\n", b.sft_steps, b.sft_batch, demos.size(), b.sft_lr);
-    for (std::size_t s = 0; s < b.sft_steps; ++s) {
-      const auto batch = demo::sft_step(policy, demos, b.sft_batch, b.sft_lr, rng);
-      if ((s + 1) % (b.sft_steps / 10) == 0)
-        std::printf("[sft %zu/%zu] nll/token %.4f\n", s + 1, b.sft_steps, demo::demonstration_nll(policy, batch));
+              w->policy.weights().params.size(), b.width, b.heads, b.ffn, demo::vocabulary_size());
+
+  if (o.sweep) {
+    const std::vector<double> grid{5e-4, 1e-3, 2e-3};
+    std::map<double, std::vector<double>> by_lr;
+    std::printf("%-16s", "stage \\ lr");
+    for (double lr : grid) std::printf(" %9.0e", lr);
+    std::printf("   (own evaluation after the stage alone; SFT model of seed %llu)\n",
+                static_cast<unsigned long long>(o.seed));
+    for (const char* stage : {"if_rl", "multi_domain_rl", "rlhf", "long_context_rl", "code_rl", "swe_rl"}) {
+      std::printf("%-16s", stage);
+      double best = -1, best_lr = 0;
+      for (double lr : grid) {
+        demo::hparams h = demo::per_domain_hparams();
+        demo::hparams_of(h, stage).lr = lr;
+        const demo::variant_result r = demo::run_stage_alone(*w, h, stage);
+        double own = 0;
+        for (const auto& e : r.configs.front().evals) own += r.final_score(e.domain);
+        own /= static_cast<double>(r.configs.front().evals.size());
+        by_lr[lr].push_back(own);
+        if (own > best) best = own, best_lr = lr;
+        std::printf(" %9.4f", own);
+        std::fflush(stdout);
+      }
+      std::printf("   best %.0e\n", best_lr);
     }
-    std::printf("SFT done in %.1fs\n", elapsed());
+    std::printf("%-16s", "mean");
+    for (double lr : grid) std::printf(" %9.4f", demo::spread_of(by_lr[lr]).mean);
+    std::printf("   (the shared set takes the best mean)\nsweep done; wall time %.1fs\n", elapsed());
+    return 0;
   }
-  const eigen_policy::snapshot_type sft_model = policy.snapshot();
 
   // ---- the cascade ------------------------------------------------------------------------
-  auto schedule = cr::nemotron_cascade2_schedule();  // published shapes; sized down below
-  const cr::stage_config if_rl = grpo_config(schedule.if_rl, b, b.if_steps, b.rl_lr, 8,
-                                             {eval_of(data, "instruction_following")});
-  cr::stage_config multi = grpo_config(schedule.multi_domain_rl, b, b.multi_steps, b.rl_lr, 12,
-                                       {eval_of(data, "mcqa"), eval_of(data, "structured_output"),
-                                        eval_of(data, "tool_calling")});
-  multi.domains = {"mcqa", "structured_output", "tool_calling"};
-  cr::stage_config mopd = schedule.mopd;
-  mopd.domains = {"instruction_following", "mcqa", "structured_output", "tool_calling"};
-  mopd.group_size = b.mopd_group;
-  mopd.prompts_per_step = b.prompts;
-  mopd.steps = b.mopd_steps;
-  mopd.lr = cr::linear_warmup_lr(b.mopd_lr / 10, b.mopd_lr, 6);
-  mopd.sampling = {.temperature = 1.0, .top_p = 1.0, .max_response_length = 12};
-  mopd.reward_workers = 2;
-  const cr::stage_config rlhf = grpo_config(schedule.rlhf, b, b.rlhf_steps, b.rl_lr, 9, {eval_of(data, "chat")});
-  const cr::stage_config long_rl = grpo_config(schedule.long_context_rl, b, b.long_steps, b.rl_lr, 3,
-                                               {eval_of(data, "long_context")});
-  const cr::stage_config code_rl = grpo_config(schedule.code_rl, b, b.code_steps, b.rl_lr, 8, {eval_of(data, "code")});
-  const cr::stage_config swe_rl = grpo_config(schedule.swe_rl, b, b.swe_steps, b.rl_lr, 6, {eval_of(data, "swe")});
-  const auto pool = [&](const std::vector<std::string>& domains) { return cr::prompt_pool(train_prompts(data, domains)); };
-
   std::ofstream metrics("cascade_metrics.jsonl", std::ios::trunc);
-  std::map<std::string, std::vector<double>> rewards;
-  auto cascade = cr::make_cascade(
-      cr::make_grpo_stage(if_rl, pool({"instruction_following"}), reward),
-      cr::make_grpo_stage(multi, pool(multi.domains), reward),
-      cr::make_mopd_stage(mopd, pool(mopd.domains)),
-      cr::make_grpo_stage(rlhf, pool({"chat"}), reward),
-      cr::make_grpo_stage(long_rl, pool({"long_context"}), reward),
-      cr::make_grpo_stage(code_rl, pool({"code"}), reward),
-      cr::make_grpo_stage(swe_rl, pool({"swe"}), reward));
-  const cr::cascade_report report = run(cascade, policy, o, metrics, rewards, false);
-  const cr::forgetting_matrix& m = report.forgetting;
+  std::ofstream steps_csv("steps.csv", std::ios::trunc), evaluations_csv("evaluations.csv", std::ios::trunc);
+  steps_csv << "variant,seed,stage,global_step,distillation,curve,responses,tokens,padded,verify_seconds,wait_seconds\n";
+  evaluations_csv << "variant,seed,label,global_step,stage_end,domain,score\n";
+  const demo::variant_result main_run =
+      demo::run_cascade_variant(*w, demo::per_domain_hparams(), true, "cascade", {o.checkpoint_dir},
+                                cr::console_progress(std::cout), cr::forgetting_table(std::cout), cr::jsonl_metrics(metrics));
+  const cr::forgetting_matrix& m = main_run.report.forgetting;
   write_csv(m, "forgetting_matrix.csv");
+  append_trace(main_run, steps_csv, evaluations_csv);
 
   // ---- summary -------------------------------------------------------------------------
   std::printf("\n==== summary (seed %llu, %.1fs) ====\n", static_cast<unsigned long long>(o.seed), elapsed());
+  std::map<std::string, std::vector<double>> curves;
+  for (const auto& s : main_run.trace.steps) curves[s.stage].push_back(s.curve);
   bool every_stage_rose = true;
   for (std::size_t r = 1; r < m.rows(); ++r) {
     const std::string& stage = m.label(r);
-    const auto& tr = rewards[stage];
+    const auto& tr = curves[stage];
     const std::size_t k = std::min<std::size_t>(5, tr.size() / 2);
     std::printf("%-16s %s %.3f -> %.3f (first/last %zu steps)", stage.c_str(),
                 stage == "mopd" ? "KL to teachers" : "train reward", mean_of(tr, 0, k),
                 mean_of(tr, tr.size() - k, tr.size()), k);
-    for (const auto& c : cascade.configs())
+    for (const auto& c : main_run.configs)
       if (c.name == stage && !c.evals.empty()) {
         std::printf("  eval");
         for (const auto& e : c.evals) {
@@ -287,35 +272,44 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   std::printf("every RL stage raised its own domains' eval scores: %s\n", every_stage_rose ? "yes" : "NO");
-  if (report.regressions.empty()) std::printf("no regression above %.2f\n", 0.02);
-  for (const auto& r : report.regressions)
+  if (main_run.report.regressions.empty()) std::printf("no regression above %.2f\n", 0.02);
+  for (const auto& r : main_run.report.regressions)
     std::printf("regression: %s fell %.3f after %s (%.3f -> %.3f)\n", r.domain.c_str(), r.drop(), r.stage.c_str(),
                 r.before, r.after);
-  {
-    const std::size_t row = 3;  // after mopd
-    std::printf("MOPD (teachers: best snapshot per domain):");
-    for (const auto& d : mopd.domains)
-      std::printf("  %s %.3f -> %.3f", d.c_str(), m.score(row - 1, d), m.score(row, d));
-    std::printf("\n");
-  }
-  std::printf("final mean score over %zu domains: %.3f (before the cascade %.3f)\n", m.domains().size(),
-              final_mean(m), [&] {
+  std::printf("MOPD (teachers: best snapshot per domain):");
+  for (const auto& d : std::vector<std::string>{"instruction_following", "mcqa", "structured_output", "tool_calling"})
+    std::printf("  %s %.3f -> %.3f", d.c_str(), m.score(2, d), m.score(3, d));
+  std::printf("\nfinal mean score over %zu domains: %.3f (before the cascade %.3f)\n", m.domains().size(),
+              main_run.final_mean(), [&] {
                 double s = 0;
                 for (std::size_t c = 0; c < m.domains().size(); ++c) s += m.score(0, c);
                 return s / static_cast<double>(m.domains().size());
               }());
+  std::printf("\nwhat the steps cost (tokens generated; padded: every response padded to the step's longest; "
+              "verify: verification wall time; wait: per step, how long a verification waits on average for "
+              "the slowest of its step)\n");
+  auto by_stage = totals_by_stage(main_run.trace);
+  by_stage.emplace_back("cascade", demo::totals_of(main_run.trace.steps));
+  print_compute_table(by_stage);
+  std::printf("verification latency per response (mean, ms):");
+  for (const auto& [d, v] : main_run.trace.latency_by_domain)
+    std::printf("  %s %.3f", d.c_str(), 1e3 * demo::spread_of(v).mean);
+  std::printf("\n(%zu sandbox runs of python3; %zu failed and were redone by the interpreter; python3 and the "
+              "interpreter disagreed on %zu of %zu programs)\n",
+              programs->sandbox_runs(), programs->sandbox_failures(), programs->disagreements(), programs->programs());
   std::printf("greedy samples of the final policy:\n");
   for (const auto& d : demo::domains()) {
-    const cr::prompt& p = data[d].eval.front().prompt;
-    const auto batch = policy.generate(std::span<const cr::prompt>(&p, 1), {1, {.temperature = 0.0, .max_response_length = 12}, 0});
-    const double s = reward.score(p, batch.response_tokens(0), batch.finish_reasons[0] == cr::finish_reason::truncated);
-    std::printf("  %-22s %-46s -> %-22s score %.2f\n", d.c_str(), p.text.substr(0, 46).c_str(),
-                batch.texts[0].c_str(), s);
+    const cr::prompt& p = w->data[d].eval.front().prompt;
+    const auto batch = w->policy.generate(std::span<const cr::prompt>(&p, 1),
+                                          {1, {.temperature = 0.0, .max_response_length = b.eval_length}, 0});
+    const double s = w->eval_reward.score(p, batch.response_tokens(0), batch.finish_reasons[0] == cr::finish_reason::truncated);
+    std::printf("  %-22s %-46s -> %-30s score %.2f\n", d.c_str(), p.text.substr(0, 46).c_str(), batch.texts[0].c_str(), s);
   }
-  std::printf("wrote cascade_metrics.jsonl, forgetting_matrix.csv; wall time %.1fs\n", elapsed());
+  std::printf("wrote cascade_metrics.jsonl, forgetting_matrix.csv, steps.csv, evaluations.csv; wall time %.1fs\n",
+              elapsed());
 
   if (o.smoke) {
-    const auto& tr = rewards["if_rl"];
+    const auto& tr = curves["if_rl"];
     const std::size_t k = std::min<std::size_t>(5, tr.size() / 2);
     const bool rose = mean_of(tr, tr.size() - k, tr.size()) > mean_of(tr, 0, k) &&
                       m.score(1, "instruction_following") > m.score(0, "instruction_following");
@@ -324,64 +318,135 @@ int main(int argc, char** argv) {
   }
   if (!o.compare) return 0;
 
-  // ---- the skeptic's comparisons: same SFT model, same rollout budget ----------------------
-  const std::size_t budget_rollouts = rollouts(cascade.configs());
-  std::printf("\n==== --compare: same SFT model, same budget of %zu training rollouts ====\n", budget_rollouts);
-  cr::forgetting_matrix no_mopd_matrix, mixed_matrix;
-  {
-    // The cascade without MOPD: its rollouts go to multi-domain RL instead.
-    cr::stage_config longer_multi = multi;
-    longer_multi.steps += (mopd.steps * mopd.group_size) / b.group;
-    policy.restore(sft_model);
-    std::ofstream sink("cascade_metrics_no_mopd.jsonl", std::ios::trunc);
-    std::map<std::string, std::vector<double>> r2;
-    auto c2 = cr::make_cascade(cr::make_grpo_stage(if_rl, pool({"instruction_following"}), reward),
-                               cr::make_grpo_stage(longer_multi, pool(multi.domains), reward),
-                               cr::make_grpo_stage(rlhf, pool({"chat"}), reward),
-                               cr::make_grpo_stage(long_rl, pool({"long_context"}), reward),
-                               cr::make_grpo_stage(code_rl, pool({"code"}), reward),
-                               cr::make_grpo_stage(swe_rl, pool({"swe"}), reward));
-    std::printf("-- cascade without MOPD (multi-domain RL gets MOPD's rollouts: %zu steps, %zu rollouts)\n",
-                longer_multi.steps, rollouts(c2.configs()));
-    options quiet = o;
-    quiet.checkpoint_dir.clear();
-    no_mopd_matrix = run(c2, policy, quiet, sink, r2, true).forgetting;
-  }
-  {
-    // One GRPO stage on all domains mixed.
-    std::vector<cr::eval_set> all;
-    for (const auto& d : demo::domains()) all.push_back(eval_of(data, d));
-    const std::size_t steps = budget_rollouts / (b.prompts * b.group);
-    cr::stage_config mixed = grpo_config({.name = "mixed_rl", .kind = cr::stage_kind::multi_domain_rl,
-                                          .domains = demo::domains()},
-                                         b, steps, b.rl_lr, 12, all);
-    policy.restore(sft_model);
-    std::ofstream sink("cascade_metrics_mixed.jsonl", std::ios::trunc);
-    std::map<std::string, std::vector<double>> r3;
-    auto c3 = cr::make_cascade(cr::make_grpo_stage(mixed, pool(demo::domains()), reward));
-    std::printf("-- one mixed-domain GRPO stage (%zu steps, %zu rollouts)\n", steps, rollouts(c3.configs()));
-    options quiet = o;
-    quiet.checkpoint_dir.clear();
-    mixed_matrix = run(c3, policy, quiet, sink, r3, true).forgetting;
-  }
-  std::printf("\nfinal scores          ");
-  for (const auto& d : demo::domains()) std::printf("%12s", d.substr(0, 11).c_str());
-  std::printf("        mean\n");
-  const auto row = [&](const char* name, const cr::forgetting_matrix& mm) {
-    std::printf("%-22s", name);
-    for (const auto& d : demo::domains()) std::printf("%12.4f", mm.score(mm.rows() - 1, d));
-    std::printf("%12.4f\n", final_mean(mm));
+  // ---- the claims, over seeds ---------------------------------------------------------------
+  std::printf("\n==== --compare: Cascade RL's claims over %zu seeds (%llu..%llu), every variant from the same SFT "
+              "model with %zu training rollouts ====\n",
+              o.seeds, static_cast<unsigned long long>(o.seed), static_cast<unsigned long long>(o.seed + o.seeds - 1),
+              main_run.rollouts);
+  std::map<std::string, std::vector<demo::variant_result>> runs;  // variant -> one per seed
+  const auto quiet = [&](demo::variant_result r, bool traced = false) {
+    const demo::compute_totals t = demo::totals_of(r.trace.steps);
+    std::printf("  seed %llu %-15s final mean %.3f  rollouts %zu  tokens %.0f  waste %.1f%%  verify %.2fs  wait "
+                "%.2fs  (%.1fs)\n",
+                static_cast<unsigned long long>(r.seed), r.name.c_str(), r.final_mean(), r.rollouts, t.tokens,
+                100 * t.waste_fraction(), t.verify_seconds, t.wait_seconds, r.seconds);
+    if (!traced) append_trace(r, steps_csv, evaluations_csv);
+    std::fflush(stdout);
+    runs[r.name].push_back(std::move(r));
   };
-  row("SFT only", [&] {
-    cr::forgetting_matrix only(m.domains());
-    std::vector<double> s;
-    for (std::size_t c = 0; c < m.domains().size(); ++c) s.push_back(m.score(0, c));
-    only.add_row("before", {}, s);
-    return only;
-  }());
-  row("cascade (with MOPD)", m);
-  row("cascade without MOPD", no_mopd_matrix);
-  row("one mixed stage", mixed_matrix);
-  std::printf("compare done; wall time %.1fs\n", elapsed());
+  for (std::size_t k = 0; k < o.seeds; ++k) {
+    const std::uint64_t seed = o.seed + k;
+    if (k > 0) w = make_world(seed);
+    if (k == 0) quiet(main_run, true);
+    else quiet(demo::run_cascade_variant(*w, demo::per_domain_hparams(), true, "cascade", {}));
+    quiet(demo::run_cascade_variant(*w, demo::per_domain_hparams(), false, "no_mopd", {}));
+    quiet(demo::run_cascade_variant(*w, demo::shared_hparams(), true, "shared_hparams", {}));
+    quiet(demo::run_mixed_variant(*w, demo::shared_hparams()));
+    quiet(demo::run_order_variant(*w, demo::per_domain_hparams(), true));
+    quiet(demo::run_order_variant(*w, demo::per_domain_hparams(), false));
+  }
+
+  const auto final_of = [&](const std::string& variant, const std::string& domain) {
+    std::vector<double> v;
+    for (const auto& r : runs[variant]) v.push_back(domain.empty() ? r.final_mean() : r.final_score(domain));
+    return v;
+  };
+  const auto table = [&](const std::vector<std::pair<std::string, std::string>>& rows) {
+    std::printf("%-26s", "final score (mean +- sd)");
+    for (const auto& d : demo::domains()) std::printf(" %15s", d.substr(0, 15).c_str());
+    std::printf(" %15s\n", "mean");
+    for (const auto& [variant, label] : rows) {
+      std::printf("%-26s", label.c_str());
+      for (const auto& d : demo::domains()) std::printf(" %15s", pm(demo::spread_of(final_of(variant, d))).c_str());
+      std::printf(" %15s\n", pm(demo::spread_of(final_of(variant, ""))).c_str());
+    }
+  };
+  const auto series = [&](const std::string& variant, auto f) {
+    std::vector<double> v;
+    for (const auto& r : runs[variant]) v.push_back(f(r));
+    return v;
+  };
+
+  std::printf("\n-- claim 1: later stages rarely degrade earlier domains, and MOPD recovers what was lost\n");
+  const auto bwt = series("cascade", [](const demo::variant_result& r) {
+    return r.report.backward_transfer_overall.value_or(0.0);
+  });
+  const auto worst = series("cascade", [](const demo::variant_result& r) {
+    double lowest = 0;
+    for (const auto& [d, b] : r.report.backward_transfer) lowest = std::min(lowest, b.value_or(0.0));
+    return lowest;
+  });
+  const auto regressions = series("cascade", [](const demo::variant_result& r) {
+    return static_cast<double>(r.report.regressions.size());
+  });
+  std::printf("backward transfer of the cascade (final - after the domain's last stage), mean over domains: %s; "
+              "worst domain %s; regressions above 0.02: %s\n",
+              pm(demo::spread_of(bwt)).c_str(), pm(demo::spread_of(worst)).c_str(),
+              pm(demo::spread_of(regressions), 1).c_str());
+  for (const auto& d : std::vector<std::string>{"instruction_following", "mcqa", "structured_output", "tool_calling"}) {
+    const auto lost = series("cascade", [&](const demo::variant_result& r) {
+      return r.report.forgetting.score(2, d) - r.report.forgetting.score(1, d);  // multi-domain RL's effect
+    });
+    const auto recovered = series("cascade", [&](const demo::variant_result& r) {
+      return r.report.forgetting.score(3, d) - r.report.forgetting.score(2, d);  // MOPD's
+    });
+    std::printf("  %-22s multi-domain RL changed it by %s, MOPD by %s\n", d.c_str(), pm(demo::spread_of(lost)).c_str(),
+                pm(demo::spread_of(recovered)).c_str());
+  }
+  table({{"cascade", "cascade (MOPD on)"}, {"no_mopd", "cascade, MOPD off"}});
+  std::printf("MOPD on - off, final mean: %s\n", paired(final_of("cascade", ""), final_of("no_mopd", "")).c_str());
+
+  std::printf("\n-- claim 2: each domain with its own hyperparameters\n");
+  table({{"cascade", "per-domain hyperparameters"}, {"shared_hparams", "one shared set"}});
+  std::printf("per-domain - shared, final mean: %s\n",
+              paired(final_of("cascade", ""), final_of("shared_hparams", "")).c_str());
+
+  std::printf("\n-- claim 3: compute, the cascade against one mixed stage with the same rollouts\n");
+  const auto compute_series = [&](const std::string& variant, auto f) {
+    return series(variant, [&](const demo::variant_result& r) { return f(demo::totals_of(r.trace.steps)); });
+  };
+  std::printf("%-20s %26s %26s  %s\n", "", "cascade", "one mixed stage", "cascade - mixed");
+  const auto compute_row = [&](const char* label, auto f, int digits) {
+    const auto a = compute_series("cascade", f), c = compute_series("mixed", f);
+    std::printf("%-20s %26s %26s  %s\n", label, pm(demo::spread_of(a), digits).c_str(), pm(demo::spread_of(c), digits).c_str(),
+                paired(a, c, digits).c_str());
+  };
+  compute_row("generated tokens", [](const demo::compute_totals& t) { return t.tokens; }, 0);
+  compute_row("padded tokens", [](const demo::compute_totals& t) { return t.padded; }, 0);
+  compute_row("padding waste", [](const demo::compute_totals& t) { return t.waste(); }, 0);
+  compute_row("waste fraction", [](const demo::compute_totals& t) { return t.waste_fraction(); }, 3);
+  compute_row("verification s", [](const demo::compute_totals& t) { return t.verify_seconds; }, 2);
+  compute_row("waiting s", [](const demo::compute_totals& t) { return t.wait_seconds; }, 2);
+  table({{"cascade", "cascade"}, {"mixed", "one mixed stage"}});
+  std::printf("cascade - mixed, final mean: %s\n", paired(final_of("cascade", ""), final_of("mixed", "")).c_str());
+
+  std::printf("\n-- claim 4: IF-RL before RLHF (IF-RL hurts chat, RLHF after it barely hurts IF)\n");
+  table({{"if_then_rlhf", "IF-RL -> RLHF"}, {"rlhf_then_if", "RLHF -> IF-RL"}});
+  for (const auto& d : std::vector<std::string>{"instruction_following", "chat"})
+    std::printf("%s: IF-RL -> RLHF minus RLHF -> IF-RL %s\n", d.c_str(),
+                paired(final_of("if_then_rlhf", d), final_of("rlhf_then_if", d)).c_str());
+  const auto effect = [&](const std::string& variant, std::size_t row, const std::string& d) {
+    return series(variant, [&](const demo::variant_result& r) {
+      return r.report.forgetting.score(row, d) - r.report.forgetting.score(row - 1, d);
+    });
+  };
+  std::printf("the second stage's effect on the first's domain: RLHF after IF-RL on instruction following %s; "
+              "IF-RL after RLHF on chat %s\n",
+              pm(demo::spread_of(effect("if_then_rlhf", 2, "instruction_following"))).c_str(),
+              pm(demo::spread_of(effect("rlhf_then_if", 2, "chat"))).c_str());
+
+  nlohmann::json out = {{"seeds", nlohmann::json::array()},
+                        {"domains", demo::domains()},
+                        {"rollouts", main_run.rollouts},
+                        {"verifier", programs->description()},
+                        {"runs", nlohmann::json::array()}};
+  for (std::size_t k = 0; k < o.seeds; ++k) out["seeds"].push_back(o.seed + k);
+  for (const auto& [variant, rs] : runs)
+    for (const auto& r : rs) out["runs"].push_back(run_json(r));
+  nlohmann::json latency = nlohmann::json::object();
+  for (const auto& [d, v] : main_run.trace.latency_by_domain) latency[d] = demo::spread_of(v).mean;
+  out["latency_by_domain"] = latency;
+  std::ofstream("compare.json") << out.dump(1) << '\n';
+  std::printf("\nwrote compare.json; compare done; wall time %.1fs\n", elapsed());
   return 0;
 }

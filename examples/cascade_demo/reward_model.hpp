@@ -4,11 +4,15 @@
 // (P(a preferred to b) = sigmoid(beta * (u(a) - u(b)))), and a Bradley-Terry reward
 // model, linear in hand-made features of (prompt, reply), trained on those pairs by
 // logistic regression. The RLHF stage trains against the reward model; the chat
-// evaluation uses the gold preference, so a policy that games the model shows.
+// evaluation scores with the gold preference (the stage's own evaluation reward), so a
+// policy that games the model shows.
 //
 // Prompts are "chat greet" or "chat help". The gold preference likes: a greeting first
 // word for "greet", the word "help" for "help", politeness (please or thanks), no rude
-// word (bad, no), no repeated word, four words.
+// word (bad, no), no repeated word, and many words: it is chatty. Instruction-following
+// prompts put constraints on the same replies (a length of two to five, a first and a
+// last word, a small set of allowed words), so what RLHF rewards and what IF-RL rewards
+// pull the shared model in different directions.
 
 #include <algorithm>
 #include <array>
@@ -40,7 +44,8 @@ inline std::vector<std::int32_t> strip_eos(std::span<const std::int32_t> tokens)
   return out;
 }
 
-// The hidden utility, before scaling.
+// The hidden utility, before scaling: up to 1 for the topic, 1 for politeness, 0.25
+// per distinct polite word (eight at most), minus 1 for rudeness and 0.5 per repeat.
 inline double gold_chat_utility(int topic, std::span<const std::int32_t> reply_tokens) {
   const std::vector<std::int32_t> r = strip_eos(reply_tokens);
   if (r.empty()) return -2.0;
@@ -52,19 +57,24 @@ inline double gold_chat_utility(int topic, std::span<const std::int32_t> reply_t
   if (has("bad") || has("no")) u -= 1.0;
   std::vector<std::int32_t> sorted = r;
   std::sort(sorted.begin(), sorted.end());
-  const auto distinct = static_cast<double>(std::unique(sorted.begin(), sorted.end()) - sorted.begin());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  const auto distinct = static_cast<double>(sorted.size());
+  const double rude = static_cast<double>(std::count(sorted.begin(), sorted.end(), token_id("bad")) +
+                                          std::count(sorted.begin(), sorted.end(), token_id("no")));
   u -= 0.5 * (static_cast<double>(r.size()) - distinct);
-  u -= 0.25 * std::abs(static_cast<double>(r.size()) - 4.0);
+  u += 0.25 * (distinct - rude);
   return u;
 }
 
-// The chat evaluation score in [0, 1]: the gold utility clamped to [0, 2], halved.
+// The chat evaluation score in [0, 1]: the gold utility clamped to [0, 4], quartered
+// (4: on topic, polite, all eight polite words once).
 inline double gold_chat_score(int topic, std::span<const std::int32_t> reply_tokens) {
-  return std::clamp(gold_chat_utility(topic, reply_tokens), 0.0, 2.0) / 2.0;
+  return std::clamp(gold_chat_utility(topic, reply_tokens), 0.0, 4.0) / 4.0;
 }
 
 // Features of (topic, reply): per topic, "contains word w" and "first word is w" for
-// the ten chat words; then shared: |length - 4|, repeated words, non-chat words, bias.
+// the ten chat words; then shared: the number of words, repeated words, non-chat words,
+// bias.
 inline constexpr std::size_t chat_feature_count = 2 * 20 + 4;
 
 inline std::array<double, chat_feature_count> chat_features(int topic, std::span<const std::int32_t> reply_tokens) {
@@ -85,7 +95,7 @@ inline std::array<double, chat_feature_count> chat_features(int topic, std::span
   std::vector<std::int32_t> sorted = r;
   std::sort(sorted.begin(), sorted.end());
   const auto distinct = static_cast<double>(std::unique(sorted.begin(), sorted.end()) - sorted.begin());
-  f[40] = std::abs(static_cast<double>(r.size()) - 4.0);
+  f[40] = static_cast<double>(r.size());
   f[41] = static_cast<double>(r.size()) - distinct;
   f[42] = static_cast<double>(foreign);
   f[43] = 1.0;
@@ -97,10 +107,10 @@ struct preference_pair {
   std::vector<std::int32_t> chosen{}, rejected{};
 };
 
-// A random reply of 1-7 chat words (the raw material of the preference data).
+// A random reply of 1-10 chat words (the raw material of the preference data).
 inline std::vector<std::int32_t> random_chat_reply(std::mt19937_64& rng) {
   std::vector<std::int32_t> r;
-  const int n = 1 + static_cast<int>(rng() % 7);
+  const int n = 1 + static_cast<int>(rng() % 10);
   for (int i = 0; i < n; ++i) r.push_back(token_id(chat_words()[rng() % chat_words().size()]));
   return r;
 }
@@ -133,6 +143,11 @@ class bt_reward_model {
     double s = 0.0;
     for (std::size_t k = 0; k < f.size(); ++k) s += w_[k] * f[k];
     return s;
+  }
+
+  // The training reward of RLHF: sigmoid(score), in (0, 1).
+  [[nodiscard]] double probability(int topic, std::span<const std::int32_t> reply) const {
+    return 1.0 / (1.0 + std::exp(-score(topic, reply)));
   }
 
   // Returns the final mean negative log-likelihood.

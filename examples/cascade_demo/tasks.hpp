@@ -4,29 +4,33 @@
 // response, for the supervised warm start). Every verifier returns a score in [0, 1];
 // a truncated response (no end-of-sequence) scores 0.
 //
-//   instruction_following  "if len 4 start b last c only b c d"     -> "b d c c"
+// The domains differ the way real ones do: in response length (one token for MCQA and
+// retrieval, up to thirteen for code), in verification cost (code and SWE run programs,
+// see program_verifier.hpp; the others are instant), and in what they ask of the same
+// words: instruction following puts length and wording constraints on a chat reply,
+// while RLHF's reward model prefers long, chatty replies (reward_model.hpp).
+//
+//   instruction_following  "chat greet len 3 start hi last ok only hi ok sure"  -> "hi sure ok"
 //   mcqa                   "mcq A c B a C d ? a"                    -> "B"
 //   structured_output      "json b 5 d 2"                           -> "{ b : 5 , d : 2 }"
 //   tool_calling           "tool sum 3 4"                           -> "call sum ( 3 , 4 )"
-//   chat                   "chat greet"                             -> "hi please sure ok"
+//   chat                   "chat greet"                             -> "hi please sure ok ..." (judged)
 //   long_context           "ctx a 3 b 7 c 1 . . . (many) . ? b"     -> "7"
-//   code                   "code x * 4 + 3"                         -> "dbl dbl add 3"
-//   swe                    "swe x * 2 + 3 | dbl sub 3"              -> "fix 2 add 3"
-// (chat is judged by the Bradley-Terry reward model during RLHF, and by the hidden
-// gold preference in evaluation: see reward_model.hpp.)
+//   code                   "code x * 4 + 3 then * 2 - 1"            -> "dbl dbl add 3 dbl sub 1"
+//   swe                    "swe x * 2 + 3 then * 1 - 2 | dbl sub 3 sub 2"  -> "@ 2 - sub 3 + add 3"
 
 #include <algorithm>
-#include <initializer_list>
-#include <string_view>
+#include <array>
 #include <cstdint>
-#include <memory>
+#include <initializer_list>
 #include <optional>
 #include <random>
 #include <span>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include <cascade_rl/cascade/concepts.hpp>
 #include <cascade_rl/cascade/prompt.hpp>
 
 #include "interpreter.hpp"
@@ -58,6 +62,7 @@ inline std::string letter(int k) { return std::string(1, static_cast<char>('a' +
 // chains of "literal" + std::string, so the text is built this way).
 inline void add_words(std::string& text, std::initializer_list<std::string_view> words) {
   for (std::string_view w : words) {
+    if (w.empty()) continue;
     if (!text.empty()) text += ' ';
     text += w;
   }
@@ -67,13 +72,17 @@ inline std::string words(std::initializer_list<std::string_view> w) {
   add_words(s, w);
   return s;
 }
-// k distinct letters among a..h
-inline std::vector<int> distinct_letters(std::mt19937_64& rng, int k) {
-  std::vector<int> all{0, 1, 2, 3, 4, 5, 6, 7};
-  for (int i = 7; i > 0; --i) std::swap(all[static_cast<std::size_t>(i)], all[static_cast<std::size_t>(uniform(rng, 0, i))]);
+// k distinct values among 0..n-1
+inline std::vector<int> distinct(std::mt19937_64& rng, int n, int k) {
+  std::vector<int> all(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) all[static_cast<std::size_t>(i)] = i;
+  for (int i = n - 1; i > 0; --i)
+    std::swap(all[static_cast<std::size_t>(i)], all[static_cast<std::size_t>(uniform(rng, 0, i))]);
   all.resize(static_cast<std::size_t>(k));
   return all;
 }
+// k distinct letters among a..h
+inline std::vector<int> distinct_letters(std::mt19937_64& rng, int k) { return distinct(rng, 8, k); }
 inline std::vector<std::int32_t> tokens_of(const std::string& text) {
   auto t = encode(text);
   t.push_back(eos);
@@ -88,48 +97,105 @@ inline std::vector<std::int32_t> prompt_words(const cr::prompt& p) {
   return t;
 }
 
-// "x * A + B" / "x * A - B" at the start of `words` (from index i): a and signed b.
-inline bool parse_spec(const std::vector<std::int32_t>& w, std::size_t i, int& a, int& b) {
-  if (w.size() < i + 5 || w[i] != token_id("x") || w[i + 1] != token_id("*") || !is_digit(w[i + 2]) ||
-      !is_digit(w[i + 4]))
-    return false;
-  a = digit_value(w[i + 2]);
-  b = digit_value(w[i + 4]);
-  if (w[i + 3] == token_id("-")) b = -b;
-  else if (w[i + 3] != token_id("+")) return false;
-  return true;
+}  // namespace detail
+
+// ---- the specification of code and SWE tasks -------------------------------------------
+// f(x) is a pipeline of affine steps "x * A + B then * A - B ..." (A in {1, 2, 4},
+// B a digit with its sign); the unit tests check f at test_inputs.
+
+struct affine_step {
+  int a = 1, b = 0;
+  bool operator==(const affine_step&) const = default;
+};
+using specification = std::vector<affine_step>;
+
+inline std::int64_t apply(const specification& s, std::int64_t x) {
+  for (const affine_step& k : s) x = k.a * x + k.b;
+  return x;
+}
+inline std::array<std::int64_t, std::size(test_inputs)> expected_outputs(const specification& s) {
+  std::array<std::int64_t, std::size(test_inputs)> out{};
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = apply(s, test_inputs[i]);
+  return out;
 }
 
-// The straight-line program for a*x + b (a in {1, 2, 4}).
-inline std::vector<std::string> canonical_lines(int a, int b) {
+inline std::string spec_text(const specification& s) {
+  std::string text = "x";
+  for (std::size_t k = 0; k < s.size(); ++k) {
+    if (k) detail::add_words(text, {"then"});
+    detail::add_words(text, {"*", digit_word(s[k].a), s[k].b < 0 ? "-" : "+", digit_word(s[k].b < 0 ? -s[k].b : s[k].b)});
+  }
+  return text;
+}
+
+// Parses "x * A +|- B (then * A +|- B)*" from words[i]; i ends after it.
+inline std::optional<specification> parse_spec(const std::vector<std::int32_t>& w, std::size_t& i) {
+  if (i >= w.size() || w[i] != token_id("x")) return std::nullopt;
+  ++i;
+  specification s;
+  for (;;) {
+    if (w.size() < i + 4 || w[i] != token_id("*") || !is_digit(w[i + 1]) || !is_digit(w[i + 3]))
+      return std::nullopt;
+    affine_step k{digit_value(w[i + 1]), digit_value(w[i + 3])};
+    if (w[i + 2] == token_id("-")) k.b = -k.b;
+    else if (w[i + 2] != token_id("+")) return std::nullopt;
+    s.push_back(k);
+    i += 4;
+    if (i < w.size() && w[i] == token_id("then")) ++i;
+    else return s;
+  }
+}
+
+// The straight-line program of a specification, one instruction per line: dbl for
+// each doubling, then add/sub B.
+inline std::vector<std::string> canonical_lines(const specification& s) {
   std::vector<std::string> lines;
-  for (int k = a; k > 1; k /= 2) lines.push_back("dbl");
-  if (b > 0) lines.push_back(words({"add", digit_word(b)}));
-  if (b < 0) lines.push_back(words({"sub", digit_word(-b)}));
+  for (const affine_step& k : s) {
+    for (int m = k.a; m > 1; m /= 2) lines.push_back("dbl");
+    if (k.b > 0) lines.push_back(detail::words({"add", digit_word(k.b)}));
+    if (k.b < 0) lines.push_back(detail::words({"sub", digit_word(-k.b)}));
+  }
   return lines;
 }
 inline std::string join(const std::vector<std::string>& lines) {
   std::string s;
-  for (const auto& l : lines) add_words(s, {l});
+  for (const auto& l : lines) detail::add_words(s, {l});
   return s;
 }
 
-}  // namespace detail
+inline specification random_spec(std::mt19937_64& rng, std::size_t steps) {
+  const int as[] = {1, 2, 4};
+  specification s;
+  while (s.size() < steps) {
+    affine_step k{as[detail::uniform(rng, 0, 2)], detail::uniform(rng, -5, 5)};
+    if (k.a == 1 && k.b == 0) continue;
+    s.push_back(k);
+  }
+  return s;
+}
 
 // ---- generators ----------------------------------------------------------------------
 
+// The words a constrained reply may use: the chat words that are not rude.
+inline const std::vector<std::string>& polite_words() {
+  static const std::vector<std::string> w = {"hi", "hello", "please", "thanks", "sure", "ok", "sorry", "help"};
+  return w;
+}
+
 inline task make_instruction_following(std::mt19937_64& rng) {
   using namespace detail;
-  const int n = uniform(rng, 2, 6);
-  const std::vector<int> allowed = distinct_letters(rng, uniform(rng, 2, 4));
-  const int first = allowed[static_cast<std::size_t>(uniform(rng, 0, static_cast<int>(allowed.size()) - 1))];
-  const int last = allowed[static_cast<std::size_t>(uniform(rng, 0, static_cast<int>(allowed.size()) - 1))];
-  std::string text = words({"if len", digit_word(n), "start", letter(first), "last", letter(last), "only"});
-  for (int k : allowed) add_words(text, {letter(k)});
-  std::string reply = letter(first);
-  for (int i = 1; i < n - 1; ++i)
-    add_words(reply, {letter(allowed[static_cast<std::size_t>(uniform(rng, 0, static_cast<int>(allowed.size()) - 1))])});
-  add_words(reply, {letter(last)});
+  const int n = uniform(rng, 2, 5);
+  std::vector<std::string> allowed;
+  for (int k : distinct(rng, static_cast<int>(polite_words().size()), uniform(rng, 2, 4)))
+    allowed.push_back(polite_words()[static_cast<std::size_t>(k)]);
+  const auto pick = [&] { return allowed[static_cast<std::size_t>(uniform(rng, 0, static_cast<int>(allowed.size()) - 1))]; };
+  const std::string first = pick(), last = pick();
+  std::string text = words({"chat", uniform(rng, 0, 1) == 0 ? "greet" : "help", "len", digit_word(n), "start",
+                            first, "last", last, "only"});
+  for (const auto& w : allowed) add_words(text, {w});
+  std::string reply = first;
+  for (int i = 1; i < n - 1; ++i) add_words(reply, {pick()});
+  add_words(reply, {last});
   return {{0, "instruction_following", text, ""}, tokens_of(reply)};
 }
 
@@ -176,11 +242,12 @@ inline task make_tool_calling(std::mt19937_64& rng) {
   return {{0, "tool_calling", text, ""}, tokens_of(reply)};
 }
 
-// The demonstrations are mediocre on purpose (random chat words): RLHF has room to work.
+// The demonstrations are mediocre on purpose (two to four random chat words): RLHF has
+// room to work.
 inline task make_chat(std::mt19937_64& rng) {
   const int topic = detail::uniform(rng, 0, 1);
   std::vector<std::int32_t> reply;
-  const int n = detail::uniform(rng, 2, 5);
+  const int n = detail::uniform(rng, 2, 4);
   for (int i = 0; i < n; ++i) reply.push_back(token_id(chat_words()[rng() % chat_words().size()]));
   reply.push_back(eos);
   return {{0, "chat", topic == 0 ? "chat greet" : "chat help", ""}, reply};
@@ -204,51 +271,47 @@ inline task make_long_context(std::mt19937_64& rng) {
   return {{0, "long_context", text, answer}, tokens_of(answer)};
 }
 
-inline void random_spec(std::mt19937_64& rng, int& a, int& b) {
-  const int as[] = {1, 2, 4};
-  do {
-    a = as[detail::uniform(rng, 0, 2)];
-    b = detail::uniform(rng, -5, 5);
-  } while (a == 1 && b == 0);
-}
-inline std::string spec_text(int a, int b) {
-  return detail::words({"x *", digit_word(a), b < 0 ? "-" : "+", digit_word(b < 0 ? -b : b)});
-}
-
+// Two steps; a quadrupling is now and then written as a loop.
 inline task make_code(std::mt19937_64& rng) {
-  int a = 1, b = 0;
-  random_spec(rng, a, b);
-  std::vector<std::string> lines = detail::canonical_lines(a, b);
-  if (a == 4 && rng() % 2 == 0) {  // a loop now and then
-    lines.erase(lines.begin(), lines.begin() + 2);
-    lines.insert(lines.begin(), "rep 2 dbl end");
+  const specification s = random_spec(rng, 2);
+  std::vector<std::string> lines;
+  for (const affine_step& k : s) {
+    std::vector<std::string> part = canonical_lines({k});
+    if (k.a == 4 && rng() % 2 == 0) {
+      part.erase(part.begin(), part.begin() + 2);
+      part.insert(part.begin(), "rep 2 dbl end");
+    }
+    lines.insert(lines.end(), part.begin(), part.end());
   }
-  return {{0, "code", detail::words({"code", spec_text(a, b)}), ""}, detail::tokens_of(detail::join(lines))};
+  return {{0, "code", detail::words({"code", spec_text(s)}), ""}, detail::tokens_of(join(lines))};
 }
 
-// One line of the canonical program is wrong: a wrong argument, a wrong sign, or an
-// inc where a dbl belongs. The demonstration patches that line.
+// The canonical program of a two-step specification with one wrong line: a wrong
+// argument, a wrong sign, or an inc where a dbl belongs. The demonstration is the hunk
+// that fixes it, "@ L - old + new"; the old line must match the file, as a hunk's
+// context must.
 inline task make_swe(std::mt19937_64& rng) {
-  int a = 1, b = 0;
-  random_spec(rng, a, b);
-  std::vector<std::string> lines = detail::canonical_lines(a, b);
+  const specification s = random_spec(rng, 2);
+  std::vector<std::string> lines = canonical_lines(s);
   const std::size_t line = static_cast<std::size_t>(detail::uniform(rng, 0, static_cast<int>(lines.size()) - 1));
   const std::string right = lines[line];
   std::string& wrong = lines[line];
   if (wrong == "dbl") {
     wrong = "inc";
   } else {
-    const int arg = b < 0 ? -b : b;
+    const bool add = wrong.rfind("add", 0) == 0;
+    const int arg = wrong.back() - '0';
     if (rng() % 2 == 0) {
-      wrong = detail::words({b < 0 ? "add" : "sub", digit_word(arg)});
+      wrong = detail::words({add ? "sub" : "add", digit_word(arg)});
     } else {
       int other = arg;
       while (other == arg) other = detail::uniform(rng, 1, 9);
-      wrong = detail::words({b < 0 ? "sub" : "add", digit_word(other)});
+      wrong = detail::words({add ? "add" : "sub", digit_word(other)});
     }
   }
-  const std::string text = detail::words({"swe", spec_text(a, b), "|", detail::join(lines)});
-  return {{0, "swe", text, ""}, detail::tokens_of(detail::words({"fix", digit_word(static_cast<int>(line) + 1), right}))};
+  const std::string text = detail::words({"swe", spec_text(s), "|", join(lines)});
+  const std::string hunk = detail::words({"@", digit_word(static_cast<int>(line) + 1), "-", lines[line], "+", right});
+  return {{0, "swe", text, ""}, detail::tokens_of(hunk)};
 }
 
 inline task make_task(const std::string& domain, std::mt19937_64& rng) {
@@ -285,15 +348,17 @@ inline std::vector<cr::prompt> prompts_of(const std::vector<task>& tasks) {
 // ---- verifiers -----------------------------------------------------------------------
 // `reply`: the response tokens without the end-of-sequence.
 
+// Four rules, a quarter each: the length, the first word, the last word, only allowed
+// words.
 inline double verify_instruction_following(const cr::prompt& p, const std::vector<std::int32_t>& reply) {
-  const auto w = detail::prompt_words(p);  // len N start X last Y only S...
-  if (w.size() < 8 || reply.empty()) return 0.0;
-  const auto n = static_cast<std::size_t>(digit_value(w[1]));
-  const std::vector<std::int32_t> allowed(w.begin() + 7, w.end());
+  const auto w = detail::prompt_words(p);  // TOPIC len N start X last Y only W...
+  if (w.size() < 9 || w[1] != token_id("len") || !is_digit(w[2]) || reply.empty()) return 0.0;
+  const auto n = static_cast<std::size_t>(digit_value(w[2]));
+  const std::vector<std::int32_t> allowed(w.begin() + 8, w.end());
   int ok = 0;
   ok += reply.size() == n;
-  ok += reply.front() == w[3];
-  ok += reply.back() == w[5];
+  ok += reply.front() == w[4];
+  ok += reply.back() == w[6];
   ok += std::all_of(reply.begin(), reply.end(),
                     [&](std::int32_t t) { return std::find(allowed.begin(), allowed.end(), t) != allowed.end(); });
   return ok / 4.0;
@@ -351,59 +416,92 @@ inline double verify_long_context(const cr::prompt& p, const std::vector<std::in
   return reply.size() == 1 && reply[0] == token_id(p.reference) ? 1.0 : 0.0;
 }
 
-inline double verify_code(const cr::prompt& p, const std::vector<std::int32_t>& reply) {
-  int a = 0, b = 0;
-  if (!detail::parse_spec(detail::prompt_words(p), 0, a, b)) return 0.0;
-  return pass_rate(reply, a, b);
+// ---- code and SWE: what to run ---------------------------------------------------------
+// A program and the outputs its unit tests expect. Verification runs it (the bounded
+// interpreter, or python3 in the sandbox: program_verifier.hpp); its score is the
+// fraction of tests passed. No job (nullopt) scores 0 without running anything: the
+// response does not parse, or a hunk does not apply.
+
+struct program_job {
+  program code;
+  std::array<std::int64_t, std::size(test_inputs)> expected{};
+};
+
+inline std::optional<program_job> code_job(const cr::prompt& p, const std::vector<std::int32_t>& reply) {
+  std::size_t i = 0;
+  const auto spec = parse_spec(detail::prompt_words(p), i);
+  if (!spec) return std::nullopt;
+  auto code = parse_program(reply);
+  if (!code) return std::nullopt;
+  return program_job{std::move(*code), expected_outputs(*spec)};
 }
 
-// "fix L OP [D]": replace line L (1-based) of the program after "|", then run the tests.
-inline double verify_swe(const cr::prompt& p, const std::vector<std::int32_t>& reply) {
-  const auto w = detail::prompt_words(p);
-  int a = 0, b = 0;
-  if (!detail::parse_spec(w, 0, a, b) || w.size() < 6 || w[5] != token_id("|")) return 0.0;
-  // The program's lines: an op and, for add/sub, its digit.
+// The lines of the program after "|" in a SWE prompt: an instruction word and, for
+// add/sub, its digit.
+inline std::vector<std::vector<std::int32_t>> swe_lines(const std::vector<std::int32_t>& w, std::size_t from) {
   std::vector<std::vector<std::int32_t>> lines;
-  for (std::size_t i = 6; i < w.size(); ++i) {
+  for (std::size_t i = from; i < w.size(); ++i) {
     if (is_digit(w[i]) && !lines.empty()) lines.back().push_back(w[i]);
     else lines.push_back({w[i]});
   }
-  if (reply.size() < 3 || reply[0] != token_id("fix") || !is_digit(reply[1])) return 0.0;
-  const int line = digit_value(reply[1]);
-  if (line < 1 || line > static_cast<int>(lines.size())) return 0.0;
-  lines[static_cast<std::size_t>(line - 1)].assign(reply.begin() + 2, reply.end());
-  std::vector<std::int32_t> patched;
-  for (const auto& l : lines) patched.insert(patched.end(), l.begin(), l.end());
-  return pass_rate(patched, a, b);
+  return lines;
 }
 
-// The reward of every stage: dispatches on the prompt's domain. Chat is scored by the
-// reward model, except prompts whose reference is "gold" (the evaluation prompts),
-// which the hidden gold preference scores. Safe to call from several threads.
-struct task_reward {
-  std::shared_ptr<const bt_reward_model> reward_model{};
+// "@ L - old + new": line L (1-based) must read `old`; it is replaced by `new`.
+inline std::optional<program_job> swe_job(const cr::prompt& p, const std::vector<std::int32_t>& reply) {
+  const auto w = detail::prompt_words(p);
+  std::size_t i = 0;
+  const auto spec = parse_spec(w, i);
+  if (!spec || i >= w.size() || w[i] != token_id("|")) return std::nullopt;
+  auto lines = swe_lines(w, i + 1);
+  if (reply.size() < 4 || reply[0] != token_id("@") || !is_digit(reply[1]) || reply[2] != token_id("-"))
+    return std::nullopt;
+  const int line = digit_value(reply[1]);
+  if (line < 1 || line > static_cast<int>(lines.size())) return std::nullopt;
+  const auto plus = std::find(reply.begin() + 3, reply.end(), token_id("+"));
+  if (plus == reply.end()) return std::nullopt;
+  auto& target = lines[static_cast<std::size_t>(line - 1)];
+  if (!std::equal(reply.begin() + 3, plus, target.begin(), target.end())) return std::nullopt;  // context
+  target.assign(plus + 1, reply.end());
+  std::vector<std::int32_t> patched;
+  for (const auto& l : lines) patched.insert(patched.end(), l.begin(), l.end());
+  auto code = parse_program(patched);
+  if (!code) return std::nullopt;
+  return program_job{std::move(*code), expected_outputs(*spec)};
+}
 
-  [[nodiscard]] double score(const cr::prompt& p, std::span<const std::int32_t> tokens, bool truncated) const {
-    if (truncated || tokens.empty() || tokens.back() != eos) return 0.0;
-    const std::vector<std::int32_t> reply(tokens.begin(), tokens.end() - 1);
-    const std::string& d = p.domain;
-    if (d == "instruction_following") return verify_instruction_following(p, reply);
-    if (d == "mcqa") return verify_mcqa(p, reply);
-    if (d == "structured_output") return verify_structured_output(p, reply);
-    if (d == "tool_calling") return verify_tool_calling(p, reply);
-    if (d == "long_context") return verify_long_context(p, reply);
-    if (d == "code") return verify_code(p, reply);
-    if (d == "swe") return verify_swe(p, reply);
-    if (d == "chat") {
-      const int topic = chat_topic(p.text);
-      if (p.reference == "gold" || !reward_model) return gold_chat_score(topic, reply);
-      return 1.0 / (1.0 + std::exp(-reward_model->score(topic, reply)));
-    }
-    throw std::invalid_argument("demo: no verifier for domain '" + d + "'");
+inline std::optional<program_job> program_job_of(const cr::prompt& p, const std::vector<std::int32_t>& reply) {
+  return p.domain == "code" ? code_job(p, reply) : swe_job(p, reply);
+}
+
+inline bool runs_programs(const std::string& domain) { return domain == "code" || domain == "swe"; }
+
+// The reply of a response (tokens without the end-of-sequence), or nullopt when it was
+// truncated or did not end with one (such a response scores 0).
+inline std::optional<std::vector<std::int32_t>> reply_of(std::span<const std::int32_t> tokens, bool truncated) {
+  if (truncated || tokens.empty() || tokens.back() != eos) return std::nullopt;
+  return std::vector<std::int32_t>(tokens.begin(), tokens.end() - 1);
+}
+
+// How chat replies are judged: by RLHF's reward model (training), or by the hidden
+// preference it was trained from (evaluation).
+enum class chat_judge { reward_model, gold };
+
+// The score of one response of an instant domain (not code or SWE).
+inline double verify_instant(const cr::prompt& p, const std::vector<std::int32_t>& reply, chat_judge judge,
+                             const bt_reward_model* rm) {
+  const std::string& d = p.domain;
+  if (d == "instruction_following") return verify_instruction_following(p, reply);
+  if (d == "mcqa") return verify_mcqa(p, reply);
+  if (d == "structured_output") return verify_structured_output(p, reply);
+  if (d == "tool_calling") return verify_tool_calling(p, reply);
+  if (d == "long_context") return verify_long_context(p, reply);
+  if (d == "chat") {
+    const int topic = chat_topic(p.text);
+    if (judge == chat_judge::gold || rm == nullptr) return gold_chat_score(topic, reply);
+    return rm->probability(topic, reply);
   }
-  double operator()(const cr::response_view& r) const {
-    return score(r.input, r.tokens, r.finish == cr::finish_reason::truncated);
-  }
-};
+  throw std::invalid_argument("demo: no instant verifier for domain '" + d + "'");
+}
 
 }  // namespace demo

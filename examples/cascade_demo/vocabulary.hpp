@@ -23,8 +23,8 @@ inline const std::vector<std::string>& vocabulary() {
       "<eos>", "<sep>", "<bos>",
       "0", "1", "2", "3", "4", "5", "6", "7", "8", "9",
       "a", "b", "c", "d", "e", "f", "g", "h",
-      // instruction following
-      "if", "len", "start", "last", "only",
+      // instruction following (constraints on a chat reply)
+      "len", "start", "last", "only",
       // multiple choice
       "mcq", "?", "A", "B", "C", "D",
       // structured output
@@ -37,8 +37,10 @@ inline const std::vector<std::string>& vocabulary() {
       "ctx", ".",
       // code: the tiny language and its specification
       "code", "x", "*", "+", "-", "inc", "dec", "dbl", "add", "sub", "rep", "end", "wnz",
-      // SWE
-      "swe", "|", "fix"};
+      // code: a specification of two steps
+      "then",
+      // SWE: a one-line hunk "@ L - old + new"
+      "swe", "|", "@"};
   return words;
 }
 

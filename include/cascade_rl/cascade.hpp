@@ -1,8 +1,9 @@
 #pragma once
 // Umbrella header of the cascade engine (target cascade_rl::cascade, which adds
 // nlohmann_json and threads to the standard-library-only core): concepts, stage
-// configs and schedules (also as JSON files), GRPO and MOPD stages, the cascade runner, teachers, the
-// forgetting matrix, checkpoints and observers.
+// configs and schedules (also as JSON files), GRPO and MOPD stages (and a stage's own
+// evaluation reward), the cascade runner, teachers, the forgetting matrix, checkpoints
+// and observers.
 
 #include "cascade_rl/cascade_rl.hpp"
 
@@ -11,6 +12,7 @@
 #include "cascade_rl/cascade/composition.hpp"
 #include "cascade_rl/cascade/concepts.hpp"
 #include "cascade_rl/cascade/estimators.hpp"
+#include "cascade_rl/cascade/eval_reward.hpp"
 #include "cascade_rl/cascade/evaluation.hpp"
 #include "cascade_rl/cascade/forgetting_matrix.hpp"
 #include "cascade_rl/cascade/grpo_stage.hpp"

@@ -1,18 +1,30 @@
-// The verifiers of the synthetic domains: every demonstration scores 1, and typical
-// wrong answers get the partial or zero credit the rules give.
+// The verifiers of the synthetic domains: every demonstration scores 1, typical wrong
+// answers get the partial or zero credit the rules give, and the domains differ as
+// real ones do (lengths, verification by running programs, a chat judge that wants
+// long replies against constraints that want short ones).
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
 
+#include "demo_reward.hpp"
 #include "tasks.hpp"
 
 namespace {
 
 namespace cr = cascade_rl;
 
-double score(const demo::task_reward& r, const cr::prompt& p, const std::string& reply, bool truncated = false) {
+std::shared_ptr<const demo::program_verifier> interpreter() {
+  static const auto v = std::make_shared<const demo::program_verifier>(false);
+  return v;
+}
+
+demo::demo_reward gold_reward() { return {nullptr, interpreter(), demo::chat_judge::gold}; }
+
+double score(const demo::demo_reward& r, const cr::prompt& p, const std::string& reply, bool truncated = false) {
   auto t = demo::encode(reply);
   if (!truncated) t.push_back(demo::eos);
   return r.score(p, t, truncated);
@@ -23,33 +35,56 @@ cr::prompt make(const std::string& domain, const std::string& text, const std::s
 }
 
 TEST(DemoVerifiers, EveryDemonstrationScoresOne) {
-  const demo::task_reward reward{};  // chat falls back to the gold preference
+  const auto reward = gold_reward();
   for (const auto& d : demo::domains()) {
-    if (d == "chat") continue;  // chat demonstrations are random on purpose
+    if (d == "chat") continue;  // chat demonstrations are mediocre on purpose
     for (const auto& t : demo::make_tasks(d, 200, 3))
       EXPECT_DOUBLE_EQ(reward.score(t.prompt, t.demonstration, false), 1.0) << d << ": " << t.prompt.text;
   }
 }
 
+TEST(DemoVerifiers, ResponseLengthsDifferByDomain) {
+  std::map<std::string, double> mean, longest;
+  for (const auto& d : demo::domains()) {
+    double sum = 0;
+    const auto tasks = demo::make_tasks(d, 400, 11);
+    for (const auto& t : tasks) {
+      sum += static_cast<double>(t.demonstration.size());
+      longest[d] = std::max(longest[d], static_cast<double>(t.demonstration.size()));
+    }
+    mean[d] = sum / static_cast<double>(tasks.size());
+  }
+  EXPECT_DOUBLE_EQ(mean["mcqa"], 2.0);  // one token and the end of sequence
+  EXPECT_DOUBLE_EQ(mean["long_context"], 2.0);
+  for (const auto& d : {"instruction_following", "chat", "tool_calling"}) {
+    EXPECT_GT(mean["code"], mean[d]) << d;
+    EXPECT_GT(mean["swe"], mean[d]) << d;
+  }
+  EXPECT_GT(mean["code"], 7.0);
+  EXPECT_GT(mean["swe"], 7.0);
+  for (const auto& [d, n] : longest) EXPECT_LE(n, longest["code"]) << d;  // code's answers are the longest
+}
+
 TEST(DemoVerifiers, TruncatedResponsesScoreZero) {
-  const demo::task_reward reward{};
+  const auto reward = gold_reward();
   const auto p = make("mcqa", "mcq A c B a C d ? a", "B");
   EXPECT_EQ(score(reward, p, "B"), 1.0);
   EXPECT_EQ(score(reward, p, "B", true), 0.0);
 }
 
-TEST(DemoVerifiers, InstructionFollowingCountsRules) {
-  const demo::task_reward r{};
-  const auto p = make("instruction_following", "if len 4 start b last c only b c d");
-  EXPECT_DOUBLE_EQ(score(r, p, "b d d c"), 1.0);
-  EXPECT_DOUBLE_EQ(score(r, p, "b d c"), 0.75);     // wrong length
-  EXPECT_DOUBLE_EQ(score(r, p, "b a d c"), 0.75);   // a is not allowed
-  EXPECT_DOUBLE_EQ(score(r, p, "c d d b"), 0.5);    // wrong start and end
+TEST(DemoVerifiers, InstructionFollowingConstrainsAChatReply) {
+  const auto r = gold_reward();
+  const auto p = make("instruction_following", "chat greet len 3 start hi last ok only hi ok sure");
+  EXPECT_DOUBLE_EQ(score(r, p, "hi sure ok"), 1.0);
+  EXPECT_DOUBLE_EQ(score(r, p, "hi sure sure ok"), 0.75);         // wrong length
+  EXPECT_DOUBLE_EQ(score(r, p, "hi please ok"), 0.75);            // please is not allowed
+  EXPECT_DOUBLE_EQ(score(r, p, "ok sure hi"), 0.5);               // wrong start and end
+  EXPECT_DOUBLE_EQ(score(r, p, "hi hello please thanks sure help ok"), 0.5);  // chatty: long, disallowed words
   EXPECT_DOUBLE_EQ(score(r, p, ""), 0.0);
 }
 
 TEST(DemoVerifiers, MultipleChoiceAndRetrievalAreExact) {
-  const demo::task_reward r{};
+  const auto r = gold_reward();
   const auto q = make("mcqa", "mcq A c B a C d ? a", "B");
   EXPECT_EQ(score(r, q, "A"), 0.0);
   EXPECT_EQ(score(r, q, "B B"), 0.0);
@@ -59,7 +94,7 @@ TEST(DemoVerifiers, MultipleChoiceAndRetrievalAreExact) {
 }
 
 TEST(DemoVerifiers, StructuredOutputNeedsWellFormedJson) {
-  const demo::task_reward r{};
+  const auto r = gold_reward();
   const auto p = make("structured_output", "json b 5 d 2");
   EXPECT_DOUBLE_EQ(score(r, p, "{ b : 5 , d : 2 }"), 1.0);
   EXPECT_DOUBLE_EQ(score(r, p, "{ b : 5 , d : 3 }"), 0.75);
@@ -70,7 +105,7 @@ TEST(DemoVerifiers, StructuredOutputNeedsWellFormedJson) {
 }
 
 TEST(DemoVerifiers, ToolCallFormatNameAndArguments) {
-  const demo::task_reward r{};
+  const auto r = gold_reward();
   const auto p = make("tool_calling", "tool sum 3 4");
   EXPECT_DOUBLE_EQ(score(r, p, "call sum ( 3 , 4 )"), 1.0);
   EXPECT_DOUBLE_EQ(score(r, p, "call get ( 3 , 4 )"), 0.75);
@@ -81,39 +116,60 @@ TEST(DemoVerifiers, ToolCallFormatNameAndArguments) {
   EXPECT_DOUBLE_EQ(score(r, p, "sum ( 3 , 4 )"), 0.0);
 }
 
-TEST(DemoVerifiers, CodeRunsTheUnitTests) {
-  const demo::task_reward r{};
-  const auto p = make("code", "code x * 4 - 1");
-  EXPECT_DOUBLE_EQ(score(r, p, "dbl dbl sub 1"), 1.0);
-  EXPECT_DOUBLE_EQ(score(r, p, "rep 2 dbl end dec"), 1.0);
-  EXPECT_DOUBLE_EQ(score(r, p, "dbl dbl"), 0.0);       // off by one everywhere
-  EXPECT_DOUBLE_EQ(score(r, p, "wnz inc end"), 0.0);   // hits the step bound (and is wrong)
-  EXPECT_DOUBLE_EQ(score(r, p, "dbl dbl sub"), 0.0);   // does not parse
+TEST(DemoVerifiers, CodeRunsTheUnitTestsOfATwoStepSpecification) {
+  const auto r = gold_reward();
+  // f(x) = 2 (4x - 1) + 3 on the inputs 0, 1, 2, 3, 5.
+  const auto p = make("code", "code x * 4 - 1 then * 2 + 3");
+  EXPECT_DOUBLE_EQ(score(r, p, "dbl dbl sub 1 dbl add 3"), 1.0);
+  EXPECT_DOUBLE_EQ(score(r, p, "rep 2 dbl end dec dbl add 3"), 1.0);
+  EXPECT_DOUBLE_EQ(score(r, p, "rep 3 dbl end inc"), 1.0);  // another right program: 8x + 1
+  EXPECT_DOUBLE_EQ(score(r, p, "dbl dbl sub 1"), 0.0);     // the first step only
+  EXPECT_DOUBLE_EQ(score(r, p, "wnz inc end"), 0.0);       // hits the step bound (and is wrong)
+  EXPECT_DOUBLE_EQ(score(r, p, "dbl dbl sub"), 0.0);       // does not parse
 }
 
-TEST(DemoVerifiers, SwePatchesOneLine) {
-  const demo::task_reward r{};
-  const auto p = make("swe", "swe x * 2 + 3 | dbl sub 3");
-  EXPECT_DOUBLE_EQ(score(r, p, "fix 2 add 3"), 1.0);
-  EXPECT_DOUBLE_EQ(score(r, p, "fix 2 sub 3"), 0.0);   // no change: every test fails
-  EXPECT_DOUBLE_EQ(score(r, p, "fix 1 dbl"), 0.0);
-  EXPECT_DOUBLE_EQ(score(r, p, "fix 3 add 3"), 0.0);   // no line 3
-  EXPECT_DOUBLE_EQ(score(r, p, "fix 2 add"), 0.0);     // patched program does not parse
-  EXPECT_DOUBLE_EQ(score(r, p, "fix 1 add 6"), 0.2);   // x + 3: right at x = 0 only
+TEST(DemoVerifiers, SwePatchesOneLineWhoseContextMustMatch) {
+  const auto r = gold_reward();
+  // f(x) = (2x + 3) - 2; the program's line 2 is wrong.
+  const auto p = make("swe", "swe x * 2 + 3 then * 1 - 2 | dbl sub 3 sub 2");
+  EXPECT_DOUBLE_EQ(score(r, p, "@ 2 - sub 3 + add 3"), 1.0);
+  EXPECT_DOUBLE_EQ(score(r, p, "@ 2 - add 3 + add 3"), 0.0);  // the hunk's context does not match
+  EXPECT_DOUBLE_EQ(score(r, p, "@ 2 - sub 3 + sub 3"), 0.0);  // no change: every test fails
+  EXPECT_DOUBLE_EQ(score(r, p, "@ 4 - sub 2 + add 3"), 0.0);  // no line 4
+  EXPECT_DOUBLE_EQ(score(r, p, "@ 2 - sub 3 + add"), 0.0);    // patched program does not parse
+  EXPECT_DOUBLE_EQ(score(r, p, "@ 3 - sub 2 + add 4"), 1.0);  // another right fix: 2x - 3 + 4
+  EXPECT_DOUBLE_EQ(score(r, p, "@ 3 - sub 2 + add 2"), 0.0);  // 2x - 1: wrong everywhere
+  EXPECT_FLOAT_EQ(score(r, p, "@ 1 - dbl + add 6"), 0.2f);    // x + 1: right at x = 0 only
+  EXPECT_DOUBLE_EQ(score(r, p, "2 - sub 3 + add 3"), 0.0);    // not a hunk
 }
 
-TEST(DemoVerifiers, ChatUsesTheRewardModelOnTrainingPromptsAndGoldOnEvaluation) {
+TEST(DemoVerifiers, ChatIsJudgedByTheRewardModelWhileTrainingAndTheGoldInEvaluation) {
   auto rm = std::make_shared<demo::bt_reward_model>();
   rm->train(demo::make_preference_pairs(2000, 1));
-  const demo::task_reward r{rm};
-  const auto train = make("chat", "chat greet");
-  const auto eval = make("chat", "chat greet", "gold");
-  const double good = score(r, train, "hi please sure ok"), bad = score(r, train, "bad bad no");
+  const demo::demo_reward training{rm, interpreter(), demo::chat_judge::reward_model};
+  const demo::demo_reward evaluation{rm, interpreter(), demo::chat_judge::gold};
+  const auto p = make("chat", "chat greet");
+  const double good = score(training, p, "hi please sure ok thanks hello"), bad = score(training, p, "bad bad no");
   EXPECT_GT(good, bad);
   EXPECT_GT(good, 0.0);
   EXPECT_LT(good, 1.0);  // a sigmoid of the model's score
-  EXPECT_DOUBLE_EQ(score(r, eval, "hi please sure ok"), 1.0);
-  EXPECT_DOUBLE_EQ(score(r, eval, "bad bad no"), 0.0);
+  // The gold: 1 greeting + 1 polite + 0.25 per distinct polite word, out of 4.
+  EXPECT_DOUBLE_EQ(score(evaluation, p, "hi please sure ok thanks hello"), (1 + 1 + 6 * 0.25) / 4);
+  EXPECT_DOUBLE_EQ(score(evaluation, p, "bad bad no"), 0.0);
+}
+
+TEST(DemoVerifiers, TheChatJudgeAndInstructionFollowingPullApart) {
+  // The reply the reward model prefers breaks the constraints, and the reply that meets
+  // them is one the reward model likes less.
+  auto rm = std::make_shared<demo::bt_reward_model>();
+  rm->train(demo::make_preference_pairs(4000, 2));
+  const demo::demo_reward training{rm, interpreter(), demo::chat_judge::reward_model};
+  const auto chat = make("chat", "chat greet");
+  const auto constrained = make("instruction_following", "chat greet len 3 start hi last ok only hi ok sure");
+  const std::string chatty = "hi please thanks sure hello ok help", obeying = "hi sure ok";
+  EXPECT_GT(score(training, chat, chatty), score(training, chat, obeying));
+  EXPECT_DOUBLE_EQ(score(training, constrained, chatty), 0.25);  // only the first word is right
+  EXPECT_DOUBLE_EQ(score(training, constrained, obeying), 1.0);
 }
 
 }  // namespace

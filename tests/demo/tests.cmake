@@ -1,13 +1,35 @@
-# Registers the demo tests (issue 4); included from tests/CMakeLists.txt. They test the
-# cascade demo's parts (examples/cascade_demo): vocabulary, verifiers, interpreter,
-# reward model, and the Eigen policy's gradient.
+# Registers the demo tests (issues 4 and 19); included from tests/CMakeLists.txt. They
+# test the cascade demo's parts (examples/cascade_demo): vocabulary, domains and
+# verifiers, the program verifier (python3 in the sandbox against the interpreter), the
+# reward model, the measurements, the experiment's variants, the Eigen policy's
+# gradient; and scripts/demo_figures.py on synthetic inputs.
 if(TARGET cascade_rl::cascade)
   find_package(Eigen3 3.3 REQUIRED NO_MODULE)
-  cascade_rl_add_test_area(demo LIBRARIES cascade_rl::cascade Eigen3::Eigen)
+  set(demo_libraries cascade_rl::cascade Eigen3::Eigen)
+  if(TARGET cascade_rl::verify)
+    list(APPEND demo_libraries cascade_rl::verify)
+  endif()
+  cascade_rl_add_test_area(demo LIBRARIES ${demo_libraries})
   file(GLOB demo_test_sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_LIST_DIR}/test_*.cpp")
   foreach(source IN LISTS demo_test_sources)
     get_filename_component(stem "${source}" NAME_WE)
     string(REGEX REPLACE "^test_" "demo_" target "${stem}")
     target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}/examples/cascade_demo")
+    if(TARGET cascade_rl::verify)
+      target_compile_definitions(${target} PRIVATE CASCADE_DEMO_WITH_SANDBOX=1)
+    endif()
   endforeach()
+
+  # The figures script, where /usr/bin/python3 has matplotlib (scripts/install-deps.sh).
+  find_program(CASCADE_RL_FIGURES_PYTHON python3 PATHS /usr/bin NO_DEFAULT_PATH)
+  if(CASCADE_RL_FIGURES_PYTHON)
+    execute_process(COMMAND "${CASCADE_RL_FIGURES_PYTHON}" -c "import matplotlib"
+                    RESULT_VARIABLE demo_no_matplotlib OUTPUT_QUIET ERROR_QUIET)
+    if(demo_no_matplotlib EQUAL 0)
+      add_test(NAME demo_figures_selftest
+               COMMAND "${CASCADE_RL_FIGURES_PYTHON}" "${PROJECT_SOURCE_DIR}/scripts/demo_figures.py"
+                       --selftest "${CMAKE_CURRENT_BINARY_DIR}/demo_figures_selftest")
+      set_tests_properties(demo_figures_selftest PROPERTIES LABELS "demo" TIMEOUT 120)
+    endif()
+  endif()
 endif()

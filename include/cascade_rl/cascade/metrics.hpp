@@ -20,6 +20,8 @@ struct step_metrics {
 
   std::size_t prompts = 0;
   std::size_t responses = 0;
+  bool rewarded = true;         // false: the stage has no reward (pure-distillation MOPD),
+                                // so reward_mean and accuracy are 0 and mean nothing
   double reward_mean = 0.0;
   double accuracy = 0.0;        // fraction of responses with reward >= success_threshold
   double length_mean = 0.0;
@@ -55,6 +57,7 @@ inline void to_json(nlohmann::json& j, const step_metrics& m) {
        {"lr", m.lr},
        {"prompts", m.prompts},
        {"responses", m.responses},
+       {"rewarded", m.rewarded},
        {"reward_mean", m.reward_mean},
        {"accuracy", m.accuracy},
        {"response_length", {{"mean", m.length_mean}, {"min", m.length_min}, {"max", m.length_max}}},

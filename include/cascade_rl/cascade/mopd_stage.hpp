@@ -95,6 +95,7 @@ class mopd_stage {
                   "snapshot_type needs a const member log_probs(const rollout_batch&, std::span<float>)");
     communicator_ref comm = context.comm;
     step_metrics m;
+    m.rewarded = has_reward;
     auto start = detail::clock::now();
     std::vector<std::size_t> indices;
     const rollout_batch batch =

@@ -71,6 +71,10 @@ class jsonl_metrics {
 
 // One line per step:
 // [if_rl 12/180 | 12] lr 3.00e-06  reward 0.412  acc 0.250  len 231  zero-var 0.19  ...
+// A stage without a reward (pure-distillation MOPD) prints its own quantities instead
+// of a reward: the KL to the teachers and the fraction of tokens the importance band
+// masked,
+// [mopd 3/40 | 123] lr 2.00e-07  kl 0.1140  band-masked 0.012  len 4  loss +0.0012  ...
 class console_progress {
  public:
   explicit console_progress(std::ostream& out) : out_(&out) {}
@@ -81,25 +85,35 @@ class console_progress {
           << c.prompts_per_step << " prompts x " << c.group_size << ", " << c.steps << " steps\n";
   }
   void on_step(const step_metrics& m) const {
-    char line[320];
-    const int n = std::snprintf(
-        line, sizeof line,
-        "[%s %zu/%zu | %zu] lr %.2e  reward %.3f  acc %.3f  len %.0f  zero-var %.2f  "
-        "filtered %zu  loss %+.4f",
-        m.stage.c_str(), m.step, m.steps, m.global_step, m.lr, m.reward_mean, m.accuracy,
-        m.length_mean, m.zero_variance_fraction, m.filtered_sequences, m.loss);
-    std::string text(line, static_cast<std::size_t>(n > 0 ? std::min<int>(n, sizeof line - 1) : 0));
-    if (m.kl_to_teacher) {
-      std::snprintf(line, sizeof line, "  kl %.4f  band-masked %.3f", *m.kl_to_teacher,
-                    m.importance_masked_fraction);
-      text += line;
+    std::string text = format("[%s %zu/%zu | %zu] lr %.2e", m.stage.c_str(), m.step, m.steps,
+                              m.global_step, m.lr);
+    if (m.rewarded) {
+      text += format("  reward %.3f  acc %.3f  len %.0f  zero-var %.2f  filtered %zu", m.reward_mean,
+                     m.accuracy, m.length_mean, m.zero_variance_fraction, m.filtered_sequences);
+      if (m.kl_to_teacher)
+        text += format("  kl %.4f  band-masked %.3f", *m.kl_to_teacher, m.importance_masked_fraction);
+    } else {
+      text += format("  kl %.4f  band-masked %.3f  len %.0f",
+                     m.kl_to_teacher ? *m.kl_to_teacher : 0.0, m.importance_masked_fraction,
+                     m.length_mean);
     }
-    std::snprintf(line, sizeof line, "  time gen %.2fs rew %.2fs upd %.2fs", m.generation_seconds,
-                  m.reward_seconds, m.update_seconds);
-    *out_ << text << line << '\n' << std::flush;
+    text += format("  loss %+.4f  time gen %.2fs rew %.2fs upd %.2fs", m.loss, m.generation_seconds,
+                   m.reward_seconds, m.update_seconds);
+    *out_ << text << '\n' << std::flush;
   }
 
  private:
+  // snprintf into a string (the stage name may be long: the text is never cut).
+  template <class... A>
+  static std::string format(const char* pattern, A... args) {
+    const int n = std::snprintf(nullptr, 0, pattern, args...);
+    if (n <= 0) return {};
+    std::string out(static_cast<std::size_t>(n) + 1, '\0');
+    std::snprintf(out.data(), out.size(), pattern, args...);
+    out.resize(static_cast<std::size_t>(n));
+    return out;
+  }
+
   std::ostream* out_;
 };
 

@@ -1,0 +1,156 @@
+// The experiment's variants: every comparison gets the same rollout budget and the same
+// evaluation, the two hyperparameter sets differ only in what a stage may set, the
+// order variants evaluate all eight domains, and a tiny run goes through the stages'
+// evaluation reward (chat judged by the hidden preference, not the reward model).
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "experiment.hpp"
+
+namespace {
+
+namespace cr = cascade_rl;
+
+std::shared_ptr<const demo::program_verifier> interpreter() {
+  static const auto v = std::make_shared<const demo::program_verifier>(false);
+  return v;
+}
+
+demo::budget tiny() {
+  demo::budget b;
+  b.sft_steps = 3;
+  b.sft_batch = 8;
+  b.prompts = 2;
+  b.group = 2;
+  b.mopd_group = 2;
+  b.if_steps = b.multi_steps = b.mopd_steps = b.rlhf_steps = b.long_steps = b.code_steps = b.swe_steps = 2;
+  b.train_prompts = 16;
+  b.eval_prompts = 4;
+  b.eval_every = 1;
+  b.mixed_eval_every = 5;
+  b.width = 8;
+  b.heads = 2;
+  b.ffn = 8;
+  return b;
+}
+
+std::vector<cr::stage_config> all(const demo::cascade_configs& c, bool with_mopd) {
+  if (with_mopd) return {c.if_rl, c.multi, c.mopd, c.rlhf, c.long_context, c.code, c.swe};
+  return {c.if_rl, c.multi, c.rlhf, c.long_context, c.code, c.swe};
+}
+
+TEST(DemoExperiment, EveryComparisonHasTheCascadesRolloutBudget) {
+  demo::budget b;
+  b.sft_steps = 0;  // the configs only
+  const demo::world w(1, b, interpreter(), 1);
+  const std::size_t budget = demo::cascade_rollouts(w);
+  EXPECT_EQ(budget, 46080u);
+  for (const auto& h : {demo::per_domain_hparams(), demo::shared_hparams()}) {
+    EXPECT_EQ(demo::rollouts_of(all(demo::make_cascade_configs(w, h, true), true)), budget) << h.name;
+    EXPECT_EQ(demo::rollouts_of(all(demo::make_cascade_configs(w, h, false), false)), budget) << h.name;
+  }
+  EXPECT_EQ(demo::rollouts_of({demo::make_mixed_config(w, demo::shared_hparams())}), budget);
+  // Without MOPD, multi-domain RL gets MOPD's 40 x 16 x 4 rollouts: 20 more steps.
+  EXPECT_EQ(demo::make_cascade_configs(w, demo::per_domain_hparams(), false).multi.steps, 80u);
+}
+
+TEST(DemoExperiment, TheHyperparameterSetsDifferOnlyInWhatAStageMaySet) {
+  demo::budget b;
+  b.sft_steps = 0;
+  const demo::world w(1, b, interpreter(), 1);
+  const auto own = all(demo::make_cascade_configs(w, demo::per_domain_hparams(), true), true);
+  const auto shared = all(demo::make_cascade_configs(w, demo::shared_hparams(), true), true);
+  ASSERT_EQ(own.size(), shared.size());
+  std::set<double> own_rates, shared_rates;
+  std::set<std::int64_t> own_lengths, shared_lengths;
+  for (std::size_t k = 0; k < own.size(); ++k) {
+    EXPECT_EQ(own[k].name, shared[k].name);
+    EXPECT_EQ(own[k].steps, shared[k].steps);
+    EXPECT_EQ(own[k].group_size, shared[k].group_size);
+    EXPECT_EQ(own[k].prompts_per_step, shared[k].prompts_per_step);
+    EXPECT_EQ(own[k].evals.size(), shared[k].evals.size());
+    if (own[k].kind == cr::stage_kind::mopd) continue;  // no evaluation sets
+    // Evaluation is the same in every variant: greedy, 16 tokens.
+    EXPECT_EQ(own[k].eval_sampling.temperature, 0.0);
+    EXPECT_EQ(own[k].eval_sampling.max_response_length, 16);
+    EXPECT_EQ(shared[k].eval_sampling.max_response_length, 16);
+    own_rates.insert(own[k].lr.at(0, own[k].steps));
+    shared_rates.insert(shared[k].lr.at(0, shared[k].steps));
+    own_lengths.insert(own[k].sampling.max_response_length);
+    shared_lengths.insert(shared[k].sampling.max_response_length);
+  }
+  EXPECT_EQ(shared_rates, std::set<double>{1e-3});
+  EXPECT_EQ(shared_lengths, std::set<std::int64_t>{16});
+  EXPECT_EQ(own_rates, (std::set<double>{5e-4, 1e-3}));
+  EXPECT_EQ(own_lengths, (std::set<std::int64_t>{3, 8, 10, 12}));
+}
+
+TEST(DemoExperiment, BothOrdersEvaluateEveryDomain) {
+  const demo::world w(1, tiny(), interpreter(), 1);
+  for (bool if_first : {true, false}) {
+    const auto [first, second] = demo::make_order_configs(w, demo::per_domain_hparams(), if_first);
+    EXPECT_EQ(first.kind, if_first ? cr::stage_kind::if_rl : cr::stage_kind::rlhf);
+    EXPECT_EQ(second.kind, if_first ? cr::stage_kind::rlhf : cr::stage_kind::if_rl);
+    std::set<std::string> evaluated;
+    for (const auto* c : {&first, &second})
+      for (const auto& e : c->evals) evaluated.insert(e.domain);
+    EXPECT_EQ(evaluated.size(), demo::domains().size());
+  }
+}
+
+TEST(DemoExperiment, ATinyRunJudgesChatByTheHiddenPreference) {
+  demo::budget b = tiny();
+  b.sft_steps = 80;  // enough for chat replies that end
+  b.sft_batch = 32;
+  b.width = 16;
+  demo::world w(3, b, interpreter(), 1);
+  const demo::variant_result r = demo::run_order_variant(w, demo::per_domain_hparams(), false);
+  EXPECT_EQ(r.name, "rlhf_then_if");
+  EXPECT_EQ(r.report.warnings.size(), 1u);  // the ordering check: IF-RL after RLHF
+  ASSERT_EQ(r.trace.steps.size(), 4u);
+  for (const auto& s : r.trace.steps) {
+    EXPECT_EQ(s.responses, 4u);
+    EXPECT_GE(s.padded, s.tokens);
+    EXPECT_FALSE(s.distillation);
+  }
+  // before, one inside each stage (eval_every 1, two steps), after each stage
+  EXPECT_EQ(r.trace.evaluations.size(), 5u);
+  EXPECT_EQ(r.rollouts, 16u);
+
+  // The "before" chat score is the gold preference's mean over the SFT model's greedy
+  // replies (the reward model would give other numbers).
+  w.policy.restore(w.sft_model);
+  const auto& prompts = w.data.at("chat").eval;
+  double gold = 0, model = 0;
+  for (const auto& t : prompts) {
+    const auto batch = w.policy.generate(std::span<const cr::prompt>(&t.prompt, 1),
+                                         {1, {.temperature = 0.0, .max_response_length = 16}, 0});
+    const auto tokens = batch.response_tokens(0);
+    const bool truncated = batch.finish_reasons[0] == cr::finish_reason::truncated;
+    if (truncated) continue;
+    gold += demo::gold_chat_score(demo::chat_topic(t.prompt.text), tokens);
+    model += w.reward_model->probability(demo::chat_topic(t.prompt.text), demo::strip_eos(tokens));
+  }
+  EXPECT_GT(gold, 0.0);
+  EXPECT_NE(gold, model);
+  EXPECT_NEAR(r.report.forgetting.score(0, "chat"), gold / static_cast<double>(prompts.size()), 1e-6);
+}
+
+TEST(DemoExperiment, TheMixedStageVerifiesEveryDomainInOneStep) {
+  demo::world w(4, tiny(), interpreter(), 1);
+  const demo::variant_result r = demo::run_mixed_variant(w, demo::shared_hparams());
+  EXPECT_EQ(r.rollouts, demo::cascade_rollouts(w));
+  EXPECT_EQ(r.trace.steps.size(), r.rollouts / 4);
+  EXPECT_EQ(r.report.forgetting.domains().size(), 8u);
+  EXPECT_EQ(r.report.forgetting.rows(), 2u);
+  std::size_t verified = 0;
+  for (const auto& [d, latencies] : r.trace.latency_by_domain) verified += latencies.size();
+  EXPECT_EQ(verified, r.rollouts);
+}
+
+}  // namespace
