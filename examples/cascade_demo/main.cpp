@@ -17,7 +17,7 @@
 // scripts/demo_figures.py draws the figures from these files.
 //
 //   cascade_demo [--seed N] [--threads N] [--smoke] [--compare] [--seeds N]
-//                [--no-python] [--checkpoint-dir DIR] [--sweep]
+//                [--no-python] [--checkpoint-dir DIR] [--sweep] [--sft-steps N]
 //   --smoke      a shortened cascade; exits non-zero unless IF-RL raises its rewards
 //   --compare    Cascade RL's claims measured over --seeds seeds (default 3: seed,
 //                seed + 1, ...): the cascade against itself without MOPD, with one
@@ -27,6 +27,8 @@
 //   --sweep      the sweep that chose the per-domain learning rates: each GRPO stage
 //                alone from the SFT model of the tuning seed (--seed, use 7), each rate
 //                of {5e-4, 1e-3, 2e-3}, scored by the stage's own evaluation
+//   --sft-steps  steps of the supervised warm start (default 300; the crash test uses
+//                30 under AddressSanitizer, where each resumed process redoes SFT)
 
 #include <algorithm>
 #include <chrono>
@@ -58,12 +60,13 @@ struct options {
   std::size_t seeds = 3;
   bool python = true;
   bool sweep = false;
+  std::size_t sft_steps = 300;
   std::string checkpoint_dir{};
 };
 
 const char* const usage =
     "usage: cascade_demo [--seed N] [--threads N] [--smoke] [--compare] [--seeds N] [--no-python]\n"
-    "                    [--checkpoint-dir DIR] [--sweep]\n";
+    "                    [--checkpoint-dir DIR] [--sweep] [--sft-steps N]\n";
 
 double mean_of(const std::vector<double>& v, std::size_t first, std::size_t last) {
   double s = 0;
@@ -177,6 +180,7 @@ int main(int argc, char** argv) {
     else if (a == "--seeds" && i + 1 < argc) o.seeds = std::max<std::size_t>(1, std::strtoull(argv[++i], nullptr, 10));
     else if (a == "--threads" && i + 1 < argc) o.threads = static_cast<unsigned>(std::max(1, std::atoi(argv[++i])));
     else if (a == "--checkpoint-dir" && i + 1 < argc) o.checkpoint_dir = argv[++i];
+    else if (a == "--sft-steps" && i + 1 < argc) o.sft_steps = std::strtoull(argv[++i], nullptr, 10);
     else {
       std::fputs(usage, stderr);
       return 2;
@@ -185,6 +189,7 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   demo::budget b;
+  b.sft_steps = o.sft_steps;
   if (o.smoke) {
     b.if_steps = 30;
     b.multi_steps = b.mopd_steps = b.rlhf_steps = b.long_steps = b.code_steps = b.swe_steps = 2;

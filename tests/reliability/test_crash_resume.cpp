@@ -56,7 +56,7 @@ const std::string demo_path;
 // this test near a minute and a half. The cascade (what is checkpointed, killed and
 // resumed) is the same; the straight run uses the same arguments. Release: unchanged.
 #ifdef CASCADE_RL_TEST_UNDER_ASAN
-const std::vector<std::string> demo_extra_args{"--tune", "sft_steps=30"};
+const std::vector<std::string> demo_extra_args{"--sft-steps", "30"};
 #else
 const std::vector<std::string> demo_extra_args{};
 #endif
