@@ -219,7 +219,9 @@ TEST(CrashResume, DemoKilledAtManyPointsEndsBitForBitAsAnUninterruptedRun) {
   fs::remove_all(root);
 
   const run_result straight = run_demo(root / "straight", {});
-  ASSERT_EQ(straight.exit_code, 0) << read_bytes(root / "straight" / "log");
+  // Exit 1 is the --smoke verdict "IF-RL did not raise its rewards", which a warm start of
+  // 30 SFT steps (ASan) can give; the run still ran to the end, which is what counts here.
+  ASSERT_TRUE(straight.exit_code == 0 || straight.exit_code == 1) << read_bytes(root / "straight" / "log");
   const std::string want_matrix = read_bytes(root / "straight" / "forgetting_matrix.csv");
   const std::string want_policy = latest_policy(root / "straight" / "ckpt");
   ASSERT_FALSE(want_matrix.empty());
