@@ -38,26 +38,50 @@ TEST(BlockedSum, SameBitsForEveryThreadCount) {
   }
 }
 
-// The order blocked_sum promises, written out plainly: each block of reduce_block_size
-// terms summed from 0.0 in index order, then the block sums added in block order. Sizes
-// cover lockstep groups of sum_lanes blocks, leftover whole blocks and a partial block.
-TEST(BlockedSum, IsTheInOrderSumOfInOrderBlockSums) {
+// The canonical order (canonical_sum.hpp), written out plainly: in each block of
+// reduce_block_size terms, lane j sums terms j, j + 32, ... from 0.0; the lanes fold by
+// the tree 16, 8, 4, 2, 1; the block sums are added in block order. Sizes cover a partial
+// lane row, whole blocks, more than eight blocks and a partial last block.
+double canonical_reference(const std::vector<double>& values) {
   const std::size_t block = detail::reduce_block_size;
-  for (const std::size_t n : {std::size_t{0}, std::size_t{5}, block, 3 * block + 1,
-                              2 * detail::sum_lanes * block + 3 * block + 17}) {
+  double total = 0.0;
+  for (std::size_t first = 0; first < values.size(); first += block) {
+    double lane[32] = {};
+    for (std::size_t i = first; i < std::min(first + block, values.size()); ++i)
+      lane[(i - first) % 32] += values[i];
+    for (std::size_t width = 16; width > 0; width /= 2)
+      for (std::size_t j = 0; j < width; ++j) lane[j] = lane[j] + lane[j + width];
+    total += lane[0];
+  }
+  return total;
+}
+
+TEST(BlockedSum, IsTheCanonicalOrder) {
+  const std::size_t block = detail::reduce_block_size;
+  for (const std::size_t n : {std::size_t{0}, std::size_t{5}, std::size_t{47}, block, 3 * block + 1,
+                              9 * block + 300}) {
     const auto values = random_values(n, 3);
-    double expected = 0.0;
-    for (std::size_t first = 0; first < n; first += block) {
-      double block_sum = 0.0;
-      for (std::size_t i = first; i < std::min(first + block, n); ++i) block_sum += values[i];
-      expected += block_sum;
-    }
+    const double expected = canonical_reference(values);
     const auto term = [&](std::size_t i) { return values[i]; };
     EXPECT_TRUE(same_bits(detail::blocked_sum(exec::seq, n, term), expected)) << n;
     for (int threads : {1, 2, 7})
       EXPECT_TRUE(same_bits(detail::blocked_sum(exec::par.with_threads(threads), n, term), expected))
           << n << " terms, " << threads << " threads";
+    // The one-block statement the per-block executors use is the same order.
+    double blocks = 0.0;
+    for (std::size_t first = 0; first < n; first += block)
+      blocks += detail::canonical_block_sum(first, std::min(first + block, n), term);
+    EXPECT_TRUE(same_bits(blocks, expected)) << n;
   }
+}
+
+// The order is a real constraint, not a tautology: the in-order sum of the same terms
+// (the library's order before the canonical one) gives other bits on these values.
+TEST(BlockedSum, DiffersFromTheInOrderSum) {
+  const auto values = random_values(3 * detail::reduce_block_size + 1, 3);
+  double in_order = 0.0;
+  for (double v : values) in_order += v;
+  EXPECT_FALSE(same_bits(canonical_reference(values), in_order));
 }
 
 // chunked_blocked_sum hands each block's indices to `terms` in order, chunk after chunk,
@@ -69,7 +93,7 @@ TEST(ChunkedBlockedSum, EachBlockSeesItsIndicesInOrder) {
     std::size_t count = 0;
     bool in_order = true;
   };
-  const std::size_t n = 2 * detail::sum_lanes * detail::reduce_block_size + 2 * detail::reduce_block_size + 9;
+  const std::size_t n = 18 * detail::reduce_block_size + 9;
   for (int threads : {1, 3}) {
     std::vector<visits> joined;
     const auto result = detail::chunked_blocked_sum(
@@ -85,7 +109,7 @@ TEST(ChunkedBlockedSum, EachBlockSeesItsIndicesInOrder) {
           joined.push_back(block);
           total.count += block.count;
         });
-    EXPECT_EQ(result.sum, static_cast<double>(n));
+    EXPECT_EQ(result.sums[0], static_cast<double>(n));
     EXPECT_EQ(result.state.count, n);
     ASSERT_EQ(joined.size(), (n + detail::reduce_block_size - 1) / detail::reduce_block_size);
     for (std::size_t b = 0; b < joined.size(); ++b) {

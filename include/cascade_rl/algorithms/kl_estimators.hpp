@@ -131,7 +131,7 @@ double kl_penalty(const Policy& policy, const token_layout& layout, std::span<co
           }
         },
         [](unsigned& total_nonfinite, unsigned part) { total_nonfinite |= part; });
-    if (total.state == 0) return total.sum;
+    if (total.state == 0) return total.sums[0];
     // A bad input: the checks below name it as they always have.
   }
   detail::validate_kl_inputs(policy, layout, log_probs, ref_log_probs);

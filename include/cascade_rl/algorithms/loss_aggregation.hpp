@@ -21,9 +21,11 @@
 // valid token (a fully masked row neither adds to the sum nor to the count); so does
 // local_loss_counts below.
 
+#include <array>
 #include <concepts>
 #include <cmath>
 #include <cstddef>
+#include <type_traits>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -175,6 +177,39 @@ struct token_loss {
   double grad = 0;
 };
 
+// A token loss that also carries its share of a floating-point metric sum (PPO's
+// approx_kl: -log ratio). The drivers add it in the canonical order beside the loss, as
+// every executor does, instead of folding it into the metrics in index order.
+struct token_loss_with_kl : token_loss {
+  double approx_kl = 0;
+};
+
+template <class L>
+concept carries_approx_kl = requires(const L& l) { l.approx_kl; };
+
+// The sum channels of a token term: the loss, and approx_kl when the term carries it.
+template <class Metrics, class Term>
+inline constexpr std::size_t loss_channels =
+    carries_approx_kl<std::invoke_result_t<Term&, std::size_t, Metrics&>> ? 2 : 1;
+
+// Writes a token's channel terms (its weighted loss, and approx_kl) into a chunk of
+// chunked_blocked_sum; masked tokens write 0.0 into every channel.
+template <std::size_t Channels, class L>
+void write_channels(double* out, std::size_t i, double weighted_value, const L& l) {
+  out[i] = weighted_value;
+  if constexpr (Channels == 2) out[sum_chunk + i] = l.approx_kl;
+}
+template <std::size_t Channels>
+void write_masked(double* out, std::size_t i) {
+  for (std::size_t c = 0; c < Channels; ++c) out[c * sum_chunk + i] = 0.0;
+}
+
+// The channel sums back into the metrics.
+template <class Metrics, std::size_t Channels>
+void add_channel_sums(Metrics& metrics, const std::array<double, Channels>& sums) {
+  if constexpr (Channels == 2) metrics.approx_kl_sum += sums[1];
+}
+
 struct no_metrics {
   no_metrics& operator+=(const no_metrics&) { return *this; }
 };
@@ -194,25 +229,27 @@ aggregated<Metrics> reduce_token_losses(const Policy& policy, const token_layout
                                         std::span<T> grad_out, Term&& term) {
   // A masked token adds 0.0 where a plain loop would skip it: the same bits, since a
   // sum that starts at +0.0 is never -0.0 and x + 0.0 == x for every other x.
-  const auto total = chunked_blocked_sum(
+  constexpr std::size_t channels = loss_channels<Metrics, Term>;
+  auto total = chunked_blocked_sum<channels>(
       policy, layout.tokens(), Metrics{},
       [&](Metrics& state, std::size_t first, std::size_t last, double* out) {
         Metrics metrics = state;  // a local the compiler keeps in registers
-        for (std::size_t t = first; t < last; ++t, ++out) {
+        for (std::size_t t = first; t < last; ++t) {
           if (!layout.valid(t)) {
             grad_out[t] = T(0);
-            *out = 0.0;
+            write_masked<channels>(out, t - first);
             continue;
           }
           const double c = static_cast<double>(grad_out[t]);
-          const token_loss l = term(t, metrics);
-          *out = c * l.value;
+          const auto l = term(t, metrics);
+          write_channels<channels>(out, t - first, c * l.value, l);
           grad_out[t] = static_cast<T>(c * l.grad);
         }
         state = metrics;
       },
       [](Metrics& sum, const Metrics& part) { sum += part; });
-  return {total.sum, total.state};
+  add_channel_sums(total.state, total.sums);
+  return {total.sums[0], total.state};
 }
 
 // The single-pass path of the losses. Every mode but seq-mean-token-mean gives all valid
@@ -267,6 +304,7 @@ checked_aggregate<Metrics> fused_token_losses(const Policy& policy, const token_
     total.nonfinite = total.nonfinite || part.nonfinite;
   };
   // Masked tokens add 0.0, as in reduce_token_losses.
+  constexpr std::size_t channels = loss_channels<Metrics, Term>;
   const std::span<const std::uint8_t> mask = layout.mask();
   const auto terms = [&](block_state& state, std::size_t first, std::size_t last, double* out) {
     // Locals, not the block's state: the compiler keeps them in registers, and the
@@ -275,30 +313,31 @@ checked_aggregate<Metrics> fused_token_losses(const Policy& policy, const token_
     Metrics metrics = state.metrics;
     unsigned bad = 0;
     if (mask.empty()) {
-      for (std::size_t t = first; t < last; ++t, ++out) {
+      for (std::size_t t = first; t < last; ++t) {
         bad |= static_cast<unsigned>(nonfinite(t));
-        const token_loss l = term(t, metrics);
-        *out = c * l.value;
+        const auto l = term(t, metrics);
+        write_channels<channels>(out, t - first, c * l.value, l);
         grad_out[t] = static_cast<T>(c * l.grad);
       }
     } else {
-      for (std::size_t t = first; t < last; ++t, ++out) {
+      for (std::size_t t = first; t < last; ++t) {
         if (mask[t] == 0) {
           grad_out[t] = T(0);
-          *out = 0.0;
+          write_masked<channels>(out, t - first);
           continue;
         }
         bad |= static_cast<unsigned>(nonfinite(t));
-        const token_loss l = term(t, metrics);
-        *out = c * l.value;
+        const auto l = term(t, metrics);
+        write_channels<channels>(out, t - first, c * l.value, l);
         grad_out[t] = static_cast<T>(c * l.grad);
       }
     }
     state.metrics = metrics;
     state.nonfinite |= bad != 0;
   };
-  const auto total = chunked_blocked_sum(policy, layout.tokens(), block_state{}, terms, combine);
-  return {{total.sum, total.state.metrics}, total.state.nonfinite};
+  auto total = chunked_blocked_sum<channels>(policy, layout.tokens(), block_state{}, terms, combine);
+  add_channel_sums(total.state.metrics, total.sums);
+  return {{total.sums[0], total.state.metrics}, total.state.nonfinite};
 }
 
 template <std::floating_point T>

@@ -20,6 +20,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "cascade_rl/algorithms/importance_weights.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
@@ -147,12 +148,13 @@ void validate_token_input(const Policy& policy, const token_layout& layout,
 // log-ratio clamp) is. A tie l1 == l2 has r inside the range, so both branches carry
 // -A r and autograd's halves sum to it. At an exact tie with the dual bound we keep
 // the full gradient where autograd would halve it (a measure-zero set).
-inline token_loss ppo_token(double logp, double old_logp, double advantage,
-                            const ppo_clip_options& options, policy_loss_metrics& metrics) {
+// The token's -log_ratio rides along as approx_kl (the drivers sum it in the canonical
+// order into metrics.approx_kl_sum).
+inline token_loss_with_kl ppo_token(double logp, double old_logp, double advantage,
+                                    const ppo_clip_options& options, policy_loss_metrics& metrics) {
   double log_ratio = logp - old_logp;
   const bool clamped = log_ratio > options.log_ratio_clamp || log_ratio < -options.log_ratio_clamp;
   log_ratio = std::clamp(log_ratio, -options.log_ratio_clamp, options.log_ratio_clamp);
-  metrics.approx_kl_sum += -log_ratio;
   const double ratio = std::exp(log_ratio);
   const double l1 = -advantage * ratio;
   const double l2 = -advantage * std::clamp(ratio, 1.0 - options.clip_low, 1.0 + options.clip_high);
@@ -168,11 +170,15 @@ inline token_loss ppo_token(double logp, double old_logp, double advantage,
       ++metrics.dual_clipped;
     }
   }
-  return l;
+  return {l, -log_ratio};
 }
 
-inline token_loss weighted(token_loss l, const importance_weight& w) {
-  return {l.value * w.weight, l.grad * w.weight};
+// The loss scaled by an importance weight (any token loss type: extra fields kept).
+template <class L>
+L weighted(L l, const importance_weight& w) {
+  l.value = l.value * w.weight;
+  l.grad = l.grad * w.weight;
+  return l;
 }
 
 // Token t's importance weight exp(target_logp - behaviour_logp) under the options
@@ -303,12 +309,14 @@ policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layou
   const auto token = [&](std::size_t t, policy_loss_metrics& m) {
     ++m.valid_tokens;
     const double old_logp = static_cast<double>(old_log_probs[t]);
-    const detail::token_loss l = detail::ppo_token(
+    const auto l = detail::ppo_token(
         static_cast<double>(log_probs[t]), old_logp, static_cast<double>(advantages[t]),
         options, m);
     return detail::weighted(l, detail::counted_importance_weight(
                                    options.importance, old_logp, behaviour_log_probs, t, m));
   };
+  // approx_kl must reach the drivers' canonical sum (a token_loss would slice it off).
+  static_assert(detail::carries_approx_kl<decltype(token(std::size_t{}, std::declval<policy_loss_metrics&>()))>);
   T weight{};
   if (detail::fused_loss_applies(layout, {log_probs.size(), old_log_probs.size(), advantages.size()},
                                  behaviour_log_probs, grad_out, normalizer, options.aggregation,

@@ -1,13 +1,16 @@
 #pragma once
-// The two loops every host algorithm is built from:
-//   for_each_index:  independent work per index (elementwise maps, per-sequence work);
-//   blocked_reduce:  a reduction whose result does not depend on the thread count.
+// The loops every host algorithm is built from:
+//   for_each_index:       independent work per index (elementwise maps, per-sequence work);
+//   chunked_blocked_sum:  a floating-point sum in the canonical order of canonical_sum.hpp
+//                         (blocks, 32 interleaved lanes, a fixed tree, blocks in order),
+//                         with side results per block; blocked_sum is its plain form;
+//   blocked_reduce:       an exact reduction (counts, flags) over the same blocks.
 //
-// blocked_reduce splits [0, n) into blocks of a fixed size, reduces each block
-// sequentially, then combines the block results in block order on one thread. The
-// same blocks are used under exec::seq, so seq and par give identical bits for any
-// number of threads. Bodies must not throw: validate before entering a loop.
+// Each block is one task, its result independent of the thread that ran it, and the
+// block results are joined in block order on one thread, so seq and par give identical
+// bits for any number of threads. Bodies must not throw: validate before entering a loop.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <thread>
@@ -17,13 +20,10 @@
 #include <omp.h>
 #endif
 
+#include "cascade_rl/core/canonical_sum.hpp"
 #include "cascade_rl/core/exec.hpp"
 
 namespace cascade_rl::detail {
-
-// Elements per reduction block. Large enough that the partial-result vector is small,
-// small enough that a few hundred thousand elements still spread over many threads.
-inline constexpr std::size_t reduce_block_size = 4096;
 
 // Below this many indices a parallel loop runs on the calling thread: starting a
 // parallel region costs more than the work.
@@ -83,7 +83,9 @@ void for_each_index(const exec::parallel_policy& policy, std::size_t n, Body&& b
 inline constexpr std::size_t reduce_interleave = 4;
 
 // Reduces accumulate(acc, i) over i in [0, n), with combine(total, partial) joining
-// block results in block order. `identity` must be neutral for combine.
+// block results in block order. `identity` must be neutral for combine. For exact
+// accumulations (integers, flags): a floating-point sum takes chunked_blocked_sum, whose
+// order is the canonical one.
 template <class Policy, class Acc, class Accumulate, class Combine>
 Acc blocked_reduce(const Policy& policy, std::size_t n, const Acc& identity,
                    Accumulate&& accumulate, Combine&& combine) {
@@ -116,81 +118,64 @@ Acc blocked_reduce(const Policy& policy, std::size_t n, const Acc& identity,
   return total;
 }
 
-// Tokens whose terms chunked_blocked_sum computes in one go before adding them.
+// Terms chunked_blocked_sum computes in one go before adding them into the lanes.
 inline constexpr std::size_t sum_chunk = 256;
-// Blocks chunked_blocked_sum adds in lockstep (independent chains the CPU overlaps).
-inline constexpr std::size_t sum_lanes = 8;
+static_assert(reduce_block_size % sum_chunk == 0 && sum_chunk % reduce_lanes == 0);
 
-template <class State>
+template <class State, std::size_t Channels = 1>
 struct sum_and_state {
-  double sum = 0;
+  std::array<double, Channels> sums{};  // one canonical sum per channel
   State state{};
 };
 
-// blocked_reduce's sum (each block's terms added in index order from 0.0, the blocks'
-// sums added in block order; the same bits for any policy and thread count) for terms
-// that cost more than the add. It runs in two phases per chunk of a block:
-//   terms(state, first, last, out) writes term i to out[i - first] for i in
-//     [first, last), in index order, and may fold side results of the block
-//     into `state` (in index order: one state per block, carried across its chunks);
-//     this loop has no dependence from one index to the next, so it can vectorise;
-//   then the terms of sum_lanes blocks are added in lockstep, one running sum per
-//     block, which keeps every block's own order.
-// A single in-order chain would otherwise cost one add latency per term. `combine`
-// joins block states in block order.
-template <class Policy, class State, class Terms, class Combine>
-sum_and_state<State> chunked_blocked_sum(const Policy& policy, std::size_t n,
-                                         const State& identity, Terms&& terms,
-                                         Combine&& combine) {
+// The canonical sums (canonical_sum.hpp) of Channels streams of terms that cost more
+// than the add, with side results per block. It runs in two phases per chunk of a block:
+//   terms(state, first, last, out) writes term i of channel c to
+//     out[c * sum_chunk + i - first] for i in [first, last), in index order, and may
+//     fold side results of the block into `state` (exact ones: counts, flags; in index
+//     order, one state per block, carried across its chunks); this loop has no
+//     dependence from one index to the next, so it can vectorise;
+//   then the chunk's terms are added into the block's 32 lane sums per channel (term i
+//     into lane i mod 32: chunks start at multiples of 32), independent chains a vector
+//     unit adds side by side.
+// `combine` joins block states in block order; the block sums are added in block order.
+template <std::size_t Channels = 1, class Policy, class State, class Terms, class Combine>
+sum_and_state<State, Channels> chunked_blocked_sum(const Policy& policy, std::size_t n,
+                                                   const State& identity, Terms&& terms,
+                                                   Combine&& combine) {
   constexpr std::size_t block = reduce_block_size;
-  constexpr std::size_t lanes = sum_lanes;
   constexpr std::size_t chunk = sum_chunk;
-  static_assert(block % chunk == 0);
-  using partial_t = sum_and_state<State>;
+  constexpr std::size_t lanes = reduce_lanes;
+  using partial_t = sum_and_state<State, Channels>;
   const std::size_t blocks = (n + block - 1) / block;
-  const std::size_t groups = (n / block) / lanes;
-  const std::size_t tasks = groups + (blocks - groups * lanes);
-  std::vector<partial_t> partial(blocks, partial_t{0.0, identity});
-  for_each_index(policy, tasks, [&](std::size_t task) {
-    alignas(64) double terms_of[chunk * lanes];
-    if (task < groups) {
-      const std::size_t first = task * lanes * block;
-      State state[lanes];
-      double sum[lanes];
-      for (std::size_t k = 0; k < lanes; ++k) {
-        state[k] = identity;
-        sum[k] = 0.0;
-      }
-      for (std::size_t offset = 0; offset < block; offset += chunk) {
-        for (std::size_t k = 0; k < lanes; ++k) {
-          const std::size_t begin = first + k * block + offset;
-          terms(state[k], begin, begin + chunk, terms_of + k * chunk);
-        }
-        for (std::size_t i = 0; i < chunk; ++i)
-          for (std::size_t k = 0; k < lanes; ++k) sum[k] += terms_of[k * chunk + i];
-      }
-      for (std::size_t k = 0; k < lanes; ++k)
-        partial[task * lanes + k] = partial_t{sum[k], state[k]};
-      return;
-    }
-    const std::size_t b = groups * lanes + (task - groups);
-    const std::size_t last = (b + 1) * block < n ? (b + 1) * block : n;
+  std::vector<partial_t> partial(blocks, partial_t{{}, identity});
+  for_each_index(policy, blocks, [&](std::size_t b) {
+    alignas(64) double terms_of[Channels * chunk];
+    alignas(64) double lane[Channels][lanes] = {};
     partial_t& result = partial[b];
+    const std::size_t last = (b + 1) * block < n ? (b + 1) * block : n;
     for (std::size_t begin = b * block; begin < last; begin += chunk) {
-      const std::size_t end = begin + chunk < last ? begin + chunk : last;
-      terms(result.state, begin, end, terms_of);
-      for (std::size_t i = 0; i < end - begin; ++i) result.sum += terms_of[i];
+      const std::size_t count = begin + chunk < last ? chunk : last - begin;
+      terms(result.state, begin, begin + count, terms_of);
+      const std::size_t rows = count / lanes;
+      for (std::size_t c = 0; c < Channels; ++c) {
+        const double* in = terms_of + c * chunk;
+        for (std::size_t r = 0; r < rows; ++r)
+          for (std::size_t j = 0; j < lanes; ++j) lane[c][j] += in[r * lanes + j];
+        for (std::size_t j = 0; j < count % lanes; ++j) lane[c][j] += in[rows * lanes + j];
+      }
     }
+    for (std::size_t c = 0; c < Channels; ++c) result.sums[c] = fold_lanes(lane[c], plus{});
   }, /*min_parallel=*/2);
-  partial_t total{0.0, identity};
+  partial_t total{{}, identity};
   for (const partial_t& p : partial) {
-    total.sum += p.sum;
+    for (std::size_t c = 0; c < Channels; ++c) total.sums[c] += p.sums[c];
     combine(total.state, p.state);
   }
   return total;
 }
 
-// Sum of term(i) over [0, n) in double, with blocked_reduce's determinism.
+// Sum of term(i) over [0, n) in double, in the canonical order.
 template <class Policy, class Term>
 double blocked_sum(const Policy& policy, std::size_t n, Term&& term) {
   struct no_state {};
@@ -200,7 +185,7 @@ double blocked_sum(const Policy& policy, std::size_t n, Term&& term) {
                for (std::size_t i = first; i < last; ++i) out[i - first] = term(i);
              },
              [](no_state&, const no_state&) {})
-      .sum;
+      .sums[0];
 }
 
 }  // namespace cascade_rl::detail

@@ -5,11 +5,11 @@
 // it runs on the host and the test suite checks it against exec::seq without a GPU;
 // under nvcc it runs on the device with thrust::cuda::par.on(stream).
 //
-// It keeps the host core's structure: groups and rows are reduced sequentially one per
-// Thrust work item, token sums over fixed blocks of detail::reduce_block_size tokens
-// combined in block order. Under CPP and OMP it therefore gives the same bits as
-// exec::seq for any thread count. The CUB kernels (*.cuh) are the fast path; this one is
-// the reference that runs everywhere.
+// It keeps the host core's structure: groups and rows are reduced sequentially one
+// per Thrust work item, token sums over fixed blocks of detail::reduce_block_size
+// tokens in the canonical order (core/canonical_sum.hpp). Under CPP and OMP it
+// therefore gives the same bits as exec::seq for any thread count. The CUB kernels
+// (*.cuh) are the fast path; this one is the reference that runs everywhere.
 //
 // Pointers are in the memory of the policy's system. Inputs are not validated here
 // (the convenience layer over the CUB path does that); callers own every buffer. The
@@ -169,7 +169,9 @@ struct token_weights_functor {
   CASCADE_RL_HD void operator()(std::size_t t) const { grad_out[t] = layout.valid(t) ? weight : T(0); }
 };
 
-// One block of detail::reduce_block_size tokens, as detail::reduce_token_losses does.
+// One block of detail::reduce_block_size tokens, as detail::reduce_token_losses does:
+// every floating-point sum of the tally (the loss, approx_kl) in the canonical order of
+// core/canonical_sum.hpp, a tally per lane (token t in lane t mod 32) folded by the tree.
 template <class T, class Term>
 struct token_block_functor {
   device_token_layout layout;
@@ -179,20 +181,21 @@ struct token_block_functor {
   CASCADE_RL_HD void operator()(std::size_t b) const {
     const std::size_t first = b * cascade_rl::detail::reduce_block_size;
     const std::size_t last = min_of(first + cascade_rl::detail::reduce_block_size, layout.tokens);
-    loss_tally acc;
+    loss_tally lanes[cascade_rl::detail::reduce_lanes];
     for (std::size_t t = first; t < last; ++t) {
       if (!layout.valid(t)) {
         grad_out[t] = T(0);
         term.on_masked(t);
         continue;
       }
+      loss_tally& acc = lanes[(t - first) % cascade_rl::detail::reduce_lanes];
       const double c = static_cast<double>(grad_out[t]);
       ++acc.valid_tokens;
       const token_term l = term(t, acc);
       acc.loss += c * l.value;
       grad_out[t] = static_cast<T>(c * l.grad);
     }
-    partials[b] = acc;
+    partials[b] = cascade_rl::detail::fold_lanes(lanes, add_tallies{});
   }
 };
 

@@ -3,9 +3,9 @@
 // advantages. broadcast_to_tokens, place_on_last_valid_token, distillation advantages,
 // discounted returns, batch whitening, REINFORCE++ and REINFORCE++-baseline.
 //
-// The whitening keeps the host core's blocking (detail::blocked_sum of parallel.hpp):
-// each block of reduce_block_size tokens summed from 0.0 in index order, one Thrust work
-// item per block, the block sums added in block order by a single work item. Sequences
+// The whitening keeps the host core's order (detail::blocked_sum of parallel.hpp, the
+// canonical order of canonical_sum.hpp): one Thrust work item per block of
+// reduce_block_size tokens, the block sums added in block order by a single work item. Sequences
 // and groups are one work item each, in the host core's order. Under the CPP and OMP
 // systems the results are therefore the host core's bits, for any thread count.
 //
@@ -114,7 +114,8 @@ struct is_valid_token {
 };
 
 // One block of blocked_sum: the valid values (or their squared deviations from
-// state[0], the mean) summed from 0.0 in index order; masked tokens add 0.0 as there.
+// state[0], the mean) summed in the canonical order (canonical_sum.hpp); masked tokens
+// add 0.0 as there.
 template <class T, bool Squares>
 struct whiten_block_functor {
   device_token_layout layout;
@@ -126,20 +127,15 @@ struct whiten_block_functor {
     const std::size_t last = min_of(first + cascade_rl::detail::reduce_block_size, layout.tokens);
     const std::size_t blocks = (layout.tokens + cascade_rl::detail::reduce_block_size - 1) /
                                cascade_rl::detail::reduce_block_size;
-    double sum = 0.0;
-    for (std::size_t t = first; t < last; ++t) {
+    scratch[b] = cascade_rl::detail::canonical_block_sum(first, last, [&](std::size_t t) {
+      if (!layout.valid(t)) return 0.0;
       if constexpr (Squares) {
-        double term = 0.0;
-        if (layout.valid(t)) {
-          const double d = deviation(values[t], scratch[blocks], accumulation);
-          term = d * d;
-        }
-        sum += term;
+        const double d = deviation(values[t], scratch[blocks], accumulation);
+        return d * d;
       } else {
-        sum += layout.valid(t) ? static_cast<double>(values[t]) : 0.0;
+        return static_cast<double>(values[t]);
       }
-    }
-    scratch[b] = sum;
+    });
   }
 };
 

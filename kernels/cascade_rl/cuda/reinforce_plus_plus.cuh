@@ -5,14 +5,15 @@
 //                        run_t = mask_t * (r_t + gamma * run_{t+1}) is a composition of
 //                        affine maps, scanned 32 tokens at a time from the end by a fixed
 //                        butterfly (Kogge-Stone) in double;
-//   masked_whiten:       batch whitening over the valid tokens: per-tile count and sum,
-//                        joined in tile order into the mean; per-tile squared deviations,
-//                        joined into the scale; then the elementwise map. Five launches,
-//                        the values read three times.
+//   masked_whiten:       batch whitening over the valid tokens: count and sum per block
+//                        of the canonical sum order, joined in block order into the mean;
+//                        squared deviations likewise into the scale; then the elementwise
+//                        map. Five launches, the values read three times.
 // REINFORCE++-baseline runs the group kernel of group_advantages.cuh (score - group
 // mean, RLOO's plan with factor 1) into a per-sequence buffer, broadcasts it onto the
-// valid tokens and whitens. No floating-point atomics: the same bits on every run; sums
-// differ from the host core's blocked sums only by rounding.
+// valid tokens and whitens. No floating-point atomics: the same bits on every run; the
+// whitening sums follow the host's canonical order (its bits wherever the inputs are the
+// host's).
 //
 // CUB's shape: size query with d_temp_storage == nullptr, then the run; the temporary
 // storage starts with the device_report (report_of): broken offsets, NaN or infinite
@@ -96,36 +97,38 @@ struct whitening_state {
   double inv_scale;
 };
 
-// Per tile of token_tile tokens: the valid count and the sum of the valid values.
+// The whitening's two sums in the canonical order (core/canonical_sum.hpp), as the host's
+// blocked_sum: a warp per block of 4096 tokens, lane j adding tokens j, j + 32, ... in
+// order, the butterfly folding the lanes in the canonical tree; then the block sums
+// added in block order on one thread. Counts are exact in any order.
+
+// Per block: the valid count and the sum of the valid values.
 template <class T>
 __global__ void __launch_bounds__(token_threads)
 whiten_sum_kernel(device_token_layout layout, const T* values, count_sum* __restrict__ partials,
                   unsigned long long* nonfinite_slot) {
-  __shared__ __align__(16) unsigned char shared[32 * block_reduce_bytes];
-  const std::size_t tile_begin = static_cast<std::size_t>(blockIdx.x) * token_tile;
+  const std::size_t block = static_cast<std::size_t>(blockIdx.x) * token_warps + threadIdx.x / 32;
+  const std::size_t first = block * canonical_block;
+  const std::size_t last = first + canonical_block < layout.tokens ? first + canonical_block : layout.tokens;
   count_sum acc;
-  for (unsigned k = 0; k < token_items; ++k) {
-    const std::size_t t = tile_begin + k * token_threads + threadIdx.x;
-    if (t >= layout.tokens) break;
+  for (std::size_t t = first + threadIdx.x % 32; t < last; t += 32) {
     if (!layout.valid(t)) continue;
     const T v = values[t];
     if (nonfinite_slot != nullptr && !::cuda::std::isfinite(v)) report_nonfinite(nonfinite_slot, t, v);
     ++acc.count;
     acc.sum += static_cast<double>(v);
   }
-  acc = block_reduce(acc, add_count_sum{}, shared);
-  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+  acc = team_reduce<32>(acc, add_count_sum{});
+  if (threadIdx.x % 32 == 0 && first < layout.tokens) partials[block] = acc;
 }
 
 template <int = 0>
-__global__ void __launch_bounds__(256)
-whiten_mean_kernel(const count_sum* __restrict__ partials, std::size_t tiles, whitening_params p,
+__global__ void __launch_bounds__(32)
+whiten_mean_kernel(const count_sum* __restrict__ partials, std::size_t blocks, whitening_params p,
                    whitening_state* state, device_report* report) {
-  __shared__ __align__(16) unsigned char shared[32 * block_reduce_bytes];
-  count_sum acc;
-  for (std::size_t b = threadIdx.x; b < tiles; b += blockDim.x) acc = add_count_sum{}(acc, partials[b]);
-  acc = block_reduce(acc, add_count_sum{}, shared);
   if (threadIdx.x != 0) return;
+  count_sum acc;
+  for (std::size_t b = 0; b < blocks; ++b) acc = add_count_sum{}(acc, partials[b]);
   state->count = acc.count;
   state->mean = acc.count > 0 ? whitening_mean(acc.sum, acc.count, p) : 0.0;
   state->inv_scale = 0.0;
@@ -136,30 +139,28 @@ template <class T>
 __global__ void __launch_bounds__(token_threads)
 whiten_squares_kernel(device_token_layout layout, const T* values, const whitening_state* state,
                       int accumulation, double* __restrict__ partials) {
-  __shared__ __align__(16) unsigned char shared[32 * block_reduce_bytes];
   const double mean = state->mean;
-  const std::size_t tile_begin = static_cast<std::size_t>(blockIdx.x) * token_tile;
+  const std::size_t block = static_cast<std::size_t>(blockIdx.x) * token_warps + threadIdx.x / 32;
+  const std::size_t first = block * canonical_block;
+  const std::size_t last = first + canonical_block < layout.tokens ? first + canonical_block : layout.tokens;
   double acc = 0;
-  for (unsigned k = 0; k < token_items; ++k) {
-    const std::size_t t = tile_begin + k * token_threads + threadIdx.x;
-    if (t >= layout.tokens) break;
+  for (std::size_t t = first + threadIdx.x % 32; t < last; t += 32) {
     if (!layout.valid(t)) continue;
     const double d = deviation(values[t], mean, accumulation);
-    acc += d * d;
+    acc += product_rn(d, d);
   }
-  acc = block_reduce(acc, add_op{}, shared);
-  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+  acc = team_reduce<32>(acc, add_op{});
+  if (threadIdx.x % 32 == 0 && first < layout.tokens) partials[block] = acc;
 }
 
 template <int = 0>
-__global__ void __launch_bounds__(256)
-whiten_scale_kernel(const double* __restrict__ partials, std::size_t tiles, whitening_params p,
+__global__ void __launch_bounds__(32)
+whiten_scale_kernel(const double* __restrict__ partials, std::size_t blocks, whitening_params p,
                     whitening_state* state) {
-  __shared__ __align__(16) unsigned char shared[32 * block_reduce_bytes];
+  if (threadIdx.x != 0) return;
   double acc = 0;
-  for (std::size_t b = threadIdx.x; b < tiles; b += blockDim.x) acc += partials[b];
-  acc = block_reduce(acc, add_op{}, shared);
-  if (threadIdx.x == 0 && state->count > 0) state->inv_scale = whitening_inv_scale(acc, state->count, p);
+  for (std::size_t b = 0; b < blocks; ++b) acc += partials[b];
+  if (state->count > 0) state->inv_scale = whitening_inv_scale(acc, state->count, p);
 }
 
 // values and out may be the same array (each thread reads its token before writing it).
@@ -180,10 +181,10 @@ struct whitening_temp {
 };
 
 inline whitening_temp carve_whitening(temp_carver& carve, std::size_t tokens) {
-  const std::size_t tiles = (tokens + token_tile - 1) / token_tile;
+  const std::size_t blocks = (tokens + canonical_block - 1) / canonical_block;
   whitening_temp w;
-  w.sums = carve.take<count_sum>(tiles);
-  w.squares = carve.take<double>(tiles);
+  w.sums = carve.take<count_sum>(blocks);
+  w.squares = carve.take<double>(blocks);
   w.state = carve.take<whitening_state>(1);
   return w;
 }
@@ -194,16 +195,17 @@ cudaError_t launch_whitening(const device_token_layout& layout, const T* values,
                              const whitening_params& p, const whitening_temp& w,
                              device_report* report, unsigned long long* nonfinite_slot,
                              cudaStream_t stream) {
-  const std::size_t tiles = (layout.tokens + token_tile - 1) / token_tile;
+  const std::size_t blocks = (layout.tokens + canonical_block - 1) / canonical_block;
+  const auto tiles = static_cast<unsigned>((blocks + token_warps - 1) / token_warps);
   if (tiles > 0) {
-    CASCADE_RL_CUDA_TRY(launch(whiten_sum_kernel<T>, static_cast<unsigned>(tiles), token_threads, stream, layout,
-                               values, w.sums, nonfinite_slot));
+    CASCADE_RL_CUDA_TRY(launch(whiten_sum_kernel<T>, tiles, token_threads, stream, layout, values, w.sums,
+                               nonfinite_slot));
   }
-  CASCADE_RL_CUDA_TRY(launch(whiten_mean_kernel<>, 1, 256, stream, w.sums, tiles, p, w.state, report));
+  CASCADE_RL_CUDA_TRY(launch(whiten_mean_kernel<>, 1, 32, stream, w.sums, blocks, p, w.state, report));
   if (tiles == 0) return cudaSuccess;
-  CASCADE_RL_CUDA_TRY(launch(whiten_squares_kernel<T>, static_cast<unsigned>(tiles), token_threads, stream,
-                             layout, values, w.state, p.accumulation, w.squares));
-  CASCADE_RL_CUDA_TRY(launch(whiten_scale_kernel<>, 1, 256, stream, w.squares, tiles, p, w.state));
+  CASCADE_RL_CUDA_TRY(launch(whiten_squares_kernel<T>, tiles, token_threads, stream, layout, values, w.state,
+                             p.accumulation, w.squares));
+  CASCADE_RL_CUDA_TRY(launch(whiten_scale_kernel<>, 1, 32, stream, w.squares, blocks, p, w.state));
   return launch(whiten_apply_kernel<T>, blocks_for(layout.tokens, 256), 256, stream, layout, values, out,
                 w.state, p);
 }

@@ -4,10 +4,13 @@
 // estimators as a penalty or a loss, and aggregation of caller-computed token losses,
 // under every aggregation mode of the host core.
 //
-// One kernel pass: each block takes a tile of 2048 tokens, writes dL/dlogp, and reduces
-// its loss and metrics in a fixed order (lane butterfly, then warps in order) to one
-// partial; a second single-block kernel joins the partials in a fixed order. Same bits on
-// every run. seq-mean-token-mean first counts each sequence's valid tokens (one warp per
+// One kernel pass: each warp takes a block of 4096 tokens, writes dL/dlogp, and sums its
+// loss in the canonical order of core/canonical_sum.hpp (32 interleaved lanes, then the
+// butterfly, which is the canonical tree) into one partial; a second kernel adds the
+// partials in block order on one thread. The loss is therefore the host's, bit for bit,
+// wherever the per-token terms are (the CPU emulator runs the host's libm; a GPU awaits
+// the library's own exp). Metric sums (approx_kl_sum) are not yet in the canonical order
+// on the host, which sums them in index order per block. seq-mean-token-mean first counts each sequence's valid tokens (one warp per
 // sequence), and a token finds its sequence by binary search over the offsets.
 //
 // local_loss_counts counts valid tokens and non-empty sequences (a warp per sequence,
@@ -25,6 +28,7 @@
 #include "cascade_rl/algorithms/kl_estimators.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/core/canonical_sum.hpp"
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/detail/math.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
@@ -37,9 +41,10 @@ using loss_tally = detail::loss_tally;
 
 namespace detail {
 
+// Token sums: a warp per block of the canonical sum order, 8 per CUDA block.
 inline constexpr unsigned token_threads = 256;
-inline constexpr unsigned token_items = 8;
-inline constexpr std::size_t token_tile = token_threads * token_items;
+inline constexpr unsigned token_warps = token_threads / 32;
+inline constexpr std::size_t canonical_block = cascade_rl::detail::reduce_block_size;
 
 // valid[s] = valid tokens of sequence s; one warp per sequence. Reports broken offsets.
 template <int = 0>
@@ -74,19 +79,31 @@ __device__ inline std::size_t sequence_of(const device_token_layout& layout, std
   return lo;
 }
 
+// The product rounded on its own before it joins a sum, as on the host (which stores it
+// before adding): nvcc would otherwise fuse product and add into one FMA, other bits.
+__device__ inline double product_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+// A warp per block of the canonical order (core/canonical_sum.hpp): lane j adds the loss
+// of tokens j, j + 32, ... of its block in order, the warp butterfly folds the lanes in
+// the canonical tree (xor 16, 8, 4, 2, 1 leaves lane j + w's sum added to lane j's), and
+// lane 0 writes the block's tally. Integer counts are exact in any order.
 template <class T, class Term>
 __global__ void __launch_bounds__(token_threads)
 token_loss_kernel(device_token_layout layout, Term term, T* __restrict__ grad_out, int mode,
                   loss_normalizer normalizer, const unsigned long long* __restrict__ sequence_valid,
                   loss_tally* __restrict__ partials, device_report* report) {
-  __shared__ __align__(16) unsigned char shared[32 * block_reduce_bytes];
   const double constant_weight = aggregation_weight<T>(mode, normalizer, 0);
-  const std::size_t tile_begin = static_cast<std::size_t>(blockIdx.x) * token_tile;
+  const std::size_t block = static_cast<std::size_t>(blockIdx.x) * token_warps + threadIdx.x / 32;
+  const std::size_t first = block * canonical_block;
+  const std::size_t last = first + canonical_block < layout.tokens ? first + canonical_block : layout.tokens;
   loss_tally acc;
-#pragma unroll 4
-  for (unsigned k = 0; k < token_items; ++k) {
-    const std::size_t t = tile_begin + k * token_threads + threadIdx.x;
-    if (t >= layout.tokens) break;
+  for (std::size_t t = first + threadIdx.x % 32; t < last; t += 32) {
     if (!layout.valid(t)) {
       grad_out[t] = T(0);
       term.on_masked(t);
@@ -101,21 +118,21 @@ token_loss_kernel(device_token_layout layout, Term term, T* __restrict__ grad_ou
                                                  sequence_valid[sequence_of(layout, t)]);
     ++acc.valid_tokens;
     const token_term l = term(t, acc);
-    acc.loss += c * l.value;
+    acc.loss += product_rn(c, l.value);
     grad_out[t] = static_cast<T>(c * l.grad);
   }
-  acc = block_reduce(acc, add_tallies{}, shared);
-  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+  acc = team_reduce<32>(acc, add_tallies{});
+  if (threadIdx.x % 32 == 0 && first < layout.tokens) partials[block] = acc;
 }
 
+// The block tallies added in block order (the canonical order's last step), on one thread.
 template <int = 0>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(32)
 combine_tallies_kernel(const loss_tally* __restrict__ partials, std::size_t count, loss_tally* result) {
-  __shared__ __align__(16) unsigned char shared[32 * block_reduce_bytes];
+  if (threadIdx.x != 0) return;
   loss_tally acc;
-  for (std::size_t b = threadIdx.x; b < count; b += blockDim.x) acc = add_tallies{}(acc, partials[b]);
-  acc = block_reduce(acc, add_tallies{}, shared);
-  if (threadIdx.x == 0) *result = acc;
+  for (std::size_t b = 0; b < count; ++b) acc = add_tallies{}(acc, partials[b]);
+  *result = acc;
 }
 
 template <class T, class Term>
@@ -124,10 +141,11 @@ cudaError_t run_tokens(void* d_temp_storage, std::size_t& temp_storage_bytes,
                        loss_aggregation mode, const loss_normalizer& normalizer,
                        loss_tally* d_result, cudaStream_t stream) {
   const bool per_sequence = mode == loss_aggregation::seq_mean_token_mean;
-  const std::size_t tiles = (layout.tokens + token_tile - 1) / token_tile;
+  const std::size_t blocks = (layout.tokens + canonical_block - 1) / canonical_block;
+  const std::size_t tiles = (blocks + token_warps - 1) / token_warps;
   temp_carver carve(d_temp_storage);
   device_report* report = carve.take<device_report>(1);
-  loss_tally* partials = carve.take<loss_tally>(tiles);
+  loss_tally* partials = carve.take<loss_tally>(blocks);
   unsigned long long* valid = carve.take<unsigned long long>(per_sequence ? layout.sequences : 0);
   if (const call_start start = begin_call(d_temp_storage, temp_storage_bytes, carve, report, stream);
       !start.proceed)
@@ -141,7 +159,7 @@ cudaError_t run_tokens(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                layout, term, grad_out, static_cast<int>(mode), normalizer,
                                per_sequence ? valid : nullptr, partials, report));
   }
-  return launch(combine_tallies_kernel<>, 1, 256, stream, partials, tiles, d_result);
+  return launch(combine_tallies_kernel<>, 1, 32, stream, partials, blocks, d_result);
 }
 
 // Per block of 8 sequences (a warp each): their valid tokens and non-empty sequences.
