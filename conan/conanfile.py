@@ -30,12 +30,15 @@ class CascadeRlConan(ConanFile):
         "with_cuda": [True, False],    # cascade_rl::cuda (system CUDA toolkit)
         "with_mpi": [True, False],     # cascade_rl::mpi (system MPI)
         "with_nccl": [True, False],    # cascade_rl::nccl (system NCCL; needs cuda and mpi)
+        "with_seccomp": [True, False],  # cascade_rl::verify's syscall filter (system libseccomp
+                                        # >= 2.5, Debian: libseccomp-dev); Linux with the engine
     }
     default_options = {
         "with_engine": True,
         "with_cuda": False,
         "with_mpi": False,
         "with_nccl": False,
+        "with_seccomp": True,
     }
     no_copy_source = True
 
@@ -58,6 +61,10 @@ class CascadeRlConan(ConanFile):
 
     def layout(self):
         basic_layout(self, src_folder=".")
+
+    def config_options(self):
+        if self.settings.os != "Linux":  # no sandbox, so no syscall filter
+            del self.options.with_seccomp
 
     def requirements(self):
         if self.options.with_engine:
@@ -94,8 +101,12 @@ class CascadeRlConan(ConanFile):
                             requires=["core", "nlohmann_json::nlohmann_json"],
                             system_libs=["pthread"])
             if self.settings.os == "Linux":  # the sandbox needs Linux namespaces and cgroups
+                # The syscall filter links the system's libseccomp, as the CMake package
+                # does when it finds it (CASCADE_RL_VERIFY_SECCOMP=1 turns it on).
+                seccomp = bool(self.options.with_seccomp)
                 self._component("verify", "cascade_rl::verify", requires=["cascade"],
-                                system_libs=["pthread"])
+                                system_libs=["pthread"] + (["seccomp"] if seccomp else []),
+                                defines=["CASCADE_RL_VERIFY_SECCOMP=1"] if seccomp else [])
         if self.options.with_cuda:
             # CUDA, MPI and NCCL come from the system, as vcpkg's cuda, mpi and nccl ports.
             self._component("cuda", "cascade_rl::cuda", requires=["core"], system_libs=["cudart"])
@@ -106,10 +117,11 @@ class CascadeRlConan(ConanFile):
             self._component("nccl", "cascade_rl::nccl", requires=["cuda", "mpi"],
                             system_libs=["nccl"])
 
-    def _component(self, name, target, requires=(), system_libs=()):
+    def _component(self, name, target, requires=(), system_libs=(), defines=()):
         component = self.cpp_info.components[name]
         component.set_property("cmake_target_name", target)
         component.requires = list(requires)
         component.system_libs = list(system_libs)
+        component.defines = list(defines)
         component.bindirs = []
         component.libdirs = []

@@ -47,6 +47,7 @@ class CppInfo:
         self.components = collections.defaultdict(CppInfo)
         self.requires = []
         self.system_libs = []
+        self.defines = []
 
     def set_property(self, name, value):
         self.properties[name] = value
@@ -55,7 +56,7 @@ class CppInfo:
 def check_package_info(recipe_class):
     recipe = recipe_class()
     recipe.options = types.SimpleNamespace(with_engine=True, with_cuda=True, with_mpi=True,
-                                           with_nccl=True)
+                                           with_nccl=True, with_seccomp=True)
     recipe.settings = types.SimpleNamespace(os="Linux")
     recipe.cpp_info = CppInfo()
     recipe.package_info()
@@ -68,6 +69,10 @@ def check_package_info(recipe_class):
     targets = {name: c.properties.get("cmake_target_name") for name, c in info.components.items()}
     if targets != expected:
         sys.exit(f"conanfile.py: components declare {targets}, expected {expected}")
+    verify = info.components["verify"]
+    if "seccomp" not in verify.system_libs or "CASCADE_RL_VERIFY_SECCOMP=1" not in verify.defines:
+        sys.exit("conanfile.py: the verify component does not link libseccomp with "
+                 "CASCADE_RL_VERIFY_SECCOMP=1 (with_seccomp=True)")
     for name, component in info.components.items():
         for required in component.requires:
             if "::" not in required and required not in info.components:

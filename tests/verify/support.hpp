@@ -9,10 +9,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -46,11 +49,20 @@ inline v::limits cpu_bound_limits() {
   return limits;
 }
 
-// A sandbox that runs where the system lacks isolation (tests that need a mechanism
-// check for it and skip, saying so).
-inline v::sandbox test_sandbox(v::limits limits = short_limits()) {
-  return v::sandbox({.limits = limits, .on_missing_isolation = v::missing_isolation::warn});
+// Where per-run cgroups go: the hierarchy's root, or (for the suite's unprivileged
+// runs, see run_unprivileged.sh) a directory delegated to the test's uid.
+inline std::filesystem::path test_cgroup_parent() {
+  const char* parent = std::getenv("CASCADE_RL_TEST_CGROUP_PARENT");
+  return parent != nullptr ? parent : "";
 }
+
+// Options for a sandbox that runs where the system lacks isolation (tests that need a
+// mechanism check for it and skip, saying so).
+inline v::sandbox_options test_options(v::limits limits = short_limits()) {
+  return {.limits = limits, .on_missing_isolation = v::missing_isolation::warn, .cgroup_parent = test_cgroup_parent()};
+}
+
+inline v::sandbox test_sandbox(v::limits limits = short_limits()) { return v::sandbox(test_options(limits)); }
 
 inline v::command python(std::string code, std::string stdin_data = {}) {
   return {.argv = {"python3", "-I", "-c", std::move(code)}, .stdin_data = std::move(stdin_data)};
@@ -87,5 +99,52 @@ inline int host_processes_with(const std::string& token) {
 }
 
 inline bool python_available() { return ::access("/usr/bin/python3", X_OK) == 0; }
+
+// A private parent for a test's scratch directories, and what runs left on the host:
+// scratch directories under it, this process's per-run cgroups, mounts of scratch
+// directories in this mount namespace, processes whose command line has `token`.
+class host_check {
+ public:
+  host_check() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "cascade_rl_test_XXXXXX").string();
+    if (::mkdtemp(pattern.data()) != nullptr) parent_ = pattern;
+  }
+  host_check(const host_check&) = delete;
+  host_check& operator=(const host_check&) = delete;
+  ~host_check() {
+    std::error_code ignored;
+    std::filesystem::remove_all(parent_, ignored);
+  }
+  [[nodiscard]] const std::filesystem::path& scratch_parent() const { return parent_; }
+  [[nodiscard]] const std::string& token() const { return token_; }
+
+  [[nodiscard]] std::vector<std::string> leftovers() const {
+    std::vector<std::string> left;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(parent_, ec)) left.push_back("file " + e.path().string());
+    const std::string mine = "cascade_rl_verify_" + std::to_string(::getpid()) + "_";
+    const std::filesystem::path rel = test_cgroup_parent().relative_path();
+    for (const char* hierarchy : {"/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/pids"})
+      for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(hierarchy) / rel, ec))
+        if (e.path().filename().string().rfind(mine, 0) == 0) left.push_back("cgroup " + e.path().string());
+    std::ifstream mounts("/proc/self/mountinfo");
+    for (std::string line; std::getline(mounts, line);)
+      if (line.find("cascade_rl_verify_") != std::string::npos || line.find(parent_.string()) != std::string::npos)
+        left.push_back("mount " + line);
+    if (host_processes_with(token_) > 0) left.push_back("processes with " + token_);
+    return left;
+  }
+
+ private:
+  std::filesystem::path parent_;
+  std::string token_ = unique_token();
+};
+
+// The leftovers, one a line ("" when none), for EXPECT messages.
+inline std::string joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
 
 }  // namespace verify_test

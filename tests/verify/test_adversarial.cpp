@@ -38,10 +38,11 @@ TEST(Adversarial, SleeperIsStoppedAtTheWallClockLimit) {
 
 TEST(Adversarial, ForkBombIsCappedAndLeavesNothingBehind) {
   REQUIRE_PYTHON();
-  if (v::probe_isolation().pids_cgroup.empty()) GTEST_SKIP() << "no pids cgroup: " << v::probe_isolation().describe();
-  const std::string token = unique_token();
   auto limits = short_limits();
   limits.wall_time = 1500ms;
+  if (test_sandbox(limits).isolation().pids_cgroup.empty())
+    GTEST_SKIP() << "no pids cgroup: " << test_sandbox(limits).isolation().describe();
+  const std::string token = unique_token();
   // Every process forks until fork fails, then spins; the first one reports how many
   // processes it made before the first failure.
   const auto r = test_sandbox(limits).run(python(
@@ -51,17 +52,20 @@ TEST(Adversarial, ForkBombIsCappedAndLeavesNothingBehind) {
       "            print('refused after', made, 'errno', e.errno, 'alive', alive, flush=True); made = -1\n"));
   std::printf("fork bomb: %s after %.3f s; first lines: %.120s\n", v::to_string(r.reason).data(), r.wall_seconds,
               r.stdout_text.c_str());
-  EXPECT_EQ(r.reason, v::termination::wall_time_limit);
+  // Its spinning processes meet the wall clock or, together, the run's CPU time first.
+  EXPECT_TRUE(r.reason == v::termination::wall_time_limit || r.reason == v::termination::cpu_time_limit)
+      << v::to_string(r.reason);
   EXPECT_LT(r.wall_seconds, 3.0);
   EXPECT_NE(r.stdout_text.find("errno 11"), std::string::npos);  // EAGAIN: the cap held
-  // No process ever saw more than max_processes in its namespace (init included).
+  // No process ever saw more than max_processes in its namespace, besides the
+  // sandbox's init (outside the run's cgroups).
   int most = 0;
   for (std::size_t at = r.stdout_text.find("alive "); at != std::string::npos; at = r.stdout_text.find("alive ", at + 1))
     most = std::max(most, std::atoi(r.stdout_text.c_str() + at + 6));
-  std::printf("fork bomb: at most %d processes alive (cap %llu)\n", most,
+  std::printf("fork bomb: at most %d processes alive (cap %llu, and init)\n", most,
               static_cast<unsigned long long>(short_limits().max_processes));
   EXPECT_GT(most, 2);
-  EXPECT_LE(most, static_cast<int>(short_limits().max_processes));
+  EXPECT_LE(most, static_cast<int>(short_limits().max_processes) + 1);
   EXPECT_EQ(host_processes_with(token), 0);
   // The host still starts processes.
   EXPECT_TRUE(test_sandbox().run({.argv = {"true"}}).succeeded());
@@ -74,11 +78,11 @@ TEST(Adversarial, MemoryHogIsRefusedAtTheAddressSpaceLimit) {
   const auto r = test_sandbox(limits).run(
       python("chunks = []\nwhile True: chunks.append(bytearray(16 << 20))"));  // touched: zero-filled
   std::printf("memory hog: %s, exit %d, peak %.1f MiB (limit 256 MiB), %.3f s\n", v::to_string(r.reason).data(),
-              r.exit_code, static_cast<double>(r.peak_memory_bytes) / (1 << 20), r.wall_seconds);
+              r.exit_code, static_cast<double>(r.peak_process_memory_bytes) / (1 << 20), r.wall_seconds);
   EXPECT_FALSE(r.succeeded());
   EXPECT_NE(r.stderr_text.find("MemoryError"), std::string::npos);
-  EXPECT_GT(r.peak_memory_bytes, 128ull << 20);
-  EXPECT_LE(r.peak_memory_bytes, 256ull << 20);
+  EXPECT_GT(r.peak_process_memory_bytes, 128ull << 20);
+  EXPECT_LE(r.peak_process_memory_bytes, 256ull << 20);
 }
 
 TEST(Adversarial, OutputFloodIsCutAtTheCap) {
@@ -106,7 +110,7 @@ TEST(Adversarial, LargeFileIsStoppedAtTheFileSizeLimit) {
   const auto r = box.run({.argv = {"sh", "-c", "exec head -c 4000000 /dev/zero > big"}}, scratch);
   EXPECT_EQ(r.reason, v::termination::file_size_limit);
   EXPECT_EQ(r.signal, SIGXFSZ);
-  EXPECT_EQ(std::filesystem::file_size(scratch.path() / "big"), 1u << 20);
+  EXPECT_EQ(scratch.read("big").value_or("").size(), 1u << 20);
 }
 
 TEST(Adversarial, CannotWriteOutsideTheScratchDirectory) {

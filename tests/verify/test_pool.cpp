@@ -11,7 +11,7 @@ TEST(VerifyPool, RunsManyCommandsInOrderOnBoundedWorkers) {
   std::vector<v::command> commands;
   for (int i = 0; i < 24; ++i)
     commands.push_back({.argv = {"sh", "-c", "sleep 0.05; echo $((" + std::to_string(i) + " * 2)); exit " + std::to_string(i % 3)}});
-  const v::verify_pool pool(test_sandbox(), 4);
+  const v::verify_pool pool(test_sandbox(), 4, 4ull << 30);
   const auto start = std::chrono::steady_clock::now();
   const auto results = pool.run_all(commands);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -29,7 +29,7 @@ TEST(VerifyPool, OneHostileRunDoesNotDisturbTheOthers) {
   commands[3] = {.argv = {"sleep", "30"}};
   auto limits = short_limits();
   limits.wall_time = 700ms;
-  const auto results = v::verify_pool(test_sandbox(limits), 3).run_all(commands);
+  const auto results = v::verify_pool(test_sandbox(limits), 3, 3ull << 30).run_all(commands);
   for (std::size_t i = 0; i < results.size(); ++i) {
     if (i == 3) {
       EXPECT_EQ(results[i].reason, v::termination::wall_time_limit);
@@ -48,19 +48,62 @@ TEST(VerifyPool, BoundsConcurrentRunsAcrossThreads) {
   const v::sandbox box(options);
   std::vector<v::command> commands(8, v::command{.argv = {"sleep", "0.1"}});
   const auto start = std::chrono::steady_clock::now();
-  (void)v::verify_pool(box, 4).run_all(commands);
+  (void)v::verify_pool(box, 4, 4ull << 30).run_all(commands);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GE(seconds, 0.39);  // 8 runs, 2 at a time, 100 ms each
 }
 
 TEST(VerifyPool, RefusesZeroWorkersAndRethrowsSetupErrors) {
-  EXPECT_THROW(v::verify_pool(test_sandbox(), 0), cascade_rl::error);
+  EXPECT_THROW(v::verify_pool(test_sandbox(), 0, 1ull << 30), cascade_rl::error);
   std::vector<v::command> commands = {{.argv = {"true"}}, {.argv = {}}};
   try {
-    (void)v::verify_pool(test_sandbox(), 2).run_all(commands);
+    (void)v::verify_pool(test_sandbox(), 2, 2ull << 30).run_all(commands);
     FAIL() << "no error";
   } catch (const cascade_rl::error& e) {
     EXPECT_NE(std::string(e.what()).find("command.argv"), std::string::npos);
+  }
+}
+
+TEST(VerifyPool, RefusesWorkersWhoseMemoryCapsDoNotFitItsMemory) {
+  auto limits = short_limits();
+  limits.memory_bytes = 512ull << 20;
+  EXPECT_NO_THROW(v::verify_pool(test_sandbox(limits), 4, 2ull << 30));  // 4 x 512 MiB = 2 GiB
+  try {
+    (void)v::verify_pool(test_sandbox(limits), 5, 2ull << 30);
+    FAIL() << "no error";
+  } catch (const cascade_rl::error& e) {
+    EXPECT_NE(std::string(e.what()).find("memory_bytes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("5 runs at once"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(v::verify_pool(test_sandbox(limits), 1, 256ull << 20), cascade_rl::error);
+  // A sandbox that runs at most two programs at once needs room for two.
+  v::sandbox_options bounded = test_options(limits);
+  bounded.max_concurrent_runs = 2;
+  EXPECT_NO_THROW(v::verify_pool(v::sandbox(bounded), 8, 1ull << 30));
+}
+
+TEST(VerifyPool, RunsCommandsWithLargerCapsOnlyAsItsMemoryAllows) {
+  auto limits = short_limits();
+  limits.memory_bytes = 256ull << 20;
+  const v::verify_pool pool(test_sandbox(limits), 4, 1ull << 30);
+  // Four commands that each ask for the whole gigabyte: one at a time.
+  auto big = limits;
+  big.memory_bytes = 1ull << 30;
+  std::vector<v::command> commands(4, v::command{.argv = {"sleep", "0.2"}, .limits = big});
+  const auto start = std::chrono::steady_clock::now();
+  const auto results = pool.run_all(commands);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("4 runs of 200 ms at the pool's whole memory: %.3f s\n", seconds);
+  for (const auto& r : results) EXPECT_TRUE(r.succeeded()) << r.stderr_text;
+  EXPECT_GE(seconds, 0.79);
+  // One that asks for more than the pool has is refused before anything runs.
+  big.memory_bytes = 2ull << 30;
+  commands[2].limits = big;
+  try {
+    (void)pool.run_all(commands);
+    FAIL() << "no error";
+  } catch (const cascade_rl::error& e) {
+    EXPECT_NE(std::string(e.what()).find("commands[2]"), std::string::npos) << e.what();
   }
 }
 

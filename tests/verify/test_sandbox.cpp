@@ -3,6 +3,9 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
+#include <sstream>
+
 #include "verify/support.hpp"
 
 namespace {
@@ -70,6 +73,44 @@ TEST(Sandbox, RunsAsAnUnprivilegedUserWhenStartedAsRoot) {
   EXPECT_EQ(r.stdout_text, "65534\n65534\nCapEff:\t0000000000000000\n");
 }
 
+TEST(Sandbox, RunsInAUserNamespaceWhenNotRoot) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root: the program runs as another uid (see above)";
+  const auto box = test_sandbox();
+  if (!box.isolation().user_namespace) GTEST_SKIP() << "no unprivileged user namespaces: " << box.isolation().describe();
+  const auto r = box.run({.argv = {"sh", "-c", "id -u; id -g; grep CapEff /proc/self/status; cat /proc/self/uid_map"}});
+  ASSERT_TRUE(r.succeeded()) << r.stderr_text;
+  std::istringstream out(r.stdout_text);
+  std::string uid, gid, caps, map_inside, map_outside, map_count;
+  std::getline(out, uid);
+  std::getline(out, gid);
+  std::getline(out, caps);
+  out >> map_inside >> map_outside >> map_count;
+  EXPECT_EQ(uid, "65534");
+  EXPECT_EQ(gid, "65534");
+  EXPECT_EQ(caps, "CapEff:\t0000000000000000");
+  // Only the caller's uid is mapped, to 65534.
+  EXPECT_EQ(map_inside + " " + map_outside + " " + map_count, "65534 " + std::to_string(::geteuid()) + " 1");
+  // The result says what this mode keeps and what it loses.
+  const auto said = std::find_if(r.warnings.begin(), r.warnings.end(),
+                                 [](const std::string& w) { return w.find("not root") != std::string::npos; });
+  ASSERT_NE(said, r.warnings.end());
+  EXPECT_NE(said->find("Kept:"), std::string::npos) << *said;
+  EXPECT_NE(said->find("can read every file the caller can"), std::string::npos) << *said;
+  // Refused unless the caller accepts the loss.
+  v::sandbox_options refuse = test_options();
+  refuse.on_missing_isolation = v::missing_isolation::refuse;
+  EXPECT_THROW((void)v::sandbox(refuse), cascade_rl::error);
+}
+
+TEST(Sandbox, HidesRunWhereSocketsAndSecretsLive) {
+  if (!v::probe_isolation().read_only_root) GTEST_SKIP() << "no mount namespace";
+  std::error_code ec;
+  if (!std::filesystem::is_directory("/run", ec) || std::filesystem::is_empty("/run", ec)) GTEST_SKIP() << "no /run here";
+  const auto r = test_sandbox().run({.argv = {"sh", "-c", "ls -A /run | wc -l; touch /run/x 2>/dev/null || echo read-only"}});
+  ASSERT_TRUE(r.succeeded()) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "0\nread-only\n");
+}
+
 TEST(Sandbox, KeepsFilesInTheScratchDirectoryAndRemovesItAfterwards) {
   const auto box = test_sandbox();
   std::filesystem::path where;
@@ -115,14 +156,28 @@ TEST(Sandbox, RefusesBadArguments) {
 }
 
 TEST(Sandbox, RefusesMissingIsolationUnlessToldToWarn) {
-  const auto& s = v::probe_isolation();
-  const bool complete = s.network_namespace && s.pid_namespace && s.read_only_root && !s.pids_cgroup.empty();
-  if (complete) {
-    EXPECT_NO_THROW((void)v::sandbox());
-    EXPECT_TRUE(v::sandbox().warnings().empty());
+  const auto box = test_sandbox();
+  v::sandbox_options refuse = test_options();
+  refuse.on_missing_isolation = v::missing_isolation::refuse;
+  if (box.warnings().empty()) {
+    EXPECT_NO_THROW((void)v::sandbox(refuse));
   } else {
-    EXPECT_THROW((void)v::sandbox(), cascade_rl::error);
-    EXPECT_FALSE(test_sandbox().warnings().empty());
+    try {
+      (void)v::sandbox(refuse);
+      FAIL() << "no error";
+    } catch (const cascade_rl::error& e) {
+      EXPECT_NE(std::string(e.what()).find(box.warnings().front()), std::string::npos) << e.what();
+    }
+  }
+  // Here everything is there exactly when there is nothing to warn about.
+  const auto& s = box.isolation();
+  const bool complete = s.network_namespace && s.pid_namespace && s.read_only_root && !s.pids_cgroup.empty() &&
+                        !s.memory_cgroup.empty() && !s.cpu_cgroup.empty() && s.tmpfs_scratch && s.syscall_filter &&
+                        s.syscall_reports && s.privilege_drop;
+  if (complete) {
+    for (const auto& w : box.warnings()) EXPECT_NE(w.find("swap"), std::string::npos) << w;
+  } else {
+    EXPECT_FALSE(box.warnings().empty()) << s.describe();
   }
 }
 

@@ -80,7 +80,7 @@ class patch_test_reward {
     }
     const scratch_directory scratch = box_.make_scratch();
     scratch.copy_tree(task.repository);
-    if (const apply_result applied = apply_unified_diff(diff, scratch.path()); !applied.ok) {
+    if (const apply_result applied = apply_unified_diff(diff, scratch.host_path()); !applied.ok) {
       report.outcome = patch_outcome::does_not_apply;
       report.detail = applied.error;
       report.reward = options_.does_not_apply_reward;

@@ -252,13 +252,22 @@ inline std::optional<std::string> apply_hunks(text_file& t, const file_diff& f) 
   return std::nullopt;
 }
 
+// Whether `target` (a path under `root`) reaches its file without going through a
+// symbolic link. Component by component with lstat, so that it also holds for a root
+// such as /proc/self/fd/N (a tmpfs scratch directory), whose canonical form is no path
+// of this process's file system.
 inline bool stays_inside(const std::filesystem::path& root, const std::filesystem::path& target) {
-  std::error_code ec;
-  const auto real_root = std::filesystem::weakly_canonical(root, ec);
-  const auto real = std::filesystem::weakly_canonical(target, ec);
-  if (ec) return false;
-  const auto rel = real.lexically_relative(real_root);
-  return !rel.empty() && *rel.begin() != "..";
+  const auto rel = target.lexically_relative(root);
+  if (rel.empty() || *rel.begin() == "..") return false;
+  std::filesystem::path at = root;
+  for (const auto& part : rel) {
+    at /= part;
+    std::error_code ec;
+    const auto status = std::filesystem::symlink_status(at, ec);
+    if (ec || !std::filesystem::exists(status)) return true;  // the rest is to be created
+    if (std::filesystem::is_symlink(status)) return false;
+  }
+  return true;
 }
 
 }  // namespace detail
@@ -277,7 +286,7 @@ inline bool stays_inside(const std::filesystem::path& root, const std::filesyste
       return {false, "'" + name + "' is not a relative path inside the repository"};
     }
     if (!detail::stays_inside(root, target) || !detail::stays_inside(root, source))
-      return {false, "'" + name + "' resolves outside the repository"};
+      return {false, "'" + name + "' resolves outside the repository (through a symbolic link)"};
     detail::text_file t;
     if (const auto pending = writes.find(source); pending != writes.end()) {
       if (!pending->second) return {false, "'" + f.old_path + "' was deleted earlier in the patch"};
