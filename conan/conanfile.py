@@ -95,7 +95,7 @@ class CascadeRlConan(ConanFile):
         self.cpp_info.set_property("cmake_file_name", "cascade_rl")
         self.cpp_info.bindirs = []
         self.cpp_info.libdirs = []
-        self._component("core", "cascade_rl::cascade_rl")
+        self._component("core", "cascade_rl::cascade_rl", system_libs=["pthread"])  # exec::par
         if self.options.with_engine:
             self._component("cascade", "cascade_rl::cascade",
                             requires=["core", "nlohmann_json::nlohmann_json"],

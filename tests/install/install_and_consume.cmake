@@ -27,6 +27,9 @@ string(REPLACE "," ";" components "${COMPONENTS}")
 if("cuda" IN_LIST components)
   run_step("CUDA consumer run" "${WORK_DIR}/consumer/consumer_cuda")
 endif()
+if("openmp" IN_LIST components)
+  run_step("OpenMP consumer run" "${WORK_DIR}/consumer/consumer_openmp")
+endif()
 message(STATUS "install_and_consume: the consumer built and ran against ${prefix}")
 
 # A component that does not exist is refused by name.

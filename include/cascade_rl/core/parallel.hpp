@@ -13,12 +13,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <thread>
 #include <vector>
-
-#if defined(_OPENMP)
-#include <omp.h>
-#endif
 
 #include "cascade_rl/core/canonical_sum.hpp"
 #include "cascade_rl/core/exec.hpp"
@@ -29,14 +24,9 @@ namespace cascade_rl::detail {
 // parallel region costs more than the work.
 inline constexpr std::size_t parallel_threshold = 2048;
 
-inline int thread_count(const exec::parallel_policy& policy) {
-  if (policy.threads > 0) return policy.threads;
-#if defined(_OPENMP)
-  return omp_get_max_threads();
-#else
-  const unsigned hardware = std::thread::hardware_concurrency();
-  return hardware == 0 ? 1 : static_cast<int>(hardware);
-#endif
+template <exec::parallel_host_policy Policy>
+int thread_count(const Policy& policy) {
+  return policy.threads > 0 ? policy.threads : policy.default_threads();
 }
 
 // `min_parallel`: below this many indices the loop stays on the calling thread. The
@@ -47,33 +37,15 @@ void for_each_index(exec::sequenced_policy, std::size_t n, Body&& body,
   for (std::size_t i = 0; i < n; ++i) body(i);
 }
 
-template <class Body>
-void for_each_index(const exec::parallel_policy& policy, std::size_t n, Body&& body,
+template <exec::parallel_host_policy Policy, class Body>
+void for_each_index(const Policy& policy, std::size_t n, Body&& body,
                     std::size_t min_parallel = parallel_threshold) {
   const int threads = thread_count(policy);
   if (threads <= 1 || n < min_parallel || n < 2) {
     for (std::size_t i = 0; i < n; ++i) body(i);
     return;
   }
-#if defined(_OPENMP)
-  const auto count = static_cast<std::int64_t>(n);
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (std::int64_t i = 0; i < count; ++i) body(static_cast<std::size_t>(i));
-#else
-  // Without OpenMP: one contiguous chunk per thread.
-  std::vector<std::thread> workers;
-  const std::size_t chunk = (n + threads - 1) / threads;
-  for (int t = 1; t < threads; ++t) {
-    const std::size_t first = static_cast<std::size_t>(t) * chunk;
-    const std::size_t last = first + chunk < n ? first + chunk : n;
-    if (first >= last) break;
-    workers.emplace_back([&body, first, last] {
-      for (std::size_t i = first; i < last; ++i) body(i);
-    });
-  }
-  for (std::size_t i = 0; i < chunk && i < n; ++i) body(i);
-  for (auto& worker : workers) worker.join();
-#endif
+  policy.run_parallel(n, threads, body);
 }
 
 // Blocks a thread reduces in lockstep: token i of each of them in turn. Each block
