@@ -2,7 +2,8 @@
 # included from tests/CMakeLists.txt. One source, elementary_functions_fingerprint.cpp,
 # is built with different flags into separate executables (one per flag set: in a single
 # executable the linker would keep one copy of each inline function), and
-# core_bitwise_elementary_functions runs them and compares their outputs bit for bit.
+# core_bitwise_elementary_functions (tests/support/bitwise_fingerprint_runner.cpp) runs
+# them and compares their outputs bit for bit.
 #
 #   baseline     -O2: the baseline x86-64 target has no FMA instruction, nothing fuses
 #   native       -O3 -march=native -ffp-contract=fast: this machine's widest vectors and
@@ -55,9 +56,11 @@ foreach(variant IN LISTS _ef_variants)
   list(APPEND _ef_definitions "FINGERPRINT_${upper}=\"$<TARGET_FILE:${target}>\"")
 endforeach()
 
-add_executable(core_bitwise_elementary_functions "${_ef_dir}/bitwise_elementary_functions.cpp")
+add_executable(core_bitwise_elementary_functions "${_ef_dir}/../support/bitwise_fingerprint_runner.cpp")
 target_link_libraries(core_bitwise_elementary_functions PRIVATE GTest::gtest_main)
-target_compile_definitions(core_bitwise_elementary_functions PRIVATE ${_ef_definitions})
+# 12 functions or ranges, each a hash line and 48 named inputs (fewer for float), and the
+# control line.
+target_compile_definitions(core_bitwise_elementary_functions PRIVATE ${_ef_definitions} FINGERPRINT_MIN_LINES=500)
 foreach(variant IN LISTS _ef_variants)
   add_dependencies(core_bitwise_elementary_functions elementary_functions_fingerprint_${variant})
 endforeach()

@@ -1,7 +1,7 @@
 // Prints the bits that cascade_rl::math's functions give on a fixed set of inputs, one
 // line per fact. tests/core/elementary_functions.cmake builds this one source several
 // times with different flags (baseline -O2; -O3 -march=native -ffp-contract=fast; ...)
-// and bitwise_elementary_functions.cpp compares the outputs line by line. The inputs are
+// and tests/support/bitwise_fingerprint_runner.cpp compares the outputs line by line. The inputs are
 // made with integer arithmetic only, so that the flags cannot change them, and go
 // through plain loops over arrays, the code that vectorises and that contraction hits.
 //
