@@ -17,6 +17,7 @@
 
 #include "cascade_rl/algorithms/advantage_options.hpp"
 #include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
@@ -117,7 +118,8 @@ group_moments group_moments_of(std::span<const T> values, std::size_t first, std
                : group_mean(values, first, last, accumulation);
   for (std::size_t i = first; i < last; ++i) {
     const double d = deviation(values[i], m.mean, accumulation);
-    m.m2 += d * d;
+    // Rounded alone: a fused d * d + m2 (GCC under -march with FMA) would change the bits.
+    m.m2 += math::product_unfused(d, d);
   }
   return m;
 }

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <concepts>
 #include <cstddef>
+#include <cstring>
 #include <span>
 #include <string>
 
@@ -87,7 +88,15 @@ bool grpo_uniform_tile(std::span<const T> rewards, std::span<T> advantages,
   lanes m2 = zero;
   for (std::size_t i = 0; i < size; ++i) {
     const lanes d = x[i] - mean;
-    m2 += d * d;
+    // math::product_unfused on every lane: the square rounded alone, last bit cleared,
+    // as group_moments_of does (the same bits whether or not the target fuses).
+    const lanes square = d * d;
+    mask square_bits;
+    std::memcpy(&square_bits, &square, sizeof square_bits);
+    square_bits &= ~1LL;
+    lanes unfused;
+    std::memcpy(&unfused, &square_bits, sizeof unfused);
+    m2 += unfused;
   }
   const double spread = variance_divisor(size, options.estimator);
   lanes divisor;

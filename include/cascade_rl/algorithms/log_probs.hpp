@@ -33,6 +33,7 @@
 #include <type_traits>
 
 #include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"
@@ -72,29 +73,78 @@ inline float logit_value(L x) {
     return x.to_float();
 }
 
+// 16 float lanes as one GNU vector (one AVX-512 register, or four SSE ones): the lanes'
+// order, and so the result, is the same whatever the target's vector width.
+inline constexpr std::size_t lse_lanes = 16;
+using float_lanes = float __attribute__((vector_size(lse_lanes * sizeof(float))));
+using bit_lanes = std::uint32_t __attribute__((vector_size(lse_lanes * sizeof(float))));
+
+// The unsigned integers holding the bits of a float or of 16 float lanes.
+template <class V>
+using bits_of_lanes = std::conditional_t<std::is_same_v<V, float>, std::uint32_t, bit_lanes>;
+
+// GNU vectors go through these helpers by reference only: a vector passed or returned
+// by value has a calling convention that depends on -march (GCC's -Wpsabi), and an
+// inline function not inlined in two translation units built with different flags
+// would then be called with the wrong one.
+
+// Clears the last significand bit of a rounded product (math::product_unfused, lane by
+// lane): the bit operation between the multiply and the add that follows keeps any
+// compiler from fusing them, whatever -march or -ffp-contract say, so the bits do not
+// depend on the build.
+template <class V>
+inline void clear_last_bit(V& product) {
+  bits_of_lanes<V> bits;
+  std::memcpy(&bits, &product, sizeof bits);
+  bits &= ~std::uint32_t{1};
+  std::memcpy(&product, &bits, sizeof bits);
+}
+
+// e = exp(x) for x in [-87, 0] or NaN, on one float or on 16 lanes: Cephes expf's range
+// reduction and degree-6 polynomial, a few ulp. Products that feed a sum are unfused;
+// n * 0.693359375 (9 significant bits times |n| < 2^7) and the final scaling by a power
+// of two are exact, fused or not.
+template <class V>
+inline void exp_clamped_nonpositive(const V& x, V& e) {
+  constexpr float round_magic = 12582912.0f;  // 1.5 * 2^23: n = round(x / ln 2)
+  V t = x * 1.44269504088896341f;
+  clear_last_bit(t);
+  t += round_magic;
+  const V n = t - round_magic;
+  // The integer is read from the bits, so NaN stays defined behaviour.
+  bits_of_lanes<V> integer;
+  std::memcpy(&integer, &t, sizeof integer);
+  integer -= std::bit_cast<std::uint32_t>(round_magic);
+  V r_lo = n * -2.12194440e-4f;
+  clear_last_bit(r_lo);
+  const V r = (x - n * 0.693359375f) - r_lo;
+  V p = r * 1.9875691500e-4f;
+  for (const float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f,
+                        1.6666665459e-1f, 5.0000001201e-1f}) {
+    clear_last_bit(p);
+    p += c;
+    p *= r;
+  }
+  p *= r;  // p * r^2 as (p * r) * r: each product rounded alone
+  clear_last_bit(p);
+  p += r;
+  p += 1.0f;
+  const bits_of_lanes<V> scale_bits = (integer + 127u) << 23;
+  V scale;
+  std::memcpy(&scale, &scale_bits, sizeof scale);
+  e = p * scale;
+}
+
 // exp(d) for d <= 0 or -inf (the argument of an online log-sum-exp), branch-free so
-// that a loop of it vectorises: Cephes expf's range reduction and degree-6 polynomial, a
-// few ulp. d is clamped at -87 (just inside float's normal range), so exp(-inf) gives
-// 1.6e-38 rather than 0: below float resolution in a sum that holds exp(0) = 1. NaN
-// gives NaN. `clamped` receives max(d, -87) (NaN for NaN).
+// that a loop of it vectorises. d is clamped at -87 (just inside float's normal range),
+// so exp(-inf) gives 1.6e-38 rather than 0: below float resolution in a sum that holds
+// exp(0) = 1. NaN gives NaN. `clamped` receives max(d, -87) (NaN for NaN).
 inline float exp_nonpositive(float d, float& clamped) {
   const float x = d < -87.0f ? -87.0f : d;
   clamped = x;
-  // n = round(x / ln 2) by the 1.5 * 2^23 trick (|x / ln 2| < 2^22 here); the integer
-  // is read from the bits, so NaN stays defined behaviour.
-  constexpr float round_magic = 12582912.0f;
-  const float t = x * 1.44269504088896341f + round_magic;
-  const float n = t - round_magic;
-  const std::uint32_t integer = std::bit_cast<std::uint32_t>(t) - std::bit_cast<std::uint32_t>(round_magic);
-  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  return p * std::bit_cast<float>((integer + 127u) << 23);
+  float e;
+  exp_clamped_nonpositive(x, e);
+  return e;
 }
 
 // The running state of one row (see the file comment).
@@ -107,7 +157,6 @@ struct lse_state {
   [[nodiscard]] double entropy() const { return std::log(s) - w / s; }
 };
 
-inline constexpr std::size_t lse_lanes = 16;
 inline constexpr std::size_t lse_chunk = 1024;  // floats per chunk: 4 KiB, in L1
 
 // Folds n <= lse_chunk logits (scaled by inverse_temperature) into the state.
@@ -127,10 +176,8 @@ inline void lse_fold_chunk(lse_state& st, const L* x, std::size_t n, float inver
     for (std::size_t j = 0; j < n; ++j) buffer[j] = logit_value(x[j]) * inverse_temperature;
     for (std::size_t j = n; j < padded; ++j) buffer[j] = minus_inf;
   }
-  // 16 float lanes as one GNU vector (one AVX-512 register, or four SSE ones): the
-  // lanes' order, and so the result, is the same whatever the target's vector width.
-  using lanes = float __attribute__((vector_size(lse_lanes * sizeof(float))));
-  lanes lane_max = {} ;
+  using lanes = float_lanes;
+  lanes lane_max = {};
   lane_max -= std::numeric_limits<float>::infinity();
   for (std::size_t j = 0; j < padded; j += lse_lanes) {
     lanes v;
@@ -144,8 +191,8 @@ inline void lse_fold_chunk(lse_state& st, const L* x, std::size_t n, float inver
   if (chunk_max > st.m) {
     if (st.m != minus_inf) {
       const double d = static_cast<double>(st.m) - static_cast<double>(chunk_max);
-      const double a = std::exp(d);
-      st.w = a * (st.w + d * st.s);
+      const double a = math::exp(d);
+      st.w = a * (st.w + math::product_unfused(d, st.s));
       st.s *= a;
     }
     st.m = chunk_max;
@@ -155,7 +202,6 @@ inline void lse_fold_chunk(lse_state& st, const L* x, std::size_t n, float inver
       if (values[j] != values[j]) st.s = std::numeric_limits<double>::quiet_NaN();
     return;
   }
-  using bits = std::uint32_t __attribute__((vector_size(lse_lanes * sizeof(float))));
   lanes lane_s = {};
   lanes lane_w = {};
   const float m = st.m;
@@ -163,26 +209,13 @@ inline void lse_fold_chunk(lse_state& st, const L* x, std::size_t n, float inver
     lanes d;
     std::memcpy(&d, values + j, sizeof d);
     d -= m;
-    // exp_nonpositive on 16 lanes at once (see there).
-    const lanes x = d < -87.0f ? lanes{} - 87.0f : d;
-    const lanes t = x * 1.44269504088896341f + 12582912.0f;
-    const lanes n = t - 12582912.0f;
-    bits integer;  // memcpy, not bit_cast: no function returns a vector (its ABI varies)
-    std::memcpy(&integer, &t, sizeof integer);
-    integer -= std::bit_cast<std::uint32_t>(12582912.0f);
-    const lanes r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-    lanes p = r * 1.9875691500e-4f + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.0f;
-    const bits scale_bits = (integer + 127u) << 23;
-    lanes scale;
-    std::memcpy(&scale, &scale_bits, sizeof scale);
-    const lanes e = p * scale;
+    const lanes x = d < -87.0f ? lanes{} - 87.0f : d;  // exp_nonpositive's clamp
+    lanes e;
+    exp_clamped_nonpositive(x, e);
     lane_s += e;
-    lane_w += e * x;  // x clamped: never 0 * -inf (NaN stays NaN)
+    lanes ex = e * x;  // x clamped: never 0 * -inf (NaN stays NaN)
+    clear_last_bit(ex);
+    lane_w += ex;
   }
   double s = 0, w = 0;
   for (std::size_t l = 0; l < lse_lanes; ++l) {

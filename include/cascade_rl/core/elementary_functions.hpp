@@ -303,6 +303,9 @@ CASCADE_RL_HD inline double log_core(double u, double k_offset, double c) {
 
 }  // namespace detail
 
+// The per-token terms round their own products the same way (see the file comment).
+using detail::product_unfused;
+
 CASCADE_RL_HD inline double exp(double x) {
   using namespace detail;
   x = select(x < -746.0, -746.0, x);  // exp(-746) rounds to +0, so does all below

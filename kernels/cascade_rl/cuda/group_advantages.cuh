@@ -141,7 +141,7 @@ group_kernel(const T* __restrict__ rewards, device_group_layout groups, T* __res
   if (!m.zero_variance && !m.nonfinite)
     for (std::size_t i = first + lane; i < last; i += width) {
       const double d = deviation(rewards[i], m.mean, p.accumulation);
-      m2 += d * d;
+      m2 += ::cascade_rl::math::product_unfused(d, d);  // as group_moments_of
     }
   m.m2 = team::reduce(m2, add_op{}, shared);
   if (m.zero_variance || m.nonfinite) m.m2 = 0;

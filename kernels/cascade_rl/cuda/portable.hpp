@@ -79,7 +79,7 @@ CASCADE_RL_HD group_moments sequential_moments(const T* values, std::size_t firs
   m.mean = mean_of(sum, float_sum, m.count, accumulation);
   for (std::size_t i = first; i < last; ++i) {
     const double d = deviation(values[i], m.mean, accumulation);
-    m.m2 += d * d;
+    m.m2 += ::cascade_rl::math::product_unfused(d, d);  // as group_moments_of
   }
   return m;
 }
