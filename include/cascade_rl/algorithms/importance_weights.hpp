@@ -11,8 +11,7 @@
 //                                            exp(old_log_prob - rollout_log_probs))
 //   band_mask:  w_t = r_t if lo <= r_t <= hi, else 0 (the token is dropped)
 //               (MOPD in Nemotron-Cascade 2: w_t = r_t * 1[0.5 <= r_t <= 2.0])
-// Numerical trap: r_t overflows for large log-ratio gaps; in double exp() gives +inf,
-// which min(., cap) and the band test handle correctly, so no clamp is needed here.
+// The weight of one token is terms/importance_weight.hpp.
 
 #include <cmath>
 #include <concepts>
@@ -25,21 +24,9 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/terms/importance_weight.hpp"
 
 namespace cascade_rl {
-
-enum class importance_sampling {
-  none,       // w_t = 1; behaviour log-probs are not read
-  truncated,  // w_t = min(r_t, cap)
-  band_mask,  // w_t = r_t inside [band_low, band_high], 0 outside
-};
-
-struct importance_options {
-  importance_sampling mode = importance_sampling::none;
-  double cap = 2.0;        // truncated: upper bound of w_t, must be > 0
-  double band_low = 0.5;   // band_mask: 0 <= band_low <= band_high
-  double band_high = 2.0;
-};
 
 // Tokens the correction changed, summed over valid tokens (add them across slices).
 struct importance_counts {
@@ -73,22 +60,8 @@ inline void validate_importance(const importance_options& options, std::string_v
   }
 }
 
-struct importance_weight {
-  double weight = 1;
-  bool truncated = false;
-  bool masked = false;
-};
-
-// w_t from log r_t = target_logp - behaviour_logp.
-inline importance_weight importance_weight_of(double log_ratio, const importance_options& options) {
-  if (options.mode == importance_sampling::none) return {};
-  const double r = std::exp(log_ratio);
-  if (options.mode == importance_sampling::truncated)
-    return r > options.cap ? importance_weight{options.cap, true, false}
-                           : importance_weight{r, false, false};
-  const bool inside = options.band_low <= r && r <= options.band_high;
-  return inside ? importance_weight{r, false, false} : importance_weight{0.0, false, true};
-}
+using terms::importance_weight;
+using terms::importance_weight_of;
 
 inline void count(importance_counts& counts, const importance_weight& w) {
   counts.truncated += w.truncated;

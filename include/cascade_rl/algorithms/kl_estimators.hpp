@@ -1,15 +1,6 @@
 #pragma once
-// Per-token estimators of KL(pi || pi_ref) from the sampled token's log-probs, with
-// their derivative with respect to logp (the policy's log-prob). Names follow veRL
-// (core_algos.py, kl_penalty) and Schulman, "Approximating KL Divergence" (2020):
-//   k1  ("kl")          logp - ref
-//   abs                 |logp - ref|          d/dlogp = sign(logp - ref), 0 at 0 (torch)
-//   k2  ("mse")         0.5 * (logp - ref)^2
-//   k3  ("low_var_kl")  exp(x) - x - 1 with x = ref - logp; d/dlogp = 1 - exp(x)
-// k3 is unbiased and non-negative but exp(x) explodes when the reference puts much
-// more mass on the token than the policy (x large). veRL clamps x to +-20 and the
-// result to +-10; both clamps are options here, and the derivative is 0 wherever a
-// clamp is active (the reference vectors include ref = -60, which hits both).
+// KL penalties and KL losses over a batch of tokens. The per-token estimators (k1, abs,
+// k2, k3 with veRL's clamps) and their derivatives are terms/kl_token.hpp.
 
 #include <algorithm>
 #include <cmath>
@@ -25,10 +16,9 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/terms/kl_token.hpp"
 
 namespace cascade_rl {
-
-enum class kl_estimator { k1, abs, k2, k3 };
 
 [[nodiscard]] constexpr std::string_view to_string(kl_estimator estimator) {
   switch (estimator) {
@@ -39,12 +29,6 @@ enum class kl_estimator { k1, abs, k2, k3 };
   }
   return "unknown";
 }
-
-struct kl_options {
-  kl_estimator estimator = kl_estimator::k3;
-  double input_clamp = 20.0;   // k3 only: x = ref - logp clamped to +-input_clamp
-  double output_clamp = 10.0;  // k3 only: the estimate clamped to +-output_clamp
-};
 
 // A KL term used as a loss (veRL use_kl_loss): coefficient * aggregate(k_t).
 struct kl_loss_options {
@@ -63,27 +47,6 @@ inline void validate_kl_options(const kl_options& options, std::string_view pref
   if (!(options.output_clamp > 0))
     fail(std::string(prefix) + ".output_clamp",
          "is " + std::to_string(options.output_clamp) + ", expected > 0");
-}
-
-inline token_loss kl_token(double logp, double ref, const kl_options& options) {
-  const double d = logp - ref;
-  switch (options.estimator) {
-    case kl_estimator::k1: return {d, 1.0};
-    case kl_estimator::abs: return {std::abs(d), d > 0 ? 1.0 : (d < 0 ? -1.0 : 0.0)};
-    case kl_estimator::k2: return {0.5 * d * d, d};
-    case kl_estimator::k3: {
-      double x = ref - logp;
-      const bool in_clamped = x > options.input_clamp || x < -options.input_clamp;
-      x = std::clamp(x, -options.input_clamp, options.input_clamp);
-      const double e = std::exp(x);
-      const double k = e - x - 1.0;
-      if (k > options.output_clamp || k < -options.output_clamp)
-        return {std::clamp(k, -options.output_clamp, options.output_clamp), 0.0};
-      // dk/dlogp = (e - 1) * dx/dlogp = 1 - e
-      return {k, in_clamped ? 0.0 : 1.0 - e};
-    }
-  }
-  return {};
 }
 
 template <class Policy, std::floating_point T>
@@ -110,7 +73,7 @@ double kl_penalty(const Policy& policy, const token_layout& layout, std::span<co
       grad_out[t] = T(0);
       return 0.0;
     }
-    const detail::token_loss k = detail::kl_token(static_cast<double>(log_probs[t]),
+    const detail::token_loss k = terms::kl_token(static_cast<double>(log_probs[t]),
                                                   static_cast<double>(ref_log_probs[t]), options);
     values_out[t] = static_cast<T>(k.value);
     grad_out[t] = static_cast<T>(k.grad);
@@ -150,7 +113,7 @@ double kl_loss(const Policy& policy, const token_layout& layout, std::span<const
     detail::fail("options.coefficient", "is not finite");
   const double coefficient = options.coefficient;
   const auto token = [&](std::size_t t, detail::no_metrics&) {
-    const detail::token_loss k = detail::kl_token(static_cast<double>(log_probs[t]),
+    const detail::token_loss k = terms::kl_token(static_cast<double>(log_probs[t]),
                                                   static_cast<double>(ref_log_probs[t]), options.kl);
     return detail::token_loss{coefficient * k.value, coefficient * k.grad};
   };

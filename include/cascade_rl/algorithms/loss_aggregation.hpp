@@ -36,16 +36,10 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/terms/aggregation_weight.hpp"
+#include "cascade_rl/terms/token_loss.hpp"
 
 namespace cascade_rl {
-
-enum class loss_aggregation {
-  token_mean,
-  token_sum,
-  seq_mean_token_sum,
-  seq_mean_token_mean,
-  seq_mean_token_sum_norm,
-};
 
 [[nodiscard]] constexpr std::string_view to_string(loss_aggregation mode) {
   switch (mode) {
@@ -57,15 +51,6 @@ enum class loss_aggregation {
   }
   return "unknown";
 }
-
-// The divisors of one optimizer step. `tokens` and `sequences` are totals over every
-// micro-batch and rank that contributes to the step (all-reduce local_loss_counts);
-// `scale` is a constant. Only the fields the mode uses are read.
-struct loss_normalizer {
-  double tokens = 0;
-  double sequences = 0;
-  double scale = 1;
-};
 
 // Counts of one slice of a step. Sum them over slices (operator+=) or all-reduce them,
 // then turn the total into a loss_normalizer.
@@ -113,15 +98,9 @@ inline void require_positive_normalizer(double value, std::string_view field,
                     "count > 0 fixed for the whole optimizer step)");
 }
 
-// Refuses a normaliser the mode would divide by when it is not a positive finite
-// number. A batch without valid tokens contributes nothing, so any normaliser passes.
-template <class Policy>
-void validate_normalizer(const Policy& policy, const token_layout& layout,
-                         const loss_normalizer& normalizer, loss_aggregation mode) {
-  const bool any_valid =
-      first_index_where(policy, layout.tokens(), [&](std::size_t t) { return layout.valid(t); }) !=
-      no_index;
-  if (!any_valid) return;
+// Refuses a normaliser the mode divides by when it is not a positive finite number
+// (every executor's check: the caller has already seen that the batch has a valid token).
+inline void require_normalizer_for(loss_aggregation mode, const loss_normalizer& normalizer) {
   switch (mode) {
     case loss_aggregation::token_mean:
       require_positive_normalizer(normalizer.tokens, "normalizer.tokens", mode);
@@ -138,6 +117,17 @@ void validate_normalizer(const Policy& policy, const token_layout& layout,
   }
 }
 
+// The same, when the batch has valid tokens. A batch without valid tokens contributes
+// nothing, so any normaliser passes.
+template <class Policy>
+void validate_normalizer(const Policy& policy, const token_layout& layout,
+                         const loss_normalizer& normalizer, loss_aggregation mode) {
+  const bool any_valid =
+      first_index_where(policy, layout.tokens(), [&](std::size_t t) { return layout.valid(t); }) !=
+      no_index;
+  if (any_valid) require_normalizer_for(mode, normalizer);
+}
+
 // Writes c_t into weights_out without validating (callers validate first).
 template <class Policy, std::floating_point T>
 void write_aggregation_weights(const Policy& policy, const token_layout& layout,
@@ -149,40 +139,21 @@ void write_aggregation_weights(const Policy& policy, const token_layout& layout,
         policy, layout.sequences(),
         [&](std::size_t s) {
           const std::size_t n = layout.valid_tokens(s);
-          const double c = n == 0 ? 0.0 : 1.0 / (static_cast<double>(n) * normalizer.sequences);
+          const double c = terms::aggregation_weight(mode, normalizer, n);
           for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
             weights_out[t] = layout.valid(t) ? static_cast<T>(c) : T(0);
         },
         /*min_parallel=*/64);
     return;
   }
-  double c = 1.0;
-  switch (mode) {
-    case loss_aggregation::token_mean: c = 1.0 / normalizer.tokens; break;
-    case loss_aggregation::token_sum: c = 1.0; break;
-    case loss_aggregation::seq_mean_token_sum: c = 1.0 / normalizer.sequences; break;
-    case loss_aggregation::seq_mean_token_sum_norm:
-      c = 1.0 / (normalizer.sequences * normalizer.scale);
-      break;
-    case loss_aggregation::seq_mean_token_mean: break;  // handled above
-  }
+  const double c = terms::aggregation_weight(mode, normalizer, 0);
   const T weight = static_cast<T>(c);
   for_each_index(policy, layout.tokens(),
                  [&](std::size_t t) { weights_out[t] = layout.valid(t) ? weight : T(0); });
 }
 
-// The value and d/dlogp of one token's loss, before aggregation.
-struct token_loss {
-  double value = 0;
-  double grad = 0;
-};
-
-// A token loss that also carries its share of a floating-point metric sum (PPO's
-// approx_kl: -log ratio). The drivers add it in the canonical order beside the loss, as
-// every executor does, instead of folding it into the metrics in index order.
-struct token_loss_with_kl : token_loss {
-  double approx_kl = 0;
-};
+using terms::token_loss;
+using terms::token_loss_with_kl;
 
 template <class L>
 concept carries_approx_kl = requires(const L& l) { l.approx_kl; };
@@ -263,23 +234,20 @@ template <std::floating_point T>
 bool uniform_aggregation_weight(const loss_normalizer& normalizer, loss_aggregation mode,
                                 T& weight) {
   const auto usable = [](double v) { return v > 0 && std::isfinite(v); };
-  double c = 1.0;
   switch (mode) {
     case loss_aggregation::token_mean:
       if (!usable(normalizer.tokens)) return false;
-      c = 1.0 / normalizer.tokens;
       break;
     case loss_aggregation::token_sum: break;
     case loss_aggregation::seq_mean_token_sum:
       if (!usable(normalizer.sequences)) return false;
-      c = 1.0 / normalizer.sequences;
       break;
     case loss_aggregation::seq_mean_token_sum_norm:
       if (!usable(normalizer.sequences) || !usable(normalizer.scale)) return false;
-      c = 1.0 / (normalizer.sequences * normalizer.scale);
       break;
     case loss_aggregation::seq_mean_token_mean: return false;
   }
+  const double c = terms::aggregation_weight(mode, normalizer, 0);
   weight = static_cast<T>(c);
   return true;
 }

@@ -28,53 +28,10 @@
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/terms/policy_gradient_tokens.hpp"
+#include "cascade_rl/terms/policy_loss_metrics.hpp"
 
 namespace cascade_rl {
-
-// Sums over the valid tokens of one slice, so that slices and ranks can add (or
-// all-reduce) them before taking fractions.
-struct policy_loss_metrics {
-  std::size_t valid_tokens = 0;
-  // PPO: the ratio clip is active, l2 > l1 (veRL pg_clipfrac). For A > 0 that is
-  // r > 1 + clip_high, for A < 0 it is r < 1 - clip_low.
-  std::size_t clipped = 0;
-  // PPO: the dual clip bounds the loss, A < 0 and l > -A * c (veRL pg_clipfrac_lower).
-  std::size_t dual_clipped = 0;
-  // PPO: sum of old_logp - logp after the log-ratio clamp (veRL ppo_kl is its mean).
-  double approx_kl_sum = 0;
-  // Importance correction: tokens whose ratio the cap truncated / the band dropped.
-  std::size_t importance_truncated = 0;
-  std::size_t importance_masked = 0;
-
-  policy_loss_metrics& operator+=(const policy_loss_metrics& other) {
-    valid_tokens += other.valid_tokens;
-    clipped += other.clipped;
-    dual_clipped += other.dual_clipped;
-    approx_kl_sum += other.approx_kl_sum;
-    importance_truncated += other.importance_truncated;
-    importance_masked += other.importance_masked;
-    return *this;
-  }
-
-  [[nodiscard]] double clip_fraction() const { return fraction(clipped); }
-  [[nodiscard]] double dual_clip_fraction() const { return fraction(dual_clipped); }
-  [[nodiscard]] double approx_kl() const {
-    return valid_tokens == 0 ? 0.0 : approx_kl_sum / static_cast<double>(valid_tokens);
-  }
-  [[nodiscard]] double truncated_fraction() const { return fraction(importance_truncated); }
-  [[nodiscard]] double masked_fraction() const { return fraction(importance_masked); }
-
- private:
-  [[nodiscard]] double fraction(std::size_t count) const {
-    return valid_tokens == 0 ? 0.0
-                             : static_cast<double>(count) / static_cast<double>(valid_tokens);
-  }
-};
-
-struct policy_loss_result {
-  double loss = 0;
-  policy_loss_metrics metrics{};
-};
 
 // The value REINFORCE reports; both have the same gradient -w_t * A_t.
 enum class reinforce_surrogate {
@@ -141,44 +98,22 @@ void validate_token_input(const Policy& policy, const token_layout& layout,
   require_finite_where_valid(policy, values, layout, argument);
 }
 
-// One token of PPO's clipped surrogate (veRL compute_policy_loss_vanilla):
-//   l1 = -A r,  l2 = -A clamp(r, 1 - lo, 1 + hi),  l = max(l1, l2),
-//   dual clip (A < 0): l = min(l, -A c).
-// d/dlogp is -A r while the unclipped branch is active and 0 once a clip (or the
-// log-ratio clamp) is. A tie l1 == l2 has r inside the range, so both branches carry
-// -A r and autograd's halves sum to it. At an exact tie with the dual bound we keep
-// the full gradient where autograd would halve it (a measure-zero set).
-// The token's -log_ratio rides along as approx_kl (the drivers sum it in the canonical
-// order into metrics.approx_kl_sum).
-inline token_loss_with_kl ppo_token(double logp, double old_logp, double advantage,
-                                    const ppo_clip_options& options, policy_loss_metrics& metrics) {
-  double log_ratio = logp - old_logp;
-  const bool clamped = log_ratio > options.log_ratio_clamp || log_ratio < -options.log_ratio_clamp;
-  log_ratio = std::clamp(log_ratio, -options.log_ratio_clamp, options.log_ratio_clamp);
-  const double ratio = std::exp(log_ratio);
-  const double l1 = -advantage * ratio;
-  const double l2 = -advantage * std::clamp(ratio, 1.0 - options.clip_low, 1.0 + options.clip_high);
-  token_loss l{l1, clamped ? 0.0 : -advantage * ratio};
-  if (l2 > l1) {
-    l = {l2, 0.0};
-    ++metrics.clipped;
-  }
-  if (options.dual_clip && advantage < 0) {
-    const double l3 = -advantage * *options.dual_clip;
-    if (l.value > l3) {
-      l = {l3, 0.0};
-      ++metrics.dual_clipped;
-    }
-  }
-  return {l, -log_ratio};
+// The options as the plain values terms::ppo_clip_token takes.
+inline terms::ppo_clip_params ppo_params_of(const ppo_clip_options& options) {
+  return {options.clip_low, options.clip_high, options.dual_clip ? *options.dual_clip : 0.0,
+          options.log_ratio_clamp};
 }
 
-// The loss scaled by an importance weight (any token loss type: extra fields kept).
-template <class L>
-L weighted(L l, const importance_weight& w) {
-  l.value = l.value * w.weight;
-  l.grad = l.grad * w.weight;
-  return l;
+// One token of PPO's clipped surrogate, its clip counted into the metrics. The token's
+// -log_ratio rides along as approx_kl (the drivers sum it in the canonical order into
+// metrics.approx_kl_sum).
+inline token_loss_with_kl ppo_token(double logp, double old_logp, double advantage,
+                                    const terms::ppo_clip_params& params,
+                                    policy_loss_metrics& metrics) {
+  const terms::ppo_clip_token_result r = terms::ppo_clip_token(logp, old_logp, advantage, params);
+  metrics.clipped += r.clipped;
+  metrics.dual_clipped += r.dual_clipped;
+  return r;
 }
 
 // Token t's importance weight exp(target_logp - behaviour_logp) under the options
@@ -246,13 +181,12 @@ policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layo
   const bool log_prob_surrogate = options.surrogate == reinforce_surrogate::log_prob;
   const auto unweighted_token = [&](std::size_t t, policy_loss_metrics& m) {
     ++m.valid_tokens;
-    const double a = static_cast<double>(advantages[t]);
-    const double logp = static_cast<double>(log_probs[t]);
-    return detail::token_loss{-a * (log_prob_surrogate ? logp : 1.0), -a};
+    return terms::reinforce_token(static_cast<double>(log_probs[t]),
+                                  static_cast<double>(advantages[t]), log_prob_surrogate);
   };
   const auto token = [&](std::size_t t, policy_loss_metrics& m) {
     const detail::token_loss l = unweighted_token(t, m);
-    return detail::weighted(l, detail::counted_importance_weight(
+    return terms::weighted(l, detail::counted_importance_weight(
                                    options.importance, static_cast<double>(log_probs[t]),
                                    behaviour_log_probs, t, m));
   };
@@ -306,13 +240,14 @@ policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layou
                                  const loss_normalizer& normalizer,
                                  const ppo_clip_options& options = {}) {
   detail::validate_ppo_options(options);
+  const terms::ppo_clip_params params = detail::ppo_params_of(options);
   const auto token = [&](std::size_t t, policy_loss_metrics& m) {
     ++m.valid_tokens;
     const double old_logp = static_cast<double>(old_log_probs[t]);
     const auto l = detail::ppo_token(
         static_cast<double>(log_probs[t]), old_logp, static_cast<double>(advantages[t]),
-        options, m);
-    return detail::weighted(l, detail::counted_importance_weight(
+        params, m);
+    return terms::weighted(l, detail::counted_importance_weight(
                                    options.importance, old_logp, behaviour_log_probs, t, m));
   };
   // approx_kl must reach the drivers' canonical sum (a token_loss would slice it off).

@@ -58,15 +58,17 @@ template <Communicator C>
 // Sums every field of the metrics over ranks; the fractions of the result are global.
 template <Communicator C>
 [[nodiscard]] policy_loss_metrics global_metrics(C& comm, const policy_loss_metrics& local) {
-  std::uint64_t counts[5] = {local.valid_tokens, local.clipped, local.dual_clipped,
-                             local.importance_truncated, local.importance_masked};
+  std::uint64_t counts[policy_loss_count_fields];
+  std::size_t k = 0;
+  policy_loss_metrics::for_each_count(local, local, [&](const std::size_t& v, const std::size_t&) {
+    counts[k++] = v;
+  });
   comm.all_reduce(std::span<std::uint64_t>(counts), reduce_op::sum);
   policy_loss_metrics total;
-  total.valid_tokens = static_cast<std::size_t>(counts[0]);
-  total.clipped = static_cast<std::size_t>(counts[1]);
-  total.dual_clipped = static_cast<std::size_t>(counts[2]);
-  total.importance_truncated = static_cast<std::size_t>(counts[3]);
-  total.importance_masked = static_cast<std::size_t>(counts[4]);
+  k = 0;
+  policy_loss_metrics::for_each_count(total, total, [&](std::size_t& v, std::size_t&) {
+    v = static_cast<std::size_t>(counts[k++]);
+  });
   total.approx_kl_sum = all_reduce_value(comm, local.approx_kl_sum, reduce_op::sum);
   return total;
 }

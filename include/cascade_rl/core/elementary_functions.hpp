@@ -306,6 +306,11 @@ CASCADE_RL_HD inline double log_core(double u, double k_offset, double c) {
 // The per-token terms round their own products the same way (see the file comment).
 using detail::product_unfused;
 
+// |x| with the sign bit cleared: abs(-0.0) = +0.0, as std::abs and CUDA's fabs give.
+CASCADE_RL_HD inline double abs(double x) {
+  return detail::double_from(detail::bits_of(x) & ~(std::uint64_t{1} << 63));
+}
+
 CASCADE_RL_HD inline double exp(double x) {
   using namespace detail;
   x = select(x < -746.0, -746.0, x);  // exp(-746) rounds to +0, so does all below

@@ -33,6 +33,7 @@
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/cuda/detail/math.hpp"
+#include "cascade_rl/cuda/detail/token_terms.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
 
 namespace cascade_rl::cuda::portable {
@@ -154,8 +155,7 @@ struct sequence_weights_functor {
   CASCADE_RL_HD void operator()(std::size_t s) const {
     unsigned long long n = 0;
     for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) n += layout.valid(t);
-    const T c = static_cast<T>(aggregation_weight<T>(
-        static_cast<int>(loss_aggregation::seq_mean_token_mean), normalizer, n));
+    const T c = static_cast<T>(aggregation_weight<T>(loss_aggregation::seq_mean_token_mean, normalizer, n));
     for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
       grad_out[t] = layout.valid(t) ? c : T(0);
   }
@@ -190,8 +190,8 @@ struct token_block_functor {
       }
       loss_tally& acc = lanes[(t - first) % cascade_rl::detail::reduce_lanes];
       const double c = static_cast<double>(grad_out[t]);
-      ++acc.valid_tokens;
-      const token_term l = term(t, acc);
+      ++acc.metrics.valid_tokens;
+      const terms::token_loss l = term(t, acc);
       acc.loss += c * l.value;
       grad_out[t] = static_cast<T>(c * l.grad);
     }
@@ -217,7 +217,7 @@ void reduce_tokens(ExecPolicy&& exec, const device_token_layout& layout, Term te
   if (mode == loss_aggregation::seq_mean_token_mean) {
     for_each_index(exec, layout.sequences, sequence_weights_functor<T>{layout, normalizer, grad_out});
   } else {
-    const T c = static_cast<T>(aggregation_weight<T>(static_cast<int>(mode), normalizer, 0));
+    const T c = static_cast<T>(aggregation_weight<T>(mode, normalizer, 0));
     for_each_index(exec, layout.tokens, token_weights_functor<T>{layout, c, grad_out});
   }
   const std::size_t blocks =
@@ -385,7 +385,7 @@ void reinforce_loss(ExecPolicy&& exec, const device_token_layout& layout, const 
                     loss_tally* scratch) {
   const detail::reinforce_term<T> term{log_probs, advantages, behaviour,
                                        options.surrogate == reinforce_surrogate::log_prob,
-                                       detail::to_params(options.importance)};
+                                       options.importance};
   detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
 }
 
@@ -395,7 +395,7 @@ void ppo_clip_loss(ExecPolicy&& exec, const device_token_layout& layout, const T
                    const loss_normalizer& normalizer, const ppo_clip_options& options,
                    loss_tally* scratch) {
   const detail::ppo_term<T> term{log_probs, old_log_probs, advantages, behaviour,
-                                 detail::to_params(options)};
+                                 cascade_rl::detail::ppo_params_of(options), options.importance};
   detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
 }
 
@@ -404,7 +404,7 @@ template <class ExecPolicy, class T>
 void kl_penalty(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,
                 const T* ref_log_probs, T* values_out, T* grad_out, const kl_options& options,
                 loss_tally* scratch) {
-  const detail::kl_term<T> term{log_probs, ref_log_probs, detail::to_params(options), 1.0, values_out};
+  const detail::kl_term<T> term{log_probs, ref_log_probs, options, 1.0, values_out};
   detail::reduce_tokens(exec, layout, term, grad_out, loss_aggregation::token_sum, {}, scratch);
 }
 
@@ -412,7 +412,7 @@ template <class ExecPolicy, class T>
 void kl_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,
              const T* ref_log_probs, T* grad_out, const loss_normalizer& normalizer,
              const kl_loss_options& options, loss_tally* scratch) {
-  const detail::kl_term<T> term{log_probs, ref_log_probs, detail::to_params(options.kl),
+  const detail::kl_term<T> term{log_probs, ref_log_probs, options.kl,
                                 options.coefficient, nullptr};
   detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
 }

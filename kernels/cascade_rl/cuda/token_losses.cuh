@@ -17,7 +17,8 @@
 // integer sums).
 //
 // CUB's shape: size query with d_temp_storage == nullptr, then the run; the result (loss
-// and metrics, a detail::loss_tally) is written to d_result in device memory. The
+// and metrics: loss_tally, the host core's policy_loss_result) is written to d_result in
+// device memory. The
 // temporary storage starts with the device_report (report_of) naming non-finite inputs.
 
 #include <cuda_runtime.h>
@@ -30,13 +31,15 @@
 #include "cascade_rl/algorithms/policy_loss.hpp"
 #include "cascade_rl/core/canonical_sum.hpp"
 #include "cascade_rl/cuda/detail/device.cuh"
-#include "cascade_rl/cuda/detail/math.hpp"
+#include "cascade_rl/cuda/detail/token_terms.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/cuda/group_advantages.cuh"
 #include "cascade_rl/cuda/policy.hpp"
 
 namespace cascade_rl::cuda {
 
+// The loss and metrics of a call, as the host core returns them (one struct, one field
+// list: terms/policy_loss_metrics.hpp).
 using loss_tally = detail::loss_tally;
 
 namespace detail {
@@ -95,7 +98,7 @@ __device__ inline double product_rn(double a, double b) {
 // lane 0 writes the block's tally. Integer counts are exact in any order.
 template <class T, class Term>
 __global__ void __launch_bounds__(token_threads)
-token_loss_kernel(device_token_layout layout, Term term, T* __restrict__ grad_out, int mode,
+token_loss_kernel(device_token_layout layout, Term term, T* __restrict__ grad_out, loss_aggregation mode,
                   loss_normalizer normalizer, const unsigned long long* __restrict__ sequence_valid,
                   loss_tally* __restrict__ partials, device_report* report) {
   const double constant_weight = aggregation_weight<T>(mode, normalizer, 0);
@@ -116,8 +119,8 @@ token_loss_kernel(device_token_layout layout, Term term, T* __restrict__ grad_ou
                          ? constant_weight
                          : aggregation_weight<T>(mode, normalizer,
                                                  sequence_valid[sequence_of(layout, t)]);
-    ++acc.valid_tokens;
-    const token_term l = term(t, acc);
+    ++acc.metrics.valid_tokens;
+    const terms::token_loss l = term(t, acc);
     acc.loss += product_rn(c, l.value);
     grad_out[t] = static_cast<T>(c * l.grad);
   }
@@ -156,7 +159,7 @@ cudaError_t run_tokens(void* d_temp_storage, std::size_t& temp_storage_bytes,
   }
   if (tiles > 0) {
     CASCADE_RL_CUDA_TRY(launch(token_loss_kernel<T, Term>, static_cast<unsigned>(tiles), token_threads, stream,
-                               layout, term, grad_out, static_cast<int>(mode), normalizer,
+                               layout, term, grad_out, mode, normalizer,
                                per_sequence ? valid : nullptr, partials, report));
   }
   return launch(combine_tallies_kernel<>, 1, 32, stream, partials, blocks, d_result);
@@ -225,7 +228,7 @@ cudaError_t reinforce_loss(void* d_temp_storage, std::size_t& temp_storage_bytes
                            loss_tally* d_result, cudaStream_t stream = nullptr) {
   const detail::reinforce_term<T> term{d_log_probs, d_advantages, d_behaviour,
                                        options.surrogate == reinforce_surrogate::log_prob,
-                                       detail::to_params(options.importance)};
+                                       options.importance};
   return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
                             options.aggregation, normalizer, d_result, stream);
 }
@@ -238,7 +241,7 @@ cudaError_t ppo_clip_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                           const ppo_clip_options& options, loss_tally* d_result,
                           cudaStream_t stream = nullptr) {
   const detail::ppo_term<T> term{d_log_probs, d_old_log_probs, d_advantages, d_behaviour,
-                                 detail::to_params(options)};
+                                 cascade_rl::detail::ppo_params_of(options), options.importance};
   return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
                             options.aggregation, normalizer, d_result, stream);
 }
@@ -249,7 +252,7 @@ cudaError_t kl_penalty(void* d_temp_storage, std::size_t& temp_storage_bytes,
                        const device_token_layout& layout, const T* d_log_probs,
                        const T* d_ref_log_probs, T* d_values_out, T* d_grad_out,
                        const kl_options& options, loss_tally* d_result, cudaStream_t stream = nullptr) {
-  const detail::kl_term<T> term{d_log_probs, d_ref_log_probs, detail::to_params(options), 1.0, d_values_out};
+  const detail::kl_term<T> term{d_log_probs, d_ref_log_probs, options, 1.0, d_values_out};
   return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
                             loss_aggregation::token_sum, loss_normalizer{}, d_result, stream);
 }
@@ -259,7 +262,7 @@ cudaError_t kl_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                     const device_token_layout& layout, const T* d_log_probs,
                     const T* d_ref_log_probs, T* d_grad_out, const loss_normalizer& normalizer,
                     const kl_loss_options& options, loss_tally* d_result, cudaStream_t stream = nullptr) {
-  const detail::kl_term<T> term{d_log_probs, d_ref_log_probs, detail::to_params(options.kl),
+  const detail::kl_term<T> term{d_log_probs, d_ref_log_probs, options.kl,
                                 options.coefficient, nullptr};
   return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
                             options.aggregation, normalizer, d_result, stream);
@@ -286,20 +289,8 @@ loss_tally run_tokens_throwing(cudaStream_t stream, std::initializer_list<const 
                                loss_aggregation mode, const loss_normalizer& normalizer, Run run) {
   const auto [report, tally] = run_and_report_result<loss_tally>(stream, run);
   throw_if_reported(report, arguments);
-  if (tally.valid_tokens > 0) {
-    // Counts only matter when a token used them; the host core checks the same way.
-    switch (mode) {
-      case loss_aggregation::token_mean:
-        cascade_rl::detail::require_positive_normalizer(normalizer.tokens, "normalizer.tokens", mode);
-        break;
-      case loss_aggregation::token_sum: break;
-      case loss_aggregation::seq_mean_token_sum_norm:
-        cascade_rl::detail::require_positive_normalizer(normalizer.scale, "normalizer.scale", mode);
-        [[fallthrough]];
-      default:
-        cascade_rl::detail::require_positive_normalizer(normalizer.sequences, "normalizer.sequences", mode);
-    }
-  }
+  // Counts only matter when a token used them; the host core checks the same way.
+  if (tally.metrics.valid_tokens > 0) cascade_rl::detail::require_normalizer_for(mode, normalizer);
   return tally;
 }
 
@@ -350,13 +341,13 @@ policy_loss_result reinforce_loss(exec::cuda_policy policy, const cuda::device_t
   cuda::detail::require_tokens(advantages.size(), layout, "advantages");
   const T* behaviour = cuda::detail::behaviour_of(behaviour_log_probs, layout, options.importance);
   cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
-  return cuda::detail::to_result(cuda::detail::run_tokens_throwing(
+  return cuda::detail::run_tokens_throwing(
       policy.stream, {"log_probs", "advantages", "behaviour_log_probs"}, options.aggregation,
       normalizer, [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
         return cuda::reinforce_loss(temp, bytes, layout, log_probs.data(), advantages.data(),
                                     behaviour, grad_out.data(), normalizer, options, result,
                                     policy.stream);
-      }));
+      });
 }
 
 template <std::floating_point T>
@@ -372,13 +363,13 @@ policy_loss_result ppo_clip_loss(exec::cuda_policy policy, const cuda::device_to
   cuda::detail::require_tokens(advantages.size(), layout, "advantages");
   const T* behaviour = cuda::detail::behaviour_of(behaviour_log_probs, layout, options.importance);
   cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
-  return cuda::detail::to_result(cuda::detail::run_tokens_throwing(
+  return cuda::detail::run_tokens_throwing(
       policy.stream, {"log_probs", "old_log_probs", "advantages", "behaviour_log_probs"},
       options.aggregation, normalizer, [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
         return cuda::ppo_clip_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
                                    advantages.data(), behaviour, grad_out.data(), normalizer,
                                    options, result, policy.stream);
-      }));
+      });
 }
 
 template <std::floating_point T>

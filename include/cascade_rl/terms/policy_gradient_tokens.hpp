@@ -1,0 +1,75 @@
+#pragma once
+// The token terms of the policy-gradient losses (the drivers in algorithms/policy_loss.hpp
+// and the CUDA and portable kernels all call these):
+//
+//   reinforce_token  l = -A * logp (log_prob surrogate) or -A (ratio surrogate, the
+//                    value of -A * exp(logp - stopgrad(logp))); dl/dlogp = -A either way.
+//   ppo_clip_token   PPO's clipped surrogate as in veRL compute_policy_loss_vanilla:
+//                      l1 = -A r,  l2 = -A clamp(r, 1 - lo, 1 + hi),  l = max(l1, l2),
+//                      dual clip (A < 0): l = min(l, -A c)   (Ye et al. 2020).
+//                    d/dlogp is -A r while the unclipped branch is active and 0 once a
+//                    clip (or the log-ratio clamp) is. A tie l1 == l2 has r inside the
+//                    range, so both branches carry -A r and autograd's halves sum to it.
+//                    At an exact tie with the dual bound we keep the full gradient where
+//                    autograd would halve it (a measure-zero set).
+
+#include "cascade_rl/core/elementary_functions.hpp"
+#include "cascade_rl/core/host_device.hpp"
+#include "cascade_rl/terms/token_loss.hpp"
+
+namespace cascade_rl::terms {
+
+// Branch-free (x * 1.0 == x: the value is exactly -A under the ratio surrogate), so that
+// a host loop of it vectorises.
+CASCADE_RL_HD inline token_loss reinforce_token(double logp, double advantage,
+                                                bool log_prob_surrogate) {
+  return {-advantage * (log_prob_surrogate ? logp : 1.0), -advantage};
+}
+
+// The options of ppo_clip_options as plain values a kernel can take by copy.
+struct ppo_clip_params {
+  double clip_low = 0.2;
+  double clip_high = 0.2;
+  double dual_clip = 0;  // the constant c > 1; 0: off
+  double log_ratio_clamp = 20;
+};
+
+// The token's loss, its -log_ratio (approx_kl, after the clamp) and which clip acted.
+struct ppo_clip_token_result : token_loss_with_kl {
+  bool clipped = false;
+  bool dual_clipped = false;
+};
+
+CASCADE_RL_HD inline ppo_clip_token_result ppo_clip_token(double logp, double old_logp,
+                                                          double advantage,
+                                                          const ppo_clip_params& p) {
+  double log_ratio = logp - old_logp;
+  const double bound = p.log_ratio_clamp;
+  const bool clamped = log_ratio > bound || log_ratio < -bound;
+  log_ratio = log_ratio < -bound ? -bound : (log_ratio > bound ? bound : log_ratio);
+  const double ratio = math::exp(log_ratio);
+  const double low = 1.0 - p.clip_low;
+  const double high = 1.0 + p.clip_high;
+  const double l1 = -advantage * ratio;
+  const double l2 = -advantage * (ratio < low ? low : (ratio > high ? high : ratio));
+  ppo_clip_token_result r;
+  r.value = l1;
+  r.grad = clamped ? 0.0 : -advantage * ratio;
+  r.approx_kl = -log_ratio;
+  if (l2 > l1) {
+    r.value = l2;
+    r.grad = 0.0;
+    r.clipped = true;
+  }
+  if (p.dual_clip > 0 && advantage < 0) {
+    const double l3 = -advantage * p.dual_clip;
+    if (r.value > l3) {
+      r.value = l3;
+      r.grad = 0.0;
+      r.dual_clipped = true;
+    }
+  }
+  return r;
+}
+
+}  // namespace cascade_rl::terms

@@ -1,0 +1,186 @@
+#pragma once
+// The token terms of the losses as the CUDA kernels and the portable Thrust path read
+// them: array access around the formulas of include/cascade_rl/terms/, which the host
+// core calls too (one copy of each formula). term(t, tally) is called for valid tokens
+// only, after ++tally.metrics.valid_tokens; it returns the weighted token loss and
+// d/dlogp before the aggregation weight. on_masked(t) lets a term clear its own extra
+// outputs; first_nonfinite(t) names the first input, in the host core's validation
+// order, that is not finite at t.
+
+#include <cuda/std/cmath>
+
+#include <cstddef>
+
+#include "cascade_rl/algorithms/kl_estimators.hpp"
+#include "cascade_rl/algorithms/loss_aggregation.hpp"
+#include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/core/host_device.hpp"
+#include "cascade_rl/terms/aggregation_weight.hpp"
+#include "cascade_rl/terms/importance_weight.hpp"
+#include "cascade_rl/terms/kl_token.hpp"
+#include "cascade_rl/terms/policy_gradient_tokens.hpp"
+#include "cascade_rl/terms/policy_loss_metrics.hpp"
+#include "cascade_rl/terms/token_loss.hpp"
+
+namespace cascade_rl::cuda::detail {
+
+// The sums of one slice of tokens: the host core's result type itself.
+using loss_tally = policy_loss_result;
+
+struct add_tallies {
+  CASCADE_RL_HD loss_tally operator()(loss_tally a, const loss_tally& b) const {
+    a += b;
+    return a;
+  }
+};
+
+// The first argument of a token term that is not finite at a token, and what it was.
+struct nonfinite_hit {
+  int argument = -1;  // -1: every argument is finite
+  bool infinite = false;
+  // Records argument k when v is NaN or infinite; true when it did.
+  template <class V>
+  CASCADE_RL_HD bool check(int k, V v) {
+    if (::cuda::std::isfinite(v)) return false;
+    argument = k;
+    infinite = ::cuda::std::isinf(v);
+    return true;
+  }
+};
+
+// The aggregation weight c_t as the host core applies it: computed in double, stored
+// in T (grad_out holds it in the host core), then read back as double.
+template <class T>
+CASCADE_RL_HD inline double aggregation_weight(loss_aggregation mode, const loss_normalizer& n,
+                                               unsigned long long sequence_valid) {
+  return static_cast<double>(static_cast<T>(terms::aggregation_weight(mode, n, sequence_valid)));
+}
+
+// Token t's importance weight, counted into the tally.
+CASCADE_RL_HD inline terms::importance_weight counted_importance_weight(
+    double log_ratio, const importance_options& options, loss_tally& tally) {
+  const terms::importance_weight w = terms::importance_weight_of(log_ratio, options);
+  tally.metrics.importance_truncated += w.truncated;
+  tally.metrics.importance_masked += w.masked;
+  return w;
+}
+
+// local_loss_counts of loss_aggregation.hpp: valid tokens, and sequences with at least
+// one valid token (integers: any order of addition gives the same counts).
+struct valid_counts {
+  unsigned long long tokens = 0;
+  unsigned long long sequences = 0;
+};
+struct add_valid_counts {
+  CASCADE_RL_HD valid_counts operator()(const valid_counts& a, const valid_counts& b) const {
+    return {a.tokens + b.tokens, a.sequences + b.sequences};
+  }
+};
+CASCADE_RL_HD inline valid_counts counts_of_sequence(unsigned long long valid) {
+  return {valid, valid > 0 ? 1ull : 0ull};
+}
+inline loss_counts to_loss_counts(const valid_counts& c) {
+  loss_counts out;
+  out.tokens = static_cast<std::size_t>(c.tokens);
+  out.sequences = static_cast<std::size_t>(c.sequences);
+  return out;
+}
+
+template <class T>
+struct reinforce_term {
+  const T* log_probs;
+  const T* advantages;
+  const T* behaviour;  // read only when importance.mode != none
+  bool log_prob_surrogate;
+  importance_options importance;
+
+  CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
+    const double logp = static_cast<double>(log_probs[t]);
+    const terms::token_loss l =
+        terms::reinforce_token(logp, static_cast<double>(advantages[t]), log_prob_surrogate);
+    if (importance.mode == importance_sampling::none) return l;
+    return terms::weighted(l, counted_importance_weight(logp - static_cast<double>(behaviour[t]),
+                                                        importance, tally));
+  }
+  CASCADE_RL_HD void on_masked(std::size_t) const {}
+  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
+    nonfinite_hit hit;
+    hit.check(0, log_probs[t]) || hit.check(1, advantages[t]) ||
+        (importance.mode != importance_sampling::none && hit.check(2, behaviour[t]));
+    return hit;
+  }
+};
+
+template <class T>
+struct ppo_term {
+  const T* log_probs;
+  const T* old_log_probs;
+  const T* advantages;
+  const T* behaviour;
+  terms::ppo_clip_params params;
+  importance_options importance;
+
+  // The approx_kl share rides in the tally's metrics (the kernels sum it per lane in the
+  // canonical order, as the host's second channel does).
+  CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
+    const double old_logp = static_cast<double>(old_log_probs[t]);
+    const terms::ppo_clip_token_result r = terms::ppo_clip_token(
+        static_cast<double>(log_probs[t]), old_logp, static_cast<double>(advantages[t]), params);
+    tally.metrics.approx_kl_sum += r.approx_kl;
+    tally.metrics.clipped += r.clipped;
+    tally.metrics.dual_clipped += r.dual_clipped;
+    const terms::token_loss l{r.value, r.grad};
+    if (importance.mode == importance_sampling::none) return l;
+    return terms::weighted(l, counted_importance_weight(old_logp - static_cast<double>(behaviour[t]),
+                                                        importance, tally));
+  }
+  CASCADE_RL_HD void on_masked(std::size_t) const {}
+  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
+    nonfinite_hit hit;
+    hit.check(0, log_probs[t]) || hit.check(1, old_log_probs[t]) || hit.check(2, advantages[t]) ||
+        (importance.mode != importance_sampling::none && hit.check(3, behaviour[t]));
+    return hit;
+  }
+};
+
+template <class T>
+struct kl_term {
+  const T* log_probs;
+  const T* ref_log_probs;
+  kl_options options;
+  double coefficient;
+  T* values_out;  // kl_penalty: k_t per token (0 on masked); null for kl_loss
+
+  CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally&) const {
+    const terms::token_loss k = terms::kl_token(static_cast<double>(log_probs[t]),
+                                                static_cast<double>(ref_log_probs[t]), options);
+    if (values_out != nullptr) values_out[t] = static_cast<T>(k.value);
+    return {coefficient * k.value, coefficient * k.grad};
+  }
+  CASCADE_RL_HD void on_masked(std::size_t t) const {
+    if (values_out != nullptr) values_out[t] = T(0);
+  }
+  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
+    nonfinite_hit hit;
+    hit.check(0, log_probs[t]) || hit.check(1, ref_log_probs[t]);
+    return hit;
+  }
+};
+
+template <class T>
+struct aggregate_term {
+  const T* token_losses;
+  const T* token_grads;
+
+  CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally&) const {
+    return {static_cast<double>(token_losses[t]), static_cast<double>(token_grads[t])};
+  }
+  CASCADE_RL_HD void on_masked(std::size_t) const {}
+  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
+    nonfinite_hit hit;
+    hit.check(0, token_losses[t]) || hit.check(1, token_grads[t]);
+    return hit;
+  }
+};
+
+}  // namespace cascade_rl::cuda::detail
