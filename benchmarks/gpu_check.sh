@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU: configure (the test preset's settings, in its own
 # build dir), build the CUDA tests and GPU benchmarks, run every `gpu`-labelled test,
-# then the GPU benchmarks, which print each kernel's achieved bandwidth as a fraction of
-# the device's peak. Exits non-zero when the build or a gpu test fails.
+# compare the device's loss results with the host's bit for bit, then run the GPU
+# benchmarks, which print each kernel's achieved bandwidth as a fraction of the
+# device's peak. Exits non-zero when the build or a gpu test fails.
 #
 #   benchmarks/gpu_check.sh [build-dir]     (default: build/gpu-check)
 #   CASCADE_RL_PEAK_GBPS=4800 overrides the peak; JOBS=N sets the build parallelism.
@@ -37,11 +38,20 @@ cmake --build "$build_dir" -j "$jobs" --target cuda_executors cascade_rl_gpu_ben
 say "gpu tests"
 # A skipped test means no usable device: treat that as a failure here.
 log="$build_dir/gpu_check_ctest.log"
-if ! ctest --test-dir "$build_dir" -L '^gpu$' --no-tests=error --output-on-failure --timeout 120 | tee "$log"; then
+if ! ctest --test-dir "$build_dir" -L '^gpu$' -LE '^bitwise$' --no-tests=error --output-on-failure --timeout 120 | tee "$log"; then
   die "a gpu test failed (see $log)"
 fi
 if grep -q "Skipped" "$log"; then
   die "gpu tests were skipped: no CUDA device visible to the runtime"
+fi
+
+say "bitwise: the device's losses, metrics and gradients against the host's bits"
+log="$build_dir/gpu_check_bitwise.log"
+if ! ctest --test-dir "$build_dir" -R '^bitwise\.cuda_executors$' --no-tests=error --output-on-failure --timeout 120 | tee "$log"; then
+  die "the device's bits differ from the host's (see $log)"
+fi
+if grep -q "Skipped" "$log"; then
+  die "the bitwise device test was skipped: no CUDA device visible to the runtime"
 fi
 
 say "gpu benchmarks"

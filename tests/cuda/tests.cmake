@@ -103,4 +103,10 @@ if(TARGET cascade_rl::cuda)
   add_test(NAME cuda_executors COMMAND cuda_executors)
   set_tests_properties(cuda_executors PROPERTIES LABELS "cuda;gpu" TIMEOUT 300
     SKIP_REGULAR_EXPRESSION "SKIPPED \\][^\n]*[1-9][0-9]* tests?, listed below")
+  # The device's bits against the host's: losses, metrics, per-token values and
+  # gradients (benchmarks/gpu_check.sh runs it as its own step).
+  add_test(NAME bitwise.cuda_executors
+    COMMAND cuda_executors --gtest_filter=Gpu.LossesMatchHostInEveryMode)
+  set_tests_properties(bitwise.cuda_executors PROPERTIES LABELS "cuda;gpu;bitwise" TIMEOUT 300
+    SKIP_REGULAR_EXPRESSION "SKIPPED \\][^\n]*[1-9][0-9]* tests?, listed below")
 endif()

@@ -284,11 +284,12 @@ namespace detail {
 // Runs a token function with owned temporary storage (the result at its end), waits,
 // throws what the report holds and refuses a normaliser the mode divides by when the
 // batch has valid tokens (as detail::validate_normalizer of the host core).
-template <class Run>
-loss_tally run_tokens_throwing(cudaStream_t stream, std::initializer_list<const char*> arguments,
-                               loss_aggregation mode, const loss_normalizer& normalizer, Run run) {
+// Term names the inputs a report may point at (Term::arguments).
+template <class Term, class Run>
+loss_tally run_tokens_throwing(cudaStream_t stream, loss_aggregation mode,
+                               const loss_normalizer& normalizer, Run run) {
   const auto [report, tally] = run_and_report_result<loss_tally>(stream, run);
-  throw_if_reported(report, arguments);
+  throw_if_reported(report, Term::arguments);
   // Counts only matter when a token used them; the host core checks the same way.
   if (tally.metrics.valid_tokens > 0) cascade_rl::detail::require_normalizer_for(mode, normalizer);
   return tally;
@@ -341,9 +342,8 @@ policy_loss_result reinforce_loss(exec::cuda_policy policy, const cuda::device_t
   cuda::detail::require_tokens(advantages.size(), layout, "advantages");
   const T* behaviour = cuda::detail::behaviour_of(behaviour_log_probs, layout, options.importance);
   cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
-  return cuda::detail::run_tokens_throwing(
-      policy.stream, {"log_probs", "advantages", "behaviour_log_probs"}, options.aggregation,
-      normalizer, [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
+  return cuda::detail::run_tokens_throwing<cuda::detail::reinforce_term<T>>(
+      policy.stream, options.aggregation, normalizer, [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
         return cuda::reinforce_loss(temp, bytes, layout, log_probs.data(), advantages.data(),
                                     behaviour, grad_out.data(), normalizer, options, result,
                                     policy.stream);
@@ -363,9 +363,8 @@ policy_loss_result ppo_clip_loss(exec::cuda_policy policy, const cuda::device_to
   cuda::detail::require_tokens(advantages.size(), layout, "advantages");
   const T* behaviour = cuda::detail::behaviour_of(behaviour_log_probs, layout, options.importance);
   cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
-  return cuda::detail::run_tokens_throwing(
-      policy.stream, {"log_probs", "old_log_probs", "advantages", "behaviour_log_probs"},
-      options.aggregation, normalizer, [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
+  return cuda::detail::run_tokens_throwing<cuda::detail::ppo_term<T>>(
+      policy.stream, options.aggregation, normalizer, [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
         return cuda::ppo_clip_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
                                    advantages.data(), behaviour, grad_out.data(), normalizer,
                                    options, result, policy.stream);
@@ -381,8 +380,8 @@ double kl_penalty(exec::cuda_policy policy, const cuda::device_token_layout& lay
   cuda::detail::require_tokens(ref_log_probs.size(), layout, "ref_log_probs");
   cuda::detail::require_tokens(values_out.size(), layout, "values_out");
   cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
-  return cuda::detail::run_tokens_throwing(
-             policy.stream, {"log_probs", "ref_log_probs"}, loss_aggregation::token_sum, {},
+  return cuda::detail::run_tokens_throwing<cuda::detail::kl_term<T>>(
+             policy.stream, loss_aggregation::token_sum, {},
              [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
                return cuda::kl_penalty(temp, bytes, layout, log_probs.data(), ref_log_probs.data(),
                                        values_out.data(), grad_out.data(), options, result,
@@ -401,8 +400,8 @@ double kl_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout
   cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
   cuda::detail::require_tokens(ref_log_probs.size(), layout, "ref_log_probs");
   cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
-  return cuda::detail::run_tokens_throwing(
-             policy.stream, {"log_probs", "ref_log_probs"}, options.aggregation, normalizer,
+  return cuda::detail::run_tokens_throwing<cuda::detail::kl_term<T>>(
+             policy.stream, options.aggregation, normalizer,
              [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
                return cuda::kl_loss(temp, bytes, layout, log_probs.data(), ref_log_probs.data(),
                                     grad_out.data(), normalizer, options, result, policy.stream);
@@ -418,8 +417,8 @@ double aggregate_token_losses(exec::cuda_policy policy, const cuda::device_token
   cuda::detail::require_tokens(token_losses.size(), layout, "token_losses");
   cuda::detail::require_tokens(token_grads.size(), layout, "token_grads");
   cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
-  return cuda::detail::run_tokens_throwing(
-             policy.stream, {"token_losses", "token_grads"}, mode, normalizer,
+  return cuda::detail::run_tokens_throwing<cuda::detail::aggregate_term<T>>(
+             policy.stream, mode, normalizer,
              [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
                return cuda::aggregate_token_losses(temp, bytes, layout, token_losses.data(),
                                                    token_grads.data(), grad_out.data(), normalizer,

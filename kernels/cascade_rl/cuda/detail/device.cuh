@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -246,7 +248,7 @@ report_and_result<R> run_and_report_result(cudaStream_t stream, Run run) {
 
 // Throws cascade_rl::error for what a kernel reported, naming the argument as the host
 // core would: `arguments` names the first_nonfinite slots in validation order.
-inline void throw_if_reported(const device_report& r, std::initializer_list<const char*> arguments,
+inline void throw_if_reported(const device_report& r, std::span<const char* const> arguments,
                               const char* singleton_message = nullptr) {
   if (r.first_bad_offset != device_report::none)
     cascade_rl::detail::fail_at("offsets", static_cast<std::size_t>(r.first_bad_offset),
@@ -262,6 +264,12 @@ inline void throw_if_reported(const device_report& r, std::initializer_list<cons
     cascade_rl::detail::fail_at("groups", static_cast<std::size_t>(r.first_singleton), singleton_message);
   if (r.first_bad_label != device_report::none)
     cascade_rl::detail::fail_at("labels", static_cast<std::size_t>(r.first_bad_label), "is outside [0, vocab)");
+}
+
+inline void throw_if_reported(const device_report& r, std::initializer_list<const char*> arguments,
+                              const char* singleton_message = nullptr) {
+  throw_if_reported(r, std::span<const char* const>(arguments.begin(), arguments.size()),
+                    singleton_message);
 }
 
 }  // namespace cascade_rl::cuda::detail

@@ -5,10 +5,12 @@
 // only, after ++tally.metrics.valid_tokens; it returns the weighted token loss and
 // d/dlogp before the aggregation weight. on_masked(t) lets a term clear its own extra
 // outputs; first_nonfinite(t) names the first input, in the host core's validation
-// order, that is not finite at t.
+// order, that is not finite at t, and `arguments` gives those inputs' names (the device
+// error reports read them from here).
 
 #include <cuda/std/cmath>
 
+#include <array>
 #include <cstddef>
 
 #include "cascade_rl/algorithms/kl_estimators.hpp"
@@ -103,6 +105,8 @@ struct reinforce_term {
                                                         importance, tally));
   }
   CASCADE_RL_HD void on_masked(std::size_t) const {}
+  // The arguments first_nonfinite numbers, by the names the host core gives them.
+  static constexpr std::array<const char*, 3> arguments{"log_probs", "advantages", "behaviour_log_probs"};
   CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
     nonfinite_hit hit;
     hit.check(0, log_probs[t]) || hit.check(1, advantages[t]) ||
@@ -135,6 +139,8 @@ struct ppo_term {
                                                         importance, tally));
   }
   CASCADE_RL_HD void on_masked(std::size_t) const {}
+  // The arguments first_nonfinite numbers, by the names the host core gives them.
+  static constexpr std::array<const char*, 4> arguments{"log_probs", "old_log_probs", "advantages", "behaviour_log_probs"};
   CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
     nonfinite_hit hit;
     hit.check(0, log_probs[t]) || hit.check(1, old_log_probs[t]) || hit.check(2, advantages[t]) ||
@@ -160,6 +166,8 @@ struct kl_term {
   CASCADE_RL_HD void on_masked(std::size_t t) const {
     if (values_out != nullptr) values_out[t] = T(0);
   }
+  // The arguments first_nonfinite numbers, by the names the host core gives them.
+  static constexpr std::array<const char*, 2> arguments{"log_probs", "ref_log_probs"};
   CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
     nonfinite_hit hit;
     hit.check(0, log_probs[t]) || hit.check(1, ref_log_probs[t]);
@@ -176,6 +184,8 @@ struct aggregate_term {
     return {static_cast<double>(token_losses[t]), static_cast<double>(token_grads[t])};
   }
   CASCADE_RL_HD void on_masked(std::size_t) const {}
+  // The arguments first_nonfinite numbers, by the names the host core gives them.
+  static constexpr std::array<const char*, 2> arguments{"token_losses", "token_grads"};
   CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
     nonfinite_hit hit;
     hit.check(0, token_losses[t]) || hit.check(1, token_grads[t]);
