@@ -22,6 +22,7 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
+#include "cascade_rl/terms/group_moments.hpp"
 
 namespace cascade_rl {
 
@@ -49,85 +50,16 @@ namespace detail {
 // there are many of them.
 inline constexpr std::size_t group_parallel_threshold = 256;
 
-template <std::floating_point T>
-double group_mean(std::span<const T> values, std::size_t first, std::size_t last,
-                  mean_accumulation accumulation) {
-  const std::size_t n = last - first;
-  if (accumulation == mean_accumulation::float32_sequential) {
-    float sum = 0.0f;
-    for (std::size_t i = first; i < last; ++i) sum += static_cast<float>(values[i]);
-    return static_cast<double>(sum / static_cast<float>(n));
-  }
-  double sum = 0.0;
-  for (std::size_t i = first; i < last; ++i) sum += static_cast<double>(values[i]);
-  if (accumulation == mean_accumulation::float32_rounded_sum)
-    return static_cast<double>(static_cast<float>(sum) / static_cast<float>(n));
-  return sum / static_cast<double>(n);
-}
-
-// x - mean under the chosen accumulation: in float32 the subtraction itself rounds
-// in float32, as a float32 tensor op does.
-template <std::floating_point T>
-double deviation(T value, double mean, mean_accumulation accumulation) {
-  if (accumulation != mean_accumulation::double_precision)
-    return static_cast<double>(static_cast<float>(value) - static_cast<float>(mean));
-  return static_cast<double>(value) - mean;
-}
-
-inline double variance_divisor(std::size_t n, std_estimator estimator) {
-  return estimator == std_estimator::unbiased ? static_cast<double>(n) - 1.0
-                                              : static_cast<double>(n);
-}
-
-// One pass for min and max, then the two-pass moments, of values[first, last),
-// which must be non-empty and finite. m2 = sum of squared deviations.
-struct group_moments {
-  double mean = 0.0;
-  double m2 = 0.0;
-  double min = 0.0;
-  double max = 0.0;
-  std::size_t count = 0;
-  bool zero_variance = false;
-};
+// The formulas are terms/group_moments.hpp's, shared with the CUDA and portable paths.
+using terms::deviation;
+using terms::group_moments;
+using terms::group_std;
+using terms::variance_divisor;
 
 template <std::floating_point T>
 group_moments group_moments_of(std::span<const T> values, std::size_t first, std::size_t last,
                                mean_accumulation accumulation) {
-  group_moments m;
-  m.count = last - first;
-  m.min = m.max = static_cast<double>(values[first]);
-  // The double sum of group_mean rides along the min/max pass (same order, same bits).
-  double sum = 0.0;
-  sum += static_cast<double>(values[first]);
-  for (std::size_t i = first + 1; i < last; ++i) {
-    const double v = static_cast<double>(values[i]);
-    m.min = std::min(m.min, v);
-    m.max = std::max(m.max, v);
-    sum += v;
-  }
-  // Decided on the data, not on a computed std: a constant group can have a
-  // non-zero computed std (double inputs, float32 means), and a tiny real spread
-  // must not be mistaken for none.
-  m.zero_variance = m.min == m.max;
-  if (m.zero_variance) {
-    m.mean = m.min;
-    return m;
-  }
-  m.mean = accumulation == mean_accumulation::double_precision
-               ? sum / static_cast<double>(m.count)
-               : group_mean(values, first, last, accumulation);
-  for (std::size_t i = first; i < last; ++i) {
-    const double d = deviation(values[i], m.mean, accumulation);
-    // Rounded alone: a fused d * d + m2 (GCC under -march with FMA) would change the bits.
-    m.m2 += math::product_unfused(d, d);
-  }
-  return m;
-}
-
-// The std of a group from its moments; 0 for a group of one, whatever the estimator.
-inline double group_std(const group_moments& m, std_estimator estimator) {
-  if (m.zero_variance || m.count < 2) return 0.0;
-  return std::sqrt(m.m2 / variance_divisor(m.count, estimator));
+  return terms::group_moments_of(values.data(), first, last, accumulation);
 }
 
 template <std::floating_point T>
@@ -275,21 +207,10 @@ void leave_one_out_statistics(const Policy& policy, std::span<const T> rewards,
         const std::size_t last = groups.end(g);
         const detail::group_moments s =
             detail::group_moments_of(rewards, first, last, mean_accumulation::double_precision);
-        const double n = static_cast<double>(s.count);
         for (std::size_t i = first; i < last; ++i) {
-          if (s.zero_variance) {
-            loo_mean[i] = rewards[i];
-            if (!loo_std.empty()) loo_std[i] = T(0);
-            continue;
-          }
-          const double d = static_cast<double>(rewards[i]) - s.mean;
-          loo_mean[i] = static_cast<T>(s.mean - d / (n - 1.0));
-          if (loo_std.empty()) continue;
-          const std::size_t others = s.count - 1;
-          const double others_m2 = std::max(0.0, s.m2 - d * d * n / (n - 1.0));
-          loo_std[i] = others < 2 ? T(0)
-                                  : static_cast<T>(std::sqrt(
-                                        others_m2 / detail::variance_divisor(others, options.estimator)));
+          const terms::leave_one_out_value v = terms::leave_one_out_of(rewards[i], s, options.estimator);
+          loo_mean[i] = static_cast<T>(v.mean);
+          if (!loo_std.empty()) loo_std[i] = static_cast<T>(v.std);
         }
       },
       detail::group_parallel_threshold);

@@ -123,9 +123,7 @@ void grpo_advantages(const Policy& policy, std::span<const T> rewards, const gro
 
   // The divisor for a given std, with eps where the options put it.
   const auto scale = [&](double std) {
-    return options.epsilon_at == epsilon_placement::added_to_std
-               ? std + options.epsilon
-               : std::sqrt(std * std + options.epsilon);
+    return terms::grpo_divisor(std, options.epsilon, options.epsilon_at);
   };
 
   const auto group = [&](std::size_t first, std::size_t last, bool zero_group) {

@@ -27,6 +27,8 @@
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/terms/discounted_return.hpp"
+#include "cascade_rl/terms/whitening.hpp"
 
 namespace cascade_rl {
 
@@ -87,26 +89,21 @@ void whiten_valid_tokens(const Policy& policy, std::span<const T> values,
     fail("tokens", "has 1 valid token, but whitening with the unbiased variance needs at least 2");
   const double sum = blocked_sum(
       policy, n, [&](std::size_t t) { return tokens.valid(t) ? static_cast<double>(values[t]) : 0.0; });
-  const bool in_float32 = options.accumulation != mean_accumulation::double_precision;
-  const double mean = in_float32
-                          ? static_cast<double>(static_cast<float>(sum) / static_cast<float>(count))
-                          : sum / static_cast<double>(count);
+  const double mean = terms::whitening_mean(sum, count, options.accumulation);
   const auto deviation = [&](std::size_t t) {
-    return in_float32 ? static_cast<double>(static_cast<float>(values[t]) - static_cast<float>(mean))
-                      : static_cast<double>(values[t]) - mean;
+    return terms::deviation(values[t], mean, options.accumulation);
   };
   const double squares = blocked_sum(policy, n, [&](std::size_t t) {
     if (!tokens.valid(t)) return 0.0;
     const double d = deviation(t);
     return d * d;
   });
-  const double variance = squares / variance_divisor(count, options.estimator);
-  const double inv_scale = 1.0 / std::sqrt(variance + options.epsilon);
-  const double shift = options.shift_mean ? 0.0 : mean;
+  const double inv_scale =
+      terms::whitening_inv_scale(squares, count, options.estimator, options.epsilon);
   for_each_index(policy, n, [&](std::size_t t) {
-    out[t] = tokens.valid(t)
-                 ? static_cast<T>(deviation(t) * inv_scale + shift)
-                 : T(0);
+    out[t] = tokens.valid(t) ? terms::whitened(values[t], mean, inv_scale, options.accumulation,
+                                               options.shift_mean)
+                             : T(0);
   });
 }
 
@@ -142,7 +139,7 @@ void discounted_returns(const Policy& policy, std::span<const T> token_rewards,
       [&](std::size_t s) {
         double run = 0.0;
         for (std::size_t t = tokens.end(s); t-- > tokens.begin(s);) {
-          const double ret = static_cast<double>(token_rewards[t]) + gamma * run;
+          const double ret = terms::discounted_return(static_cast<double>(token_rewards[t]), gamma, run);
           returns[t] = static_cast<T>(ret);
           run = tokens.valid(t) ? ret : 0.0;
         }

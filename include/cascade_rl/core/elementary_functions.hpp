@@ -306,6 +306,16 @@ CASCADE_RL_HD inline double log_core(double u, double k_offset, double c) {
 // The per-token terms round their own products the same way (see the file comment).
 using detail::product_unfused;
 
+// The square root, correctly rounded on every executor (IEEE 754 requires it of the
+// host's instruction; the device's __dsqrt_rn is the rounded-to-nearest one).
+CASCADE_RL_HD inline double sqrt(double x) {
+#if defined(__CUDA_ARCH__)
+  return __dsqrt_rn(x);
+#else
+  return __builtin_sqrt(x);
+#endif
+}
+
 // |x| with the sign bit cleared: abs(-0.0) = +0.0, as std::abs and CUDA's fabs give.
 CASCADE_RL_HD inline double abs(double x) {
   return detail::double_from(detail::bits_of(x) & ~(std::uint64_t{1} << 63));

@@ -130,17 +130,17 @@ group_kernel(const T* __restrict__ rewards, device_group_layout groups, T* __res
 
   // float32_sequential: the leader sums in float in order, as PyTorch does on a small group.
   float float_sum = 0;
-  if (p.accumulation == static_cast<int>(mean_accumulation::float32_sequential)) {
+  if (p.accumulation == mean_accumulation::float32_sequential) {
     if (lane == 0)
       for (std::size_t i = first; i < last; ++i) float_sum += static_cast<float>(rewards[i]);
     float_sum = team::from_leader(float_sum, shared);
   }
-  m.mean = m.zero_variance ? m.min : (count > 0 ? mean_of(pass1.sum, float_sum, count, p.accumulation) : 0.0);
+  m.mean = m.zero_variance ? m.min : (count > 0 ? terms::mean_from_sums(pass1.sum, float_sum, count, p.accumulation) : 0.0);
 
   double m2 = 0;
   if (!m.zero_variance && !m.nonfinite)
     for (std::size_t i = first + lane; i < last; i += width) {
-      const double d = deviation(rewards[i], m.mean, p.accumulation);
+      const double d = terms::deviation(rewards[i], m.mean, p.accumulation);
       m2 += ::cascade_rl::math::product_unfused(d, d);  // as group_moments_of
     }
   m.m2 = team::reduce(m2, add_op{}, shared);
@@ -149,13 +149,13 @@ group_kernel(const T* __restrict__ rewards, device_group_layout groups, T* __res
   if (count == 0) return;
   if (lane == 0) {
     const bool refuse_nonfinite =
-        p.kind == group_kind::statistics || p.nonfinite == static_cast<int>(nonfinite_rule::error);
+        p.kind == group_kind::statistics || p.nonfinite == nonfinite_rule::error;
     if (m.nonfinite && refuse_nonfinite) report_min(&report->first_nonfinite[0], pass1.first_bad);
     if (count == 1 && p.refuse_singletons) report_min(&report->first_singleton, g);
     if (statistics != nullptr) {
       group_statistic s;
       s.mean = m.mean;
-      s.std = std_of(m, p.unbiased);
+      s.std = terms::group_std(m, p.estimator);
       s.min = m.min;
       s.max = m.max;
       s.count = m.count;
@@ -166,9 +166,9 @@ group_kernel(const T* __restrict__ rewards, device_group_layout groups, T* __res
   if (advantages == nullptr) return;
   if (p.kind == group_kind::leave_one_out) {  // advantages: loo_mean; second: loo_std or null
     for (std::size_t i = first + lane; i < last; i += width) {
-      const leave_one_out_value<T> v = leave_one_out_of(rewards[i], m, p.unbiased);
-      advantages[i] = v.mean;
-      if (second != nullptr) second[i] = v.std;
+      const terms::leave_one_out_value v = terms::leave_one_out_of(rewards[i], m, p.estimator);
+      advantages[i] = static_cast<T>(v.mean);
+      if (second != nullptr) second[i] = static_cast<T>(v.std);
     }
     return;
   }

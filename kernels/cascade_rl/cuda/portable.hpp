@@ -50,39 +50,21 @@ void for_each_index(ExecPolicy&& exec, std::size_t n, F f) {
   thrust::for_each_n(exec, thrust::counting_iterator<std::size_t>(0), n, f);
 }
 
-// The moments of values[first, last), sequentially, as detail::group_moments_of of the
-// host core computes them (the same sums in the same order); nonfinite when a value is
-// NaN or infinite (then nothing else is computed).
+// The moments of values[first, last) as the host core computes them
+// (terms::group_moments_of); nonfinite when a value is NaN or infinite (then nothing
+// else is computed).
 template <class T>
 CASCADE_RL_HD group_moments sequential_moments(const T* values, std::size_t first, std::size_t last,
-                                               int accumulation) {
-  group_moments m;
-  m.count = last - first;
+                                               mean_accumulation accumulation) {
   for (std::size_t i = first; i < last; ++i)
-    if (!::cuda::std::isfinite(values[i])) m.nonfinite = true;
-  if (m.nonfinite || m.count == 0) return m;
-  m.min = m.max = static_cast<double>(values[first]);
-  for (std::size_t i = first + 1; i < last; ++i) {
-    m.min = min_of(m.min, static_cast<double>(values[i]));
-    m.max = max_of(m.max, static_cast<double>(values[i]));
-  }
-  m.zero_variance = m.min == m.max;
-  if (m.zero_variance) {
-    m.mean = m.min;
-    return m;
-  }
-  double sum = 0;
-  float float_sum = 0;
-  if (accumulation == static_cast<int>(mean_accumulation::float32_sequential))
-    for (std::size_t i = first; i < last; ++i) float_sum += static_cast<float>(values[i]);
-  else
-    for (std::size_t i = first; i < last; ++i) sum += static_cast<double>(values[i]);
-  m.mean = mean_of(sum, float_sum, m.count, accumulation);
-  for (std::size_t i = first; i < last; ++i) {
-    const double d = deviation(values[i], m.mean, accumulation);
-    m.m2 += ::cascade_rl::math::product_unfused(d, d);  // as group_moments_of
-  }
-  return m;
+    if (!::cuda::std::isfinite(values[i])) {
+      group_moments m;
+      m.count = last - first;
+      m.nonfinite = true;
+      return m;
+    }
+  if (first == last) return group_moments{};
+  return terms::group_moments_of(values, first, last, accumulation);
 }
 
 // One group, sequentially, as the host core reduces it.
@@ -101,7 +83,7 @@ struct group_functor {
     if (statistics != nullptr) {
       group_statistic s;
       s.mean = m.mean;
-      s.std = std_of(m, p.unbiased);
+      s.std = terms::group_std(m, p.estimator);
       s.min = m.min;
       s.max = m.max;
       s.count = m.count;
@@ -121,17 +103,17 @@ struct leave_one_out_functor {
   device_group_layout groups;
   T* loo_mean;
   T* loo_std;  // null: not wanted
-  bool unbiased;
+  std_estimator estimator;
 
   CASCADE_RL_HD void operator()(std::size_t g) const {
     const std::size_t first = groups.begin(g);
     const std::size_t last = groups.end(g);
-    const group_moments m = sequential_moments(
-        rewards, first, last, static_cast<int>(mean_accumulation::double_precision));
+    const group_moments m =
+        sequential_moments(rewards, first, last, mean_accumulation::double_precision);
     for (std::size_t i = first; i < last; ++i) {
-      const leave_one_out_value<T> v = leave_one_out_of(rewards[i], m, unbiased);
-      loo_mean[i] = v.mean;
-      if (loo_std != nullptr) loo_std[i] = v.std;
+      const terms::leave_one_out_value v = terms::leave_one_out_of(rewards[i], m, estimator);
+      loo_mean[i] = static_cast<T>(v.mean);
+      if (loo_std != nullptr) loo_std[i] = static_cast<T>(v.std);
     }
   }
 };
@@ -355,8 +337,7 @@ void leave_one_out_statistics(ExecPolicy&& exec, const T* rewards, const device_
                               T* loo_mean, T* loo_std, const leave_one_out_options& options = {}) {
   detail::for_each_index(exec, groups.groups,
                          detail::leave_one_out_functor<T>{
-                             rewards, groups, loo_mean, loo_std,
-                             options.estimator == std_estimator::unbiased});
+                             rewards, groups, loo_mean, loo_std, options.estimator});
 }
 
 // ---- token losses -----------------------------------------------------------------------

@@ -121,7 +121,7 @@ struct whiten_block_functor {
   device_token_layout layout;
   const T* values;
   double* scratch;  // block sums, then the mean and the inverse scale
-  int accumulation;
+  mean_accumulation accumulation;
   CASCADE_RL_HD void operator()(std::size_t b) const {
     const std::size_t first = b * cascade_rl::detail::reduce_block_size;
     const std::size_t last = min_of(first + cascade_rl::detail::reduce_block_size, layout.tokens);
@@ -130,7 +130,7 @@ struct whiten_block_functor {
     scratch[b] = cascade_rl::detail::canonical_block_sum(first, last, [&](std::size_t t) {
       if (!layout.valid(t)) return 0.0;
       if constexpr (Squares) {
-        const double d = deviation(values[t], scratch[blocks], accumulation);
+        const double d = terms::deviation(values[t], scratch[blocks], accumulation);
         return d * d;
       } else {
         return static_cast<double>(values[t]);
@@ -146,14 +146,14 @@ struct whiten_total_functor {
   double* scratch;
   std::size_t blocks;
   unsigned long long count;
-  whitening_params p;
+  whitening_options p;
   CASCADE_RL_HD void operator()(std::size_t) const {
     double total = 0.0;
     for (std::size_t b = 0; b < blocks; ++b) total += scratch[b];
     if constexpr (Squares)
-      scratch[blocks + 1] = whitening_inv_scale(total, count, p);
+      scratch[blocks + 1] = terms::whitening_inv_scale(total, count, p.estimator, p.epsilon);
     else
-      scratch[blocks] = whitening_mean(total, count, p);
+      scratch[blocks] = terms::whitening_mean(total, count, p.accumulation);
   }
 };
 
@@ -163,9 +163,10 @@ struct whiten_apply_functor {
   const T* values;
   T* out;
   const double* state;  // mean, inverse scale
-  whitening_params p;
+  whitening_options p;
   CASCADE_RL_HD void operator()(std::size_t t) const {
-    out[t] = layout.valid(t) ? whitened(values[t], state[0], state[1], p) : T(0);
+    out[t] = layout.valid(t) ? terms::whitened(values[t], state[0], state[1], p.accumulation, p.shift_mean)
+                             : T(0);
   }
 };
 
@@ -192,7 +193,7 @@ void whiten(ExecPolicy&& exec, const T* values, const device_token_layout& layou
   if (options.estimator == std_estimator::unbiased && count < 2)
     cascade_rl::detail::fail("tokens",
                              "has 1 valid token, but whitening with the unbiased variance needs at least 2");
-  const whitening_params p = to_params(options);
+  const whitening_options& p = options;
   const std::size_t blocks =
       (n + cascade_rl::detail::reduce_block_size - 1) / cascade_rl::detail::reduce_block_size;
   for_each_index(exec, blocks, whiten_block_functor<T, false>{layout, values, scratch, p.accumulation});

@@ -124,21 +124,21 @@ whiten_sum_kernel(device_token_layout layout, const T* values, count_sum* __rest
 
 template <int = 0>
 __global__ void __launch_bounds__(32)
-whiten_mean_kernel(const count_sum* __restrict__ partials, std::size_t blocks, whitening_params p,
+whiten_mean_kernel(const count_sum* __restrict__ partials, std::size_t blocks, whitening_options p,
                    whitening_state* state, device_report* report) {
   if (threadIdx.x != 0) return;
   count_sum acc;
   for (std::size_t b = 0; b < blocks; ++b) acc = add_count_sum{}(acc, partials[b]);
   state->count = acc.count;
-  state->mean = acc.count > 0 ? whitening_mean(acc.sum, acc.count, p) : 0.0;
+  state->mean = acc.count > 0 ? terms::whitening_mean(acc.sum, acc.count, p.accumulation) : 0.0;
   state->inv_scale = 0.0;
-  if (p.unbiased && acc.count == 1) report->first_refused = 1;
+  if (p.estimator == std_estimator::unbiased && acc.count == 1) report->first_refused = 1;
 }
 
 template <class T>
 __global__ void __launch_bounds__(token_threads)
 whiten_squares_kernel(device_token_layout layout, const T* values, const whitening_state* state,
-                      int accumulation, double* __restrict__ partials) {
+                      mean_accumulation accumulation, double* __restrict__ partials) {
   const double mean = state->mean;
   const std::size_t block = static_cast<std::size_t>(blockIdx.x) * token_warps + threadIdx.x / 32;
   const std::size_t first = block * canonical_block;
@@ -146,7 +146,7 @@ whiten_squares_kernel(device_token_layout layout, const T* values, const whiteni
   double acc = 0;
   for (std::size_t t = first + threadIdx.x % 32; t < last; t += 32) {
     if (!layout.valid(t)) continue;
-    const double d = deviation(values[t], mean, accumulation);
+    const double d = terms::deviation(values[t], mean, accumulation);
     acc += product_rn(d, d);
   }
   acc = team_reduce<32>(acc, add_op{});
@@ -155,22 +155,24 @@ whiten_squares_kernel(device_token_layout layout, const T* values, const whiteni
 
 template <int = 0>
 __global__ void __launch_bounds__(32)
-whiten_scale_kernel(const double* __restrict__ partials, std::size_t blocks, whitening_params p,
+whiten_scale_kernel(const double* __restrict__ partials, std::size_t blocks, whitening_options p,
                     whitening_state* state) {
   if (threadIdx.x != 0) return;
   double acc = 0;
   for (std::size_t b = 0; b < blocks; ++b) acc += partials[b];
-  if (state->count > 0) state->inv_scale = whitening_inv_scale(acc, state->count, p);
+  if (state->count > 0) state->inv_scale = terms::whitening_inv_scale(acc, state->count, p.estimator, p.epsilon);
 }
 
 // values and out may be the same array (each thread reads its token before writing it).
 template <class T>
 __global__ void __launch_bounds__(256)
 whiten_apply_kernel(device_token_layout layout, const T* values, T* out,
-                    const whitening_state* state, whitening_params p) {
+                    const whitening_state* state, whitening_options p) {
   const std::size_t t = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= layout.tokens) return;
-  out[t] = layout.valid(t) ? whitened(values[t], state->mean, state->inv_scale, p) : T(0);
+  out[t] = layout.valid(t) ? terms::whitened(values[t], state->mean, state->inv_scale, p.accumulation,
+                                             p.shift_mean)
+                           : T(0);
 }
 
 // The temporary storage of a whitening, carved after the report.
@@ -192,7 +194,7 @@ inline whitening_temp carve_whitening(temp_carver& carve, std::size_t tokens) {
 // nonfinite_slot: where to report NaN or infinite values (null: not checked).
 template <class T>
 cudaError_t launch_whitening(const device_token_layout& layout, const T* values, T* out,
-                             const whitening_params& p, const whitening_temp& w,
+                             const whitening_options& p, const whitening_temp& w,
                              device_report* report, unsigned long long* nonfinite_slot,
                              cudaStream_t stream) {
   const std::size_t blocks = (layout.tokens + canonical_block - 1) / canonical_block;
@@ -243,7 +245,7 @@ cudaError_t masked_whiten(void* d_temp_storage, std::size_t& temp_storage_bytes,
   if (const detail::call_start start = detail::begin_call(d_temp_storage, temp_storage_bytes, carve, report, stream);
       !start.proceed)
     return start.status;
-  return detail::launch_whitening(layout, d_values, d_whitened, detail::to_params(options), w,
+  return detail::launch_whitening(layout, d_values, d_whitened, options, w,
                                   report, &report->first_nonfinite[0], stream);
 }
 
@@ -279,7 +281,7 @@ cudaError_t reinforce_plus_plus_advantages(void* d_temp_storage, std::size_t& te
   CASCADE_RL_CUDA_TRY(detail::launch_returns(d_token_rewards, layout, d_advantages, options.gamma,
                                              report, stream));
   return detail::launch_whitening<T>(layout, d_advantages, d_advantages,
-                                     detail::to_params(options.whitening), w, report, nullptr, stream);
+                                     options.whitening, w, report, nullptr, stream);
 }
 
 // score_i - mean_g(score) on every valid token of sequence i, whitened over the batch.
@@ -308,7 +310,7 @@ cudaError_t reinforce_plus_plus_baseline_advantages(
                                        d_advantages, report));
   }
   return detail::launch_whitening<T>(layout, d_advantages, d_advantages,
-                                     detail::to_params(options.whitening), w, report, nullptr, stream);
+                                     options.whitening, w, report, nullptr, stream);
 }
 
 namespace detail {

@@ -1,0 +1,133 @@
+#pragma once
+// The per-group formulas of the group-based estimators (group statistics, GRPO, RLOO,
+// REINFORCE++-baseline, leave-one-out statistics) and of the batch whitening: means under
+// each accumulation convention, deviations, the variance divisor, a group's sequential
+// moments, the std, GRPO's divisor and the leave-one-out downdate. The host algorithms,
+// the Thrust portable path and the CUDA kernels all call these.
+//
+// Numerical trap: every product that feeds a sum is rounded alone
+// (math::product_unfused), so that neither -march with FMA on the host nor nvcc's
+// contraction on the device changes the bits.
+
+#include <cstddef>
+
+#include "cascade_rl/algorithms/advantage_options.hpp"
+#include "cascade_rl/core/elementary_functions.hpp"
+#include "cascade_rl/core/host_device.hpp"
+
+namespace cascade_rl::terms {
+
+CASCADE_RL_HD inline bool in_float32(mean_accumulation accumulation) {
+  return accumulation != mean_accumulation::double_precision;
+}
+
+// x - mean under the chosen accumulation: in float32 the subtraction itself rounds in
+// float32, as a float32 tensor op does.
+template <class T>
+CASCADE_RL_HD inline double deviation(T value, double mean, mean_accumulation accumulation) {
+  if (in_float32(accumulation))
+    return static_cast<double>(static_cast<float>(value) - static_cast<float>(mean));
+  return static_cast<double>(value) - mean;
+}
+
+// The mean of n values from their double sum (in index order) or, under
+// float32_sequential, their float sum in index order.
+CASCADE_RL_HD inline double mean_from_sums(double sum, float float_sum, std::size_t n,
+                                           mean_accumulation accumulation) {
+  if (accumulation == mean_accumulation::float32_sequential)
+    return static_cast<double>(float_sum / static_cast<float>(n));
+  if (accumulation == mean_accumulation::float32_rounded_sum)
+    return static_cast<double>(static_cast<float>(sum) / static_cast<float>(n));
+  return sum / static_cast<double>(n);
+}
+
+CASCADE_RL_HD inline double variance_divisor(std::size_t n, std_estimator estimator) {
+  return estimator == std_estimator::unbiased ? static_cast<double>(n) - 1.0
+                                              : static_cast<double>(n);
+}
+
+// A group's moments: m2 = sum of squared deviations. zero_variance is decided on the
+// data (max == min), not on a computed std: a constant group can have a non-zero
+// computed std (double inputs, float32 means), and a tiny real spread must not be
+// mistaken for none. nonfinite: the group holds a NaN or infinite value (the other
+// fields are then 0).
+struct group_moments {
+  double mean = 0.0;
+  double m2 = 0.0;
+  double min = 0.0;
+  double max = 0.0;
+  std::size_t count = 0;
+  bool zero_variance = false;
+  bool nonfinite = false;
+};
+
+// The moments of values[first, last), non-empty and finite, in index order: min, max
+// and the double sum in one pass, the float32 sum when asked, then the squares.
+template <class T>
+CASCADE_RL_HD group_moments group_moments_of(const T* values, std::size_t first, std::size_t last,
+                                             mean_accumulation accumulation) {
+  group_moments m;
+  m.count = last - first;
+  m.min = m.max = static_cast<double>(values[first]);
+  double sum = m.min;
+  for (std::size_t i = first + 1; i < last; ++i) {
+    const double v = static_cast<double>(values[i]);
+    m.min = v < m.min ? v : m.min;
+    m.max = m.max < v ? v : m.max;
+    sum += v;
+  }
+  m.zero_variance = m.min == m.max;
+  if (m.zero_variance) {
+    m.mean = m.min;
+    return m;
+  }
+  float float_sum = 0.0f;
+  if (accumulation == mean_accumulation::float32_sequential)
+    for (std::size_t i = first; i < last; ++i) float_sum += static_cast<float>(values[i]);
+  m.mean = mean_from_sums(sum, float_sum, m.count, accumulation);
+  for (std::size_t i = first; i < last; ++i) {
+    const double d = deviation(values[i], m.mean, accumulation);
+    m.m2 += math::product_unfused(d, d);
+  }
+  return m;
+}
+
+// The std from the moments; 0 for a group of one (whatever the estimator) and for a
+// zero-variance group.
+CASCADE_RL_HD inline double group_std(const group_moments& m, std_estimator estimator) {
+  if (m.zero_variance || m.count < 2) return 0.0;
+  return math::sqrt(m.m2 / variance_divisor(m.count, estimator));
+}
+
+// GRPO's divisor for a std, with epsilon where the options put it: std + eps (veRL,
+// TRL) or sqrt(std^2 + eps).
+CASCADE_RL_HD inline double grpo_divisor(double std, double epsilon, epsilon_placement at) {
+  return at == epsilon_placement::added_to_std ? std + epsilon
+                                               : math::sqrt(math::product_unfused(std, std) + epsilon);
+}
+
+// leave_one_out_statistics for value r of a group with moments m (double-precision
+// mean): the mean and std of the group's other values, by downdating the group's
+// moments. A zero-variance group gives r and 0.
+struct leave_one_out_value {
+  double mean = 0;
+  double std = 0;
+};
+
+template <class T>
+CASCADE_RL_HD leave_one_out_value leave_one_out_of(T r, const group_moments& m,
+                                                   std_estimator estimator) {
+  if (m.zero_variance) return {static_cast<double>(r), 0.0};
+  const double n = static_cast<double>(m.count);
+  const double d = static_cast<double>(r) - m.mean;
+  leave_one_out_value out;
+  out.mean = m.mean - d / (n - 1.0);
+  const std::size_t others = m.count - 1;
+  if (others < 2) return out;
+  const double removed = d * d * n / (n - 1.0);
+  const double others_m2 = m.m2 - removed > 0.0 ? m.m2 - removed : 0.0;  // max(0, .)
+  out.std = math::sqrt(others_m2 / variance_divisor(others, estimator));
+  return out;
+}
+
+}  // namespace cascade_rl::terms
