@@ -17,6 +17,7 @@
 [[gnu::noinline]] double __dmul_rn(double a, double b) { return a * b; }
 [[gnu::noinline]] float __fmul_rn(float a, float b) { return a * b; }
 [[gnu::noinline]] double __ddiv_rn(double a, double b) { return a / b; }
+[[gnu::noinline]] double __dsqrt_rn(double x) { return __builtin_sqrt(x); }
 long long __double_as_longlong(double x) { return __builtin_bit_cast(long long, x); }
 double __longlong_as_double(long long x) { return __builtin_bit_cast(double, x); }
 unsigned __float_as_uint(float x) { return __builtin_bit_cast(unsigned, x); }

@@ -1,10 +1,11 @@
 #pragma once
-// The per-group and per-row formulas of the host core (group moments and advantages,
-// whitening, the online log-sum-exp), callable from device code and from the portable
-// Thrust path. Each mirrors a host function named in its comment; they are next to move
-// into include/cascade_rl/terms/ as the token losses' terms did (issue 16). The options
-// structs of the host core are turned into the plain parameter structs below on the host
-// (they hold std::optional), and travel to kernels by value.
+// What the kernels and the portable Thrust path still hold of their own: the per-group
+// dispatch (which estimator applies which of the terms/group_moments.hpp formulas, as
+// the host algorithms' group loops decide it), distillation's token difference, and the
+// device's online log-sum-exp (float, __expf: not yet the host's 16-lane form, so
+// log-probs agree within float tolerance, not bit for bit). Every per-token and
+// per-group formula itself is in include/cascade_rl/terms/, called from here and from
+// the host alike.
 
 #include <cuda/std/cmath>
 #include <cuda/std/limits>
@@ -23,10 +24,6 @@
 
 namespace cascade_rl::cuda::detail {
 
-template <class T>
-CASCADE_RL_HD constexpr T clamp(T x, T lo, T hi) {
-  return x < lo ? lo : (hi < x ? hi : x);
-}
 template <class T>
 CASCADE_RL_HD constexpr T min_of(T a, T b) { return b < a ? b : a; }
 template <class T>
