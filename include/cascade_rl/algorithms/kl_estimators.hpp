@@ -6,12 +6,14 @@
 #include <cmath>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"
@@ -49,6 +51,25 @@ inline void validate_kl_options(const kl_options& options, std::string_view pref
          "is " + std::to_string(options.output_clamp) + ", expected > 0");
 }
 
+// Calls f with the options' estimator as a branch-free term (logp, ref) -> token_loss,
+// so that each estimator's loop is compiled, and vectorised, on its own (terms::kl_token
+// decides per token). The same functions: the same bits either way.
+template <class F>
+decltype(auto) with_kl_term(const kl_options& options, F&& f) {
+  switch (options.estimator) {
+    case kl_estimator::k1:
+      return f([](double logp, double ref) { return terms::k1_token(logp, ref); });
+    case kl_estimator::abs:
+      return f([](double logp, double ref) { return terms::abs_token(logp, ref); });
+    case kl_estimator::k2:
+      return f([](double logp, double ref) { return terms::k2_token(logp, ref); });
+    case kl_estimator::k3: break;
+  }
+  return f([in = options.input_clamp, out = options.output_clamp](double logp, double ref) {
+    return terms::k3_token(logp, ref, in, out);
+  });
+}
+
 template <class Policy, std::floating_point T>
 void validate_kl_inputs(const Policy& policy, const token_layout& layout,
                         std::span<const T> log_probs, std::span<const T> ref_log_probs) {
@@ -83,17 +104,35 @@ double kl_penalty(const Policy& policy, const token_layout& layout, std::span<co
   if (log_probs.size() == n && ref_log_probs.size() == n && values_out.size() == n &&
       grad_out.size() == n) {
     // One pass: the finiteness checks ride along the sum (blocked_sum's arithmetic).
-    const auto total = detail::chunked_blocked_sum(
-        policy, n, 0u,
-        [&](unsigned& nonfinite, std::size_t first, std::size_t last, double* out) {
-          for (std::size_t t = first; t < last; ++t, ++out) {
-            nonfinite |= static_cast<unsigned>(layout.valid(t) &
-                                               (detail::nonfinite_at(log_probs, t) |
-                                                detail::nonfinite_at(ref_log_probs, t)));
-            *out = term(t);
-          }
-        },
-        [](unsigned& total_nonfinite, unsigned part) { total_nonfinite |= part; });
+    // Every token is computed and the mask blended in (0 on masked tokens), so that
+    // the loop has no control flow.
+    const std::span<const std::uint8_t> mask = layout.mask();
+    const auto total = detail::with_kl_term(options, [&](const auto kl) {
+      return detail::chunked_blocked_sum(
+          policy, n, 0u,
+          [&](unsigned& nonfinite, std::size_t first, std::size_t last, double* out) {
+            // Locals the compiler keeps in registers (a span read through the capture
+            // is reloaded after every store, and that load does not vectorise).
+            unsigned bad = 0;
+            const std::uint8_t* const mask_data = mask.data();
+            const bool masked = !mask.empty();
+            for (std::size_t t = first; t < last; ++t, ++out) {
+              const std::uint64_t valid =
+                  masked ? math::detail::mask_of(mask_data[t] != 0) : ~std::uint64_t{0};
+              bad |= static_cast<unsigned>(valid & 1) &
+                     static_cast<unsigned>(detail::nonfinite_at(log_probs, t) |
+                                           detail::nonfinite_at(ref_log_probs, t));
+              const detail::token_loss k =
+                  kl(static_cast<double>(log_probs[t]), static_cast<double>(ref_log_probs[t]));
+              const double value = math::detail::blend(valid, k.value, 0.0);
+              values_out[t] = static_cast<T>(value);
+              grad_out[t] = static_cast<T>(math::detail::blend(valid, k.grad, 0.0));
+              *out = value;
+            }
+            nonfinite |= bad;
+          },
+          [](unsigned& total_nonfinite, unsigned part) { total_nonfinite |= part; });
+    });
     if (total.state == 0) return total.sums[0];
     // A bad input: the checks below name it as they always have.
   }
@@ -121,12 +160,18 @@ double kl_loss(const Policy& policy, const token_layout& layout, std::span<const
   T weight{};
   if (log_probs.size() == n && ref_log_probs.size() == n && grad_out.size() == n &&
       detail::uniform_aggregation_weight(normalizer, options.aggregation, weight)) {
-    const auto fused = detail::fused_token_losses<detail::no_metrics>(
-        policy, layout, grad_out, weight,
-        [&](std::size_t t) {
-          return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(ref_log_probs, t);
-        },
-        token);
+    const auto fused = detail::with_kl_term(options.kl, [&](const auto kl) {
+      return detail::fused_token_losses<detail::no_metrics>(
+          policy, layout, grad_out, weight,
+          [&](std::size_t t) {
+            return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(ref_log_probs, t);
+          },
+          [&](std::size_t t, detail::no_metrics&) {
+            const detail::token_loss k =
+                kl(static_cast<double>(log_probs[t]), static_cast<double>(ref_log_probs[t]));
+            return detail::token_loss{coefficient * k.value, coefficient * k.grad};
+          });
+    });
     if (!fused.nonfinite) return fused.total.loss;
     // A bad input: the checks below name it as they always have.
   }

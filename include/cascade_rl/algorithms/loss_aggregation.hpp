@@ -32,11 +32,13 @@
 #include <string_view>
 
 #include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
 #include "cascade_rl/terms/aggregation_weight.hpp"
+#include "cascade_rl/terms/policy_loss_metrics.hpp"
 #include "cascade_rl/terms/token_loss.hpp"
 
 namespace cascade_rl {
@@ -166,9 +168,10 @@ inline constexpr std::size_t loss_channels =
 // Writes a token's channel terms (its weighted loss, and approx_kl) into a chunk of
 // chunked_blocked_sum; masked tokens write 0.0 into every channel.
 template <std::size_t Channels, class L>
-void write_channels(double* out, std::size_t i, double weighted_value, const L& l) {
+void write_channels(double* out, std::size_t i, double weighted_value, const L& l,
+                    std::uint64_t valid = ~std::uint64_t{0}) {
   out[i] = weighted_value;
-  if constexpr (Channels == 2) out[sum_chunk + i] = l.approx_kl;
+  if constexpr (Channels == 2) out[sum_chunk + i] = math::detail::blend(valid, l.approx_kl, 0.0);
 }
 template <std::size_t Channels>
 void write_masked(double* out, std::size_t i) {
@@ -184,6 +187,16 @@ void add_channel_sums(Metrics& metrics, const std::array<double, Channels>& sums
 struct no_metrics {
   no_metrics& operator+=(const no_metrics&) { return *this; }
 };
+
+// metrics += part where the mask is set, without a branch: how the fused masked loop
+// drops a masked token's counts. (The host terms count only integers into their
+// metrics; approx_kl rides in a sum channel.)
+inline void add_where(std::uint64_t, no_metrics&, const no_metrics&) {}
+inline void add_where(std::uint64_t mask, policy_loss_metrics& metrics,
+                      const policy_loss_metrics& part) {
+  policy_loss_metrics::for_each_count(
+      metrics, part, [mask](std::size_t& mine, const std::size_t& theirs) { mine += theirs & mask; });
+}
 
 template <class Metrics>
 struct aggregated {
@@ -288,16 +301,17 @@ checked_aggregate<Metrics> fused_token_losses(const Policy& policy, const token_
         grad_out[t] = static_cast<T>(c * l.grad);
       }
     } else {
+      // Every token is computed (a masked one from whatever its inputs hold) and the mask
+      // blended in, so that this loop has no control flow either.
       for (std::size_t t = first; t < last; ++t) {
-        if (mask[t] == 0) {
-          grad_out[t] = T(0);
-          write_masked<channels>(out, t - first);
-          continue;
-        }
-        bad |= static_cast<unsigned>(nonfinite(t));
-        const auto l = term(t, metrics);
-        write_channels<channels>(out, t - first, c * l.value, l);
-        grad_out[t] = static_cast<T>(c * l.grad);
+        const std::uint64_t valid = math::detail::mask_of(mask[t] != 0);
+        bad |= static_cast<unsigned>(nonfinite(t)) & static_cast<unsigned>(valid & 1);
+        Metrics token_metrics{};
+        const auto l = term(t, token_metrics);
+        add_where(valid, metrics, token_metrics);
+        write_channels<channels>(out, t - first, math::detail::blend(valid, c * l.value, 0.0),
+                                 l, valid);
+        grad_out[t] = static_cast<T>(math::detail::blend(valid, c * l.grad, 0.0));
       }
     }
     state.metrics = metrics;

@@ -104,33 +104,6 @@ inline terms::ppo_clip_params ppo_params_of(const ppo_clip_options& options) {
           options.log_ratio_clamp};
 }
 
-// One token of PPO's clipped surrogate, its clip counted into the metrics. The token's
-// -log_ratio rides along as approx_kl (the drivers sum it in the canonical order into
-// metrics.approx_kl_sum).
-inline token_loss_with_kl ppo_token(double logp, double old_logp, double advantage,
-                                    const terms::ppo_clip_params& params,
-                                    policy_loss_metrics& metrics) {
-  const terms::ppo_clip_token_result r = terms::ppo_clip_token(logp, old_logp, advantage, params);
-  metrics.clipped += r.clipped;
-  metrics.dual_clipped += r.dual_clipped;
-  return r;
-}
-
-// Token t's importance weight exp(target_logp - behaviour_logp) under the options
-// (weight 1 when they ask for no correction), counted into the metrics.
-template <std::floating_point T>
-importance_weight counted_importance_weight(const importance_options& options,
-                                            double target_logp,
-                                            std::span<const T> behaviour_log_probs,
-                                            std::size_t t, policy_loss_metrics& metrics) {
-  if (options.mode == importance_sampling::none) return {};
-  const importance_weight w =
-      importance_weight_of(target_logp - static_cast<double>(behaviour_log_probs[t]), options);
-  metrics.importance_truncated += w.truncated;
-  metrics.importance_masked += w.masked;
-  return w;
-}
-
 // The checks shared by every policy loss after its own inputs', then grad_out filled
 // with the aggregation weights that reduce_token_losses scales.
 template <class Policy, std::floating_point T>
@@ -175,26 +148,28 @@ policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layo
                                   const loss_normalizer& normalizer,
                                   const reinforce_options& options = {}) {
   detail::validate_importance(options.importance, "options.importance");
-  // The token's loss before any importance weight, free of branches so that the fused
-  // loss loop vectorises when no correction is asked for (x * 1.0 == x: the value is
-  // exactly -A_t under the ratio surrogate).
+  // The token's loss and its importance-weighted form, each free of branches so that
+  // the fused loss loop vectorises; `token` picks one (the checked path's term).
   const bool log_prob_surrogate = options.surrogate == reinforce_surrogate::log_prob;
+  const bool corrected = options.importance.mode != importance_sampling::none;
   const auto unweighted_token = [&](std::size_t t, policy_loss_metrics& m) {
     ++m.valid_tokens;
     return terms::reinforce_token(static_cast<double>(log_probs[t]),
                                   static_cast<double>(advantages[t]), log_prob_surrogate);
   };
+  const auto weighted_token = [&](std::size_t t, policy_loss_metrics& m) {
+    return terms::importance_weighted(
+        unweighted_token(t, m),
+        static_cast<double>(log_probs[t]) - static_cast<double>(behaviour_log_probs[t]),
+        options.importance, m);
+  };
   const auto token = [&](std::size_t t, policy_loss_metrics& m) {
-    const detail::token_loss l = unweighted_token(t, m);
-    return terms::weighted(l, detail::counted_importance_weight(
-                                   options.importance, static_cast<double>(log_probs[t]),
-                                   behaviour_log_probs, t, m));
+    return corrected ? weighted_token(t, m) : unweighted_token(t, m);
   };
   T weight{};
   if (detail::fused_loss_applies(layout, {log_probs.size(), advantages.size()},
                                  behaviour_log_probs, grad_out, normalizer, options.aggregation,
                                  options.importance, weight)) {
-    const bool corrected = options.importance.mode != importance_sampling::none;
     const auto nonfinite = [&](std::size_t t) {
       return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(advantages, t);
     };
@@ -205,7 +180,7 @@ policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layo
                   [&](std::size_t t) {
                     return nonfinite(t) | detail::nonfinite_at(behaviour_log_probs, t);
                   },
-                  token)
+                  weighted_token)
             : detail::fused_token_losses<policy_loss_metrics>(policy, layout, grad_out, weight,
                                                               nonfinite, unweighted_token);
     if (!fused.nonfinite) return {fused.total.loss, fused.total.metrics};
@@ -241,14 +216,27 @@ policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layou
                                  const ppo_clip_options& options = {}) {
   detail::validate_ppo_options(options);
   const terms::ppo_clip_params params = detail::ppo_params_of(options);
-  const auto token = [&](std::size_t t, policy_loss_metrics& m) {
+  // The token's loss and its importance-weighted form, each free of branches so that
+  // the fused loss loop vectorises; `token` picks one (the checked path's term).
+  const bool corrected = options.importance.mode != importance_sampling::none;
+  const auto unweighted_token = [&](std::size_t t, policy_loss_metrics& m) {
     ++m.valid_tokens;
-    const double old_logp = static_cast<double>(old_log_probs[t]);
-    const auto l = detail::ppo_token(
-        static_cast<double>(log_probs[t]), old_logp, static_cast<double>(advantages[t]),
-        params, m);
-    return terms::weighted(l, detail::counted_importance_weight(
-                                   options.importance, old_logp, behaviour_log_probs, t, m));
+    const terms::ppo_clip_token_result r =
+        terms::ppo_clip_token(static_cast<double>(log_probs[t]),
+                              static_cast<double>(old_log_probs[t]),
+                              static_cast<double>(advantages[t]), params);
+    terms::count_clips(r, m);
+    // approx_kl rides along to the drivers' canonical sum (metrics.approx_kl_sum).
+    return detail::token_loss_with_kl(r);
+  };
+  const auto weighted_token = [&](std::size_t t, policy_loss_metrics& m) {
+    return terms::importance_weighted(
+        unweighted_token(t, m),
+        static_cast<double>(old_log_probs[t]) - static_cast<double>(behaviour_log_probs[t]),
+        options.importance, m);
+  };
+  const auto token = [&](std::size_t t, policy_loss_metrics& m) {
+    return corrected ? weighted_token(t, m) : unweighted_token(t, m);
   };
   // approx_kl must reach the drivers' canonical sum (a token_loss would slice it off).
   static_assert(detail::carries_approx_kl<decltype(token(std::size_t{}, std::declval<policy_loss_metrics&>()))>);
@@ -256,15 +244,20 @@ policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layou
   if (detail::fused_loss_applies(layout, {log_probs.size(), old_log_probs.size(), advantages.size()},
                                  behaviour_log_probs, grad_out, normalizer, options.aggregation,
                                  options.importance, weight)) {
-    const bool corrected = options.importance.mode != importance_sampling::none;
-    const auto fused = detail::fused_token_losses<policy_loss_metrics>(
-        policy, layout, grad_out, weight,
-        [&](std::size_t t) {
-          return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
-                 detail::nonfinite_at(advantages, t) |
-                 (corrected && detail::nonfinite_at(behaviour_log_probs, t));
-        },
-        token);
+    const auto nonfinite = [&](std::size_t t) {
+      return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
+             detail::nonfinite_at(advantages, t);
+    };
+    const auto fused =
+        corrected
+            ? detail::fused_token_losses<policy_loss_metrics>(
+                  policy, layout, grad_out, weight,
+                  [&](std::size_t t) {
+                    return nonfinite(t) | detail::nonfinite_at(behaviour_log_probs, t);
+                  },
+                  weighted_token)
+            : detail::fused_token_losses<policy_loss_metrics>(policy, layout, grad_out, weight,
+                                                              nonfinite, unweighted_token);
     if (!fused.nonfinite) return {fused.total.loss, fused.total.metrics};
     // A bad input: the checks below name it as they always have.
   }

@@ -144,14 +144,39 @@ CASCADE_RL_HD inline double quotient(double a, double b) {
 #endif
 }
 
-// c ? a : b. On the host through a mask: the ?: is between constants (if-converted
-// under -ftrapping-math), the blend is integer work.
+// All ones where c holds, else zero: a condition as a bit mask. Masks combine with
+// & and | (integer work) where combined bools would not: GCC 12 turns `c1 | c2`, a
+// select nested in another's arm, or std::min/max back into control flow, and a loop
+// with control flow does not vectorise. On the host the ?: is between constants, which
+// GCC if-converts even under -ftrapping-math.
+CASCADE_RL_HD inline std::uint64_t mask_of(bool c) {
+#if defined(__CUDA_ARCH__)
+  return c ? ~std::uint64_t{0} : 0;
+#else
+  return bits_of(c ? double_from(~std::uint64_t{0}) : 0.0);
+#endif
+}
+
+// The mask of a condition on parameters, the same for every value a loop computes (a
+// mode, an option switched on). Integer work: GCC 12 threads a ?: on a loop-invariant
+// integer comparison into control flow, where mask_of's ?: suits the per-value
+// comparisons of vector lanes (on the baseline x86-64 target, an integer mask made from
+// a vector comparison does not vectorise).
+CASCADE_RL_HD inline std::uint64_t parameter_mask(bool c) {
+  return std::uint64_t{0} - static_cast<std::uint64_t>(c);
+}
+
+// a where the mask is set, b elsewhere.
+CASCADE_RL_HD inline double blend(std::uint64_t mask, double a, double b) {
+  return double_from((bits_of(a) & mask) | (bits_of(b) & ~mask));
+}
+
+// c ? a : b. On the host through a mask (blend of mask_of(c)).
 CASCADE_RL_HD inline double select(bool c, double a, double b) {
 #if defined(__CUDA_ARCH__)
   return c ? a : b;
 #else
-  const std::uint64_t m = bits_of(c ? double_from(~std::uint64_t{0}) : 0.0);
-  return double_from((bits_of(a) & m) | (bits_of(b) & ~m));
+  return blend(mask_of(c), a, b);
 #endif
 }
 

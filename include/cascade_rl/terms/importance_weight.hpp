@@ -6,8 +6,11 @@
 // r_t overflows to +inf for a large log-ratio; min(., cap) and the band test handle
 // +inf, so no clamp is needed. exp is math::exp: the same bits on every executor.
 
+#include <cstdint>
+
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/host_device.hpp"
+#include "cascade_rl/terms/policy_loss_metrics.hpp"
 
 namespace cascade_rl {
 
@@ -32,21 +35,32 @@ struct importance_weight {
   bool masked = false;
 };
 
-// w_t from log r_t = target_logp - behaviour_logp.
+// w_t from log r_t = target_logp - behaviour_logp. Free of branches (masks and blends,
+// see math::detail::mask_of) so that a host loop of it vectorises.
 CASCADE_RL_HD inline importance_weight importance_weight_of(double log_ratio,
                                                             const importance_options& options) {
-  if (options.mode == importance_sampling::none) return {};
+  using math::detail::blend;
+  using math::detail::mask_of;
+  using math::detail::parameter_mask;
   const double r = math::exp(log_ratio);
-  if (options.mode == importance_sampling::truncated)
-    return r > options.cap ? importance_weight{options.cap, true, false}
-                           : importance_weight{r, false, false};
-  const bool inside = options.band_low <= r && r <= options.band_high;
-  return inside ? importance_weight{r, false, false} : importance_weight{0.0, false, true};
+  const std::uint64_t truncated =
+      parameter_mask(options.mode == importance_sampling::truncated) & mask_of(r > options.cap);
+  const std::uint64_t masked = parameter_mask(options.mode == importance_sampling::band_mask) &
+                               ~(mask_of(options.band_low <= r) & mask_of(r <= options.band_high));
+  const double weight = blend(truncated, options.cap, blend(masked, 0.0, r));
+  return {blend(parameter_mask(options.mode == importance_sampling::none), 1.0, weight),
+          (truncated & 1) != 0, (masked & 1) != 0};
 }
 
-// The loss scaled by an importance weight (any token loss type: extra fields kept).
+// The token loss (any token loss type: extra fields kept) scaled by the importance
+// weight of log r_t, the truncation or band drop counted into the metrics. For
+// importance_sampling::none the callers skip it (and do not read a behaviour log-prob).
 template <class L>
-CASCADE_RL_HD L weighted(L l, const importance_weight& w) {
+CASCADE_RL_HD L importance_weighted(L l, double log_ratio, const importance_options& options,
+                                    policy_loss_metrics& metrics) {
+  const importance_weight w = importance_weight_of(log_ratio, options);
+  metrics.importance_truncated += w.truncated;
+  metrics.importance_masked += w.masked;
   l.value = l.value * w.weight;
   l.grad = l.grad * w.weight;
   return l;

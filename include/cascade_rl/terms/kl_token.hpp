@@ -11,6 +11,8 @@
 // result to +-10; both clamps are options here, and the derivative is 0 wherever a
 // clamp is active.
 
+#include <cstdint>
+
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/host_device.hpp"
 #include "cascade_rl/terms/token_loss.hpp"
@@ -27,24 +29,49 @@ struct kl_options {
 
 namespace terms {
 
-CASCADE_RL_HD inline token_loss kl_token(double logp, double ref, const kl_options& options) {
+// One term per estimator, each free of branches (masks and blends, see
+// math::detail::mask_of) so that a host loop of one vectorises; kl_token dispatches on
+// the options for callers that take the estimator at run time.
+CASCADE_RL_HD inline token_loss k1_token(double logp, double ref) { return {logp - ref, 1.0}; }
+
+// d/dlogp = sign(logp - ref), 0 at 0 (torch's sign).
+CASCADE_RL_HD inline token_loss abs_token(double logp, double ref) {
+  using math::detail::blend;
+  using math::detail::mask_of;
   const double d = logp - ref;
+  return {math::abs(d), blend(mask_of(d > 0), 1.0, blend(mask_of(d < 0), -1.0, 0.0))};
+}
+
+CASCADE_RL_HD inline token_loss k2_token(double logp, double ref) {
+  const double d = logp - ref;
+  return {0.5 * d * d, d};
+}
+
+// Clamps go one bound after the other (the nested clamp's value: -bound < bound).
+CASCADE_RL_HD inline token_loss k3_token(double logp, double ref, double input_clamp,
+                                         double output_clamp) {
+  using math::detail::blend;
+  using math::detail::mask_of;
+  const double raw = ref - logp;
+  const std::uint64_t in_clamped = mask_of(raw > input_clamp) | mask_of(raw < -input_clamp);
+  double x = blend(mask_of(raw > input_clamp), input_clamp, raw);
+  x = blend(mask_of(x < -input_clamp), -input_clamp, x);
+  const double e = math::exp(x);
+  const double k = e - x - 1.0;
+  const std::uint64_t out_clamped = mask_of(k > output_clamp) | mask_of(k < -output_clamp);
+  double value = blend(mask_of(k > output_clamp), output_clamp, k);
+  value = blend(mask_of(value < -output_clamp), -output_clamp, value);
+  // dk/dlogp = (e - 1) * dx/dlogp = 1 - e, 0 wherever a clamp is active.
+  return {value, blend(in_clamped | out_clamped, 0.0, 1.0 - e)};
+}
+
+CASCADE_RL_HD inline token_loss kl_token(double logp, double ref, const kl_options& options) {
   switch (options.estimator) {
-    case kl_estimator::k1: return {d, 1.0};
-    case kl_estimator::abs: return {math::abs(d), d > 0 ? 1.0 : (d < 0 ? -1.0 : 0.0)};
-    case kl_estimator::k2: return {0.5 * d * d, d};
-    case kl_estimator::k3: {
-      double x = ref - logp;
-      const double in = options.input_clamp;
-      const bool in_clamped = x > in || x < -in;
-      x = x < -in ? -in : (x > in ? in : x);
-      const double e = math::exp(x);
-      const double k = e - x - 1.0;
-      const double out = options.output_clamp;
-      if (k > out || k < -out) return {k < -out ? -out : out, 0.0};
-      // dk/dlogp = (e - 1) * dx/dlogp = 1 - e
-      return {k, in_clamped ? 0.0 : 1.0 - e};
-    }
+    case kl_estimator::k1: return k1_token(logp, ref);
+    case kl_estimator::abs: return abs_token(logp, ref);
+    case kl_estimator::k2: return k2_token(logp, ref);
+    case kl_estimator::k3:
+      return k3_token(logp, ref, options.input_clamp, options.output_clamp);
   }
   return {};
 }

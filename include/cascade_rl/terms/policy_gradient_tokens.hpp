@@ -13,8 +13,11 @@
 //                    At an exact tie with the dual bound we keep the full gradient where
 //                    autograd would halve it (a measure-zero set).
 
+#include <cstdint>
+
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/host_device.hpp"
+#include "cascade_rl/terms/policy_loss_metrics.hpp"
 #include "cascade_rl/terms/token_loss.hpp"
 
 namespace cascade_rl::terms {
@@ -40,36 +43,49 @@ struct ppo_clip_token_result : token_loss_with_kl {
   bool dual_clipped = false;
 };
 
+// Free of branches: every choice is a bit mask (math::detail::mask_of, combined with
+// & and |) and a blend, so that a host loop of it vectorises (GCC 12 turns combined
+// bools and nested ?: into control flow). Clamps go one bound after the other; that
+// gives the nested clamp's value because the lower bound is below the upper one
+// (-bound < bound, low = 1 - clip_low < 1 <= high).
 CASCADE_RL_HD inline ppo_clip_token_result ppo_clip_token(double logp, double old_logp,
                                                           double advantage,
                                                           const ppo_clip_params& p) {
-  double log_ratio = logp - old_logp;
+  using math::detail::blend;
+  using math::detail::mask_of;
+  using math::detail::parameter_mask;
+  const double raw_log_ratio = logp - old_logp;
   const double bound = p.log_ratio_clamp;
-  const bool clamped = log_ratio > bound || log_ratio < -bound;
-  log_ratio = log_ratio < -bound ? -bound : (log_ratio > bound ? bound : log_ratio);
+  const std::uint64_t clamped = mask_of(raw_log_ratio > bound) | mask_of(raw_log_ratio < -bound);
+  double log_ratio = blend(mask_of(raw_log_ratio > bound), bound, raw_log_ratio);
+  log_ratio = blend(mask_of(log_ratio < -bound), -bound, log_ratio);
   const double ratio = math::exp(log_ratio);
   const double low = 1.0 - p.clip_low;
   const double high = 1.0 + p.clip_high;
+  double clipped_ratio = blend(mask_of(ratio < low), low, ratio);
+  clipped_ratio = blend(mask_of(clipped_ratio > high), high, clipped_ratio);
   const double l1 = -advantage * ratio;
-  const double l2 = -advantage * (ratio < low ? low : (ratio > high ? high : ratio));
+  const double l2 = -advantage * clipped_ratio;
+  const std::uint64_t clipped = mask_of(l2 > l1);
+  const double clipped_loss = blend(clipped, l2, l1);
+  // The dual clip bounds the loss of a negative advantage by -A c (c = 0: off).
+  const double l3 = -advantage * p.dual_clip;
+  const std::uint64_t dual_clipped =
+      parameter_mask(p.dual_clip > 0) & mask_of(advantage < 0) & mask_of(clipped_loss > l3);
   ppo_clip_token_result r;
-  r.value = l1;
-  r.grad = clamped ? 0.0 : -advantage * ratio;
+  r.value = blend(dual_clipped, l3, clipped_loss);
+  r.grad = blend(clamped | clipped | dual_clipped, 0.0, l1);
   r.approx_kl = -log_ratio;
-  if (l2 > l1) {
-    r.value = l2;
-    r.grad = 0.0;
-    r.clipped = true;
-  }
-  if (p.dual_clip > 0 && advantage < 0) {
-    const double l3 = -advantage * p.dual_clip;
-    if (r.value > l3) {
-      r.value = l3;
-      r.grad = 0.0;
-      r.dual_clipped = true;
-    }
-  }
+  r.clipped = (clipped & 1) != 0;
+  r.dual_clipped = (dual_clipped & 1) != 0;
   return r;
+}
+
+// The clips of a token counted into the metrics (veRL's pg_clipfrac and
+// pg_clipfrac_lower are their fractions).
+CASCADE_RL_HD inline void count_clips(const ppo_clip_token_result& r, policy_loss_metrics& metrics) {
+  metrics.clipped += r.clipped;
+  metrics.dual_clipped += r.dual_clipped;
 }
 
 }  // namespace cascade_rl::terms

@@ -58,15 +58,6 @@ CASCADE_RL_HD inline double aggregation_weight(loss_aggregation mode, const loss
   return static_cast<double>(static_cast<T>(terms::aggregation_weight(mode, n, sequence_valid)));
 }
 
-// Token t's importance weight, counted into the tally.
-CASCADE_RL_HD inline terms::importance_weight counted_importance_weight(
-    double log_ratio, const importance_options& options, loss_tally& tally) {
-  const terms::importance_weight w = terms::importance_weight_of(log_ratio, options);
-  tally.metrics.importance_truncated += w.truncated;
-  tally.metrics.importance_masked += w.masked;
-  return w;
-}
-
 // local_loss_counts of loss_aggregation.hpp: valid tokens, and sequences with at least
 // one valid token (integers: any order of addition gives the same counts).
 struct valid_counts {
@@ -101,8 +92,8 @@ struct reinforce_term {
     const terms::token_loss l =
         terms::reinforce_token(logp, static_cast<double>(advantages[t]), log_prob_surrogate);
     if (importance.mode == importance_sampling::none) return l;
-    return terms::weighted(l, counted_importance_weight(logp - static_cast<double>(behaviour[t]),
-                                                        importance, tally));
+    return terms::importance_weighted(l, logp - static_cast<double>(behaviour[t]), importance,
+                                      tally.metrics);
   }
   CASCADE_RL_HD void on_masked(std::size_t) const {}
   // The arguments first_nonfinite numbers, by the names the host core gives them.
@@ -131,12 +122,11 @@ struct ppo_term {
     const terms::ppo_clip_token_result r = terms::ppo_clip_token(
         static_cast<double>(log_probs[t]), old_logp, static_cast<double>(advantages[t]), params);
     tally.metrics.approx_kl_sum += r.approx_kl;
-    tally.metrics.clipped += r.clipped;
-    tally.metrics.dual_clipped += r.dual_clipped;
+    terms::count_clips(r, tally.metrics);
     const terms::token_loss l{r.value, r.grad};
     if (importance.mode == importance_sampling::none) return l;
-    return terms::weighted(l, counted_importance_weight(old_logp - static_cast<double>(behaviour[t]),
-                                                        importance, tally));
+    return terms::importance_weighted(l, old_logp - static_cast<double>(behaviour[t]), importance,
+                                      tally.metrics);
   }
   CASCADE_RL_HD void on_masked(std::size_t) const {}
   // The arguments first_nonfinite numbers, by the names the host core gives them.
