@@ -45,7 +45,7 @@ if grep -q "Skipped" "$log"; then
   die "gpu tests were skipped: no CUDA device visible to the runtime"
 fi
 
-say "bitwise: the device's losses, metrics and gradients against the host's bits"
+say "bitwise: the device's losses, advantages, returns and whitening against the host's bits"
 log="$build_dir/gpu_check_bitwise.log"
 if ! ctest --test-dir "$build_dir" -R '^bitwise\.cuda_executors$' --no-tests=error --output-on-failure --timeout 120 | tee "$log"; then
   die "the device's bits differ from the host's (see $log)"

@@ -202,7 +202,7 @@ TEST(PortableLosses, ReinforceEveryModeMatchesHost) {
         portable::reinforce_loss(system, device_layout(b), b.log_probs.data(), b.advantages.data(),
                                  b.behaviour_log_probs.data(), dg.data(), normalizer, options,
                                  scratch.data());
-        expect_same_metrics((scratch[portable::result_index(b.tokens())]), h);
+        expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
         expect_same_bits(dg, hg, "reinforce dL/dlogp");
       }
 }
@@ -230,7 +230,7 @@ TEST(PortableLosses, PpoClipEveryModeMatchesHost) {
         portable::ppo_clip_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
                                 b.advantages.data(), b.behaviour_log_probs.data(), dg.data(),
                                 normalizer, options, scratch.data());
-        const auto d = (scratch[portable::result_index(b.tokens())]);
+        const auto d = scratch[portable::result_index(b.tokens())];
         expect_same_metrics(d, h);
         EXPECT_GT(h.metrics.clipped, 0u);
         expect_same_bits(dg, hg, "ppo dL/dlogp");
@@ -256,7 +256,7 @@ TEST(PortableLosses, UnmaskedReinforceAndPpoMatchHost) {
                                         normalizer, options);
       portable::reinforce_loss(system, dlayout, b.log_probs.data(), b.advantages.data(),
                                no_behaviour, dg.data(), normalizer, options, scratch.data());
-      expect_same_metrics((scratch[portable::result_index(b.tokens())]), h);
+      expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
       expect_same_bits(dg, hg, "unmasked reinforce dL/dlogp");
     }
   const cr::ppo_clip_options ppo{.clip_high = 0.28, .dual_clip = 3.0};
@@ -269,7 +269,7 @@ TEST(PortableLosses, UnmaskedReinforceAndPpoMatchHost) {
   portable::ppo_clip_loss(system, dlayout, b.log_probs.data(), b.old_log_probs.data(),
                           b.advantages.data(), no_behaviour, dg.data(), normalizer, ppo,
                           scratch.data());
-  expect_same_metrics((scratch[portable::result_index(b.tokens())]), h);
+  expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
   expect_same_bits(dg, hg, "unmasked ppo dL/dlogp");
 }
 

@@ -58,19 +58,23 @@ endif()
 # In the sanitize preset AddressSanitizer checks the kernels' memory accesses as it does
 # the host's (compute-sanitizer's memcheck, roughly). The fibers' switch is written for
 # x86-64.
-if(CASCADE_RL_CCCL_INCLUDE_DIR AND CUDAToolkit_FOUND AND CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
-  add_executable(cuda_emulated
+function(_cascade_rl_emulated_target target)
+  add_executable(${target}
     "${_cuda_tests_dir}/test_executors_emulated.cpp"
     "${_cuda_tests_dir}/test_emulator.cpp"
     "${_cuda_tests_dir}/emulator/runtime.cpp"
     "${_cuda_tests_dir}/emulator/context_switch.cpp")
   # The emulator's cuda_runtime.h and cub/ shims come before the toolkit's headers.
-  target_include_directories(cuda_emulated BEFORE PRIVATE "${_cuda_tests_dir}/emulator")
-  target_include_directories(cuda_emulated SYSTEM PRIVATE
+  target_include_directories(${target} BEFORE PRIVATE "${_cuda_tests_dir}/emulator")
+  target_include_directories(${target} SYSTEM PRIVATE
     "${CASCADE_RL_CCCL_INCLUDE_DIR}" ${CUDAToolkit_INCLUDE_DIRS})
-  target_include_directories(cuda_emulated PRIVATE "${PROJECT_SOURCE_DIR}/kernels")
-  target_compile_definitions(cuda_emulated PRIVATE THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_CPP)
-  target_compile_options(cuda_emulated PRIVATE -Wno-unknown-pragmas)  # nvcc's #pragma unroll
+  target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}/kernels")
+  target_compile_definitions(${target} PRIVATE THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_CPP)
+  target_compile_options(${target} PRIVATE -Wno-unknown-pragmas)  # nvcc's #pragma unroll
+endfunction()
+
+if(CASCADE_RL_CCCL_INCLUDE_DIR AND CUDAToolkit_FOUND AND CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+  _cascade_rl_emulated_target(cuda_emulated)
   # Again with the block's threads resumed in reverse and in shuffled order: a result that
   # changes with the order is a race between threads (see emulator.hpp).
   set(orders reverse shuffle)
@@ -91,6 +95,19 @@ if(CASCADE_RL_CCCL_INCLUDE_DIR AND CUDAToolkit_FOUND AND CMAKE_SYSTEM_PROCESSOR 
       DISCOVERY_MODE PRE_TEST
       PROPERTIES LABELS cuda ENVIRONMENT "CASCADE_RL_EMULATOR_ORDER=${order}")
   endforeach()
+  # Once more with the flags under which a compiler fuses a product into the sum that
+  # follows it (-O3 -march=native -ffp-contract=fast, as nvcc fuses by default): the
+  # kernels and the host algorithms still agree bit for bit, because every product that
+  # joins a sum is rounded alone on both sides. Run as bitwise.cuda_emulated_native
+  # (tests/CMakeLists.txt); not in sanitizer builds.
+  include(CheckCXXCompilerFlag)
+  check_cxx_compiler_flag(-march=native CASCADE_RL_HAS_MARCH_NATIVE)
+  if(CASCADE_RL_HAS_MARCH_NATIVE AND NOT CMAKE_CXX_FLAGS MATCHES "-fsanitize=")
+    _cascade_rl_emulated_target(cuda_emulated_native)
+    target_compile_options(cuda_emulated_native PRIVATE -O3 -march=native -ffp-contract=fast)
+    target_include_directories(cuda_emulated_native PRIVATE "${_cuda_tests_dir}/..")
+    target_link_libraries(cuda_emulated_native PRIVATE cascade_rl::cascade_rl GTest::gtest_main)
+  endif()
 endif()
 
 # The GPU tests: one ctest test for the whole binary, so that it can carry both labels
@@ -104,9 +121,11 @@ if(TARGET cascade_rl::cuda)
   set_tests_properties(cuda_executors PROPERTIES LABELS "cuda;gpu" TIMEOUT 300
     SKIP_REGULAR_EXPRESSION "SKIPPED \\][^\n]*[1-9][0-9]* tests?, listed below")
   # The device's bits against the host's: losses, metrics, per-token values and
-  # gradients (benchmarks/gpu_check.sh runs it as its own step).
+  # gradients; group advantages and statistics, leave-one-out, token advantages,
+  # discounted returns, whitening and REINFORCE++ (benchmarks/gpu_check.sh runs it as its
+  # own step). Log-probs alone are compared within a tolerance.
   add_test(NAME bitwise.cuda_executors
-    COMMAND cuda_executors --gtest_filter=Gpu.LossesMatchHostInEveryMode)
+    COMMAND cuda_executors "--gtest_filter=Gpu.LossesMatchHostInEveryMode:Gpu.GroupAdvantagesMatchHost:Gpu.LeaveOneOutAndZeroVarianceMatchHost:Gpu.TokenAdvantagesMatchHost:Gpu.ReinforcePlusPlusMatchesHost")
   set_tests_properties(bitwise.cuda_executors PROPERTIES LABELS "cuda;gpu;bitwise" TIMEOUT 300
     SKIP_REGULAR_EXPRESSION "SKIPPED \\][^\n]*[1-9][0-9]* tests?, listed below")
 endif()

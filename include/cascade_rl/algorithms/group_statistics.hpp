@@ -22,6 +22,7 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
+#include "cascade_rl/terms/group_advantage.hpp"
 #include "cascade_rl/terms/group_moments.hpp"
 
 namespace cascade_rl {
@@ -46,6 +47,24 @@ struct leave_one_out_options {
 
 namespace detail {
 
+inline terms::group_params group_params_of(const group_statistics_options& o) {
+  terms::group_params p;
+  p.kind = terms::group_kind::statistics;
+  p.estimator = o.estimator;
+  p.accumulation = o.accumulation;
+  p.nonfinite = nonfinite_rule::error;
+  return p;
+}
+
+inline terms::group_params group_params_of(const leave_one_out_options& o) {
+  terms::group_params p;
+  p.kind = terms::group_kind::leave_one_out;
+  p.estimator = o.estimator;
+  p.nonfinite = nonfinite_rule::error;
+  p.refuse_singletons = true;  // leave_one_out_statistics always needs two
+  return p;
+}
+
 // Groups are cheap to reduce (a few to a few hundred rewards): go parallel only when
 // there are many of them.
 inline constexpr std::size_t group_parallel_threshold = 256;
@@ -67,6 +86,29 @@ group_statistic summarize_group(std::span<const T> values, std::size_t first, st
                                 std_estimator estimator, mean_accumulation accumulation) {
   const group_moments m = group_moments_of(values, first, last, accumulation);
   return {m.mean, group_std(m, estimator), m.min, m.max, m.count, m.zero_variance};
+}
+
+// The moments plan_group reads: a group the caller zeroes (zero_group: a non-finite
+// group under nonfinite_rule::zero_group) has only its count, flagged non-finite.
+template <std::floating_point T>
+group_moments moments_to_plan(std::span<const T> values, std::size_t first, std::size_t last,
+                              bool zero_group, mean_accumulation accumulation) {
+  if (!zero_group) return group_moments_of(values, first, last, accumulation);
+  group_moments m;
+  m.count = last - first;
+  m.nonfinite = true;
+  return m;
+}
+
+// One group of GRPO, RLOO (a value per reward): the plan, then each advantage.
+template <std::floating_point T>
+void advantages_of_group(std::span<const T> rewards, std::size_t first, std::size_t last,
+                         bool zero_group, const terms::group_params& params,
+                         std::span<T> advantages) {
+  const group_moments m = moments_to_plan(rewards, first, last, zero_group, params.accumulation);
+  const terms::group_plan plan = terms::plan_group(m, params);
+  for (std::size_t i = first; i < last; ++i)
+    advantages[i] = terms::advantage_of(rewards[i], m, plan, params);
 }
 
 template <std::floating_point T>

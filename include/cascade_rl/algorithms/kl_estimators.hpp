@@ -95,7 +95,7 @@ double kl_penalty(const Policy& policy, const token_layout& layout, std::span<co
       return 0.0;
     }
     const detail::token_loss k = terms::kl_token(static_cast<double>(log_probs[t]),
-                                                  static_cast<double>(ref_log_probs[t]), options);
+                                                 static_cast<double>(ref_log_probs[t]), options);
     values_out[t] = static_cast<T>(k.value);
     grad_out[t] = static_cast<T>(k.grad);
     return k.value;
@@ -153,7 +153,7 @@ double kl_loss(const Policy& policy, const token_layout& layout, std::span<const
   const double coefficient = options.coefficient;
   const auto token = [&](std::size_t t, detail::no_metrics&) {
     const detail::token_loss k = terms::kl_token(static_cast<double>(log_probs[t]),
-                                                  static_cast<double>(ref_log_probs[t]), options.kl);
+                                                 static_cast<double>(ref_log_probs[t]), options.kl);
     return detail::token_loss{coefficient * k.value, coefficient * k.grad};
   };
   const std::size_t n = layout.tokens();

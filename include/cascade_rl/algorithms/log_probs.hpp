@@ -37,6 +37,7 @@
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"
+#include "cascade_rl/core/vector_lanes.hpp"
 
 namespace cascade_rl {
 
@@ -83,22 +84,8 @@ using bit_lanes = std::uint32_t __attribute__((vector_size(lse_lanes * sizeof(fl
 template <class V>
 using bits_of_lanes = std::conditional_t<std::is_same_v<V, float>, std::uint32_t, bit_lanes>;
 
-// GNU vectors go through these helpers by reference only: a vector passed or returned
-// by value has a calling convention that depends on -march (GCC's -Wpsabi), and an
-// inline function not inlined in two translation units built with different flags
-// would then be called with the wrong one.
-
-// Clears the last significand bit of a rounded product (math::product_unfused, lane by
-// lane): the bit operation between the multiply and the add that follows keeps any
-// compiler from fusing them, whatever -march or -ffp-contract say, so the bits do not
-// depend on the build.
-template <class V>
-inline void clear_last_bit(V& product) {
-  bits_of_lanes<V> bits;
-  std::memcpy(&bits, &product, sizeof bits);
-  bits &= ~std::uint32_t{1};
-  std::memcpy(&product, &bits, sizeof bits);
-}
+// GNU vectors go through these helpers by reference only (core/vector_lanes.hpp says
+// why); products that feed a sum are unfused there with clear_last_bit.
 
 // e = exp(x) for x in [-87, 0] or NaN, on one float or on 16 lanes: Cephes expf's range
 // reduction and degree-6 polynomial, a few ulp. Products that feed a sum are unfused;

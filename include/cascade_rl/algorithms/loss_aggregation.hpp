@@ -100,23 +100,31 @@ inline void require_positive_normalizer(double value, std::string_view field,
                     "count > 0 fixed for the whole optimizer step)");
 }
 
-// Refuses a normaliser the mode divides by when it is not a positive finite number
-// (every executor's check: the caller has already seen that the batch has a valid token).
-inline void require_normalizer_for(loss_aggregation mode, const loss_normalizer& normalizer) {
+// Calls f(value, name) for each field of the normaliser the mode divides by: the one
+// list that the checks (require_normalizer_for) and the fused path's test
+// (uniform_aggregation_weight) read.
+template <class F>
+void for_each_divisor(loss_aggregation mode, const loss_normalizer& normalizer, F&& f) {
   switch (mode) {
-    case loss_aggregation::token_mean:
-      require_positive_normalizer(normalizer.tokens, "normalizer.tokens", mode);
-      break;
+    case loss_aggregation::token_mean: f(normalizer.tokens, "normalizer.tokens"); break;
     case loss_aggregation::token_sum: break;
     case loss_aggregation::seq_mean_token_sum:
     case loss_aggregation::seq_mean_token_mean:
-      require_positive_normalizer(normalizer.sequences, "normalizer.sequences", mode);
+      f(normalizer.sequences, "normalizer.sequences");
       break;
     case loss_aggregation::seq_mean_token_sum_norm:
-      require_positive_normalizer(normalizer.sequences, "normalizer.sequences", mode);
-      require_positive_normalizer(normalizer.scale, "normalizer.scale", mode);
+      f(normalizer.sequences, "normalizer.sequences");
+      f(normalizer.scale, "normalizer.scale");
       break;
   }
+}
+
+// Refuses a normaliser the mode divides by when it is not a positive finite number
+// (every executor's check: the caller has already seen that the batch has a valid token).
+inline void require_normalizer_for(loss_aggregation mode, const loss_normalizer& normalizer) {
+  for_each_divisor(mode, normalizer, [mode](double value, std::string_view field) {
+    require_positive_normalizer(value, field, mode);
+  });
 }
 
 // The same, when the batch has valid tokens. A batch without valid tokens contributes
@@ -246,20 +254,13 @@ aggregated<Metrics> reduce_token_losses(const Policy& policy, const token_layout
 template <std::floating_point T>
 bool uniform_aggregation_weight(const loss_normalizer& normalizer, loss_aggregation mode,
                                 T& weight) {
-  const auto usable = [](double v) { return v > 0 && std::isfinite(v); };
-  switch (mode) {
-    case loss_aggregation::token_mean:
-      if (!usable(normalizer.tokens)) return false;
-      break;
-    case loss_aggregation::token_sum: break;
-    case loss_aggregation::seq_mean_token_sum:
-      if (!usable(normalizer.sequences)) return false;
-      break;
-    case loss_aggregation::seq_mean_token_sum_norm:
-      if (!usable(normalizer.sequences) || !usable(normalizer.scale)) return false;
-      break;
-    case loss_aggregation::seq_mean_token_mean: return false;
-  }
+  // seq-mean-token-mean weighs each sequence by its own valid tokens.
+  if (mode == loss_aggregation::seq_mean_token_mean) return false;
+  bool usable = true;
+  for_each_divisor(mode, normalizer, [&usable](double value, std::string_view) {
+    usable = usable && value > 0 && std::isfinite(value);
+  });
+  if (!usable) return false;
   const double c = terms::aggregation_weight(mode, normalizer, 0);
   weight = static_cast<T>(c);
   return true;

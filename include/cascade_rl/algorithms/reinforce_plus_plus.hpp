@@ -62,6 +62,16 @@ struct reinforce_plus_plus_baseline_options {
 
 namespace detail {
 
+inline terms::group_params group_params_of(const reinforce_plus_plus_baseline_options& o) {
+  terms::group_params p;
+  p.kind = terms::group_kind::baseline;
+  p.singleton = o.singleton;
+  p.nonfinite = o.nonfinite;
+  p.accumulation = o.accumulation;
+  p.refuse_singletons = o.singleton == singleton_rule::error;
+  return p;
+}
+
 inline void require_whitening_options(const whitening_options& options) {
   require_epsilon(options.epsilon, "whitening.epsilon");
   if (options.accumulation == mean_accumulation::float32_sequential)
@@ -178,28 +188,19 @@ void reinforce_plus_plus_baseline_advantages(const Policy& policy, std::span<con
   if (options.singleton == singleton_rule::error)
     detail::refuse_singleton_groups(groups, "REINFORCE++-baseline");
 
-  const auto fill = [&](std::size_t s, double value) {
-    for (std::size_t t = tokens.begin(s); t < tokens.end(s); ++t)
-      advantages[t] = tokens.valid(t) ? static_cast<T>(value) : T(0);
-  };
+  const terms::group_params params = detail::group_params_of(options);
   detail::for_each_group(
       policy, scores, groups, options.nonfinite,
       [&](std::size_t first, std::size_t last, bool zero_group) {
-        if (zero_group) {
-          for (std::size_t s = first; s < last; ++s) fill(s, 0.0);
-          return;
-        }
-        if (last - first == 1) {
-          fill(first, options.singleton == singleton_rule::raw_score
-                          ? static_cast<double>(scores[first])
-                          : 0.0);
-          return;
-        }
         const detail::group_moments m =
-            detail::group_moments_of(scores, first, last, options.accumulation);
-        for (std::size_t s = first; s < last; ++s)
-          fill(s, m.zero_variance ? 0.0
-                                  : detail::deviation(scores[s], m.mean, options.accumulation));
+            detail::moments_to_plan(scores, first, last, zero_group, options.accumulation);
+        const terms::group_plan plan = terms::plan_group(m, params);
+        for (std::size_t s = first; s < last; ++s) {
+          // The sequence's advantage on each of its valid tokens.
+          const T value = terms::advantage_of(scores[s], m, plan, params);
+          for (std::size_t t = tokens.begin(s); t < tokens.end(s); ++t)
+            advantages[t] = tokens.valid(t) ? value : T(0);
+        }
       });
   detail::whiten_valid_tokens(policy, std::span<const T>(advantages), tokens, advantages,
                               options.whitening);

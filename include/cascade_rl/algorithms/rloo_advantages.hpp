@@ -25,27 +25,27 @@ struct rloo_options {
   mean_accumulation accumulation = mean_accumulation::double_precision;
 };
 
+namespace detail {
+
+inline terms::group_params group_params_of(const rloo_options& o) {
+  terms::group_params p;
+  p.kind = terms::group_kind::rloo;
+  p.singleton = o.singleton;
+  p.nonfinite = o.nonfinite;
+  p.accumulation = o.accumulation;
+  p.refuse_singletons = o.singleton == singleton_rule::error;
+  return p;
+}
+
+}  // namespace detail
+
 template <exec::host_policy Policy, std::floating_point T>
 void rloo_advantages(const Policy& policy, std::span<const T> rewards, const group_layout& groups,
                      std::span<T> advantages, const rloo_options& options = {}) {
-  const bool refuse_singletons = options.singleton == singleton_rule::error;
+  const terms::group_params params = detail::group_params_of(options);
+  const bool refuse_singletons = params.refuse_singletons;
   const auto group = [&](std::size_t first, std::size_t last, bool zero_group) {
-    if (last - first == 1 && !zero_group) {
-      advantages[first] = options.singleton == singleton_rule::raw_score ? rewards[first] : T(0);
-      return;
-    }
-    const detail::group_moments m =
-        zero_group ? detail::group_moments{}
-                   : detail::group_moments_of(rewards, first, last, options.accumulation);
-    if (zero_group || m.zero_variance) {
-      for (std::size_t i = first; i < last; ++i) advantages[i] = T(0);
-      return;
-    }
-    const double n = static_cast<double>(m.count);
-    const double factor = n / (n - 1.0);
-    for (std::size_t i = first; i < last; ++i)
-      advantages[i] = static_cast<T>(
-          factor * detail::deviation(rewards[i], m.mean, options.accumulation));
+    detail::advantages_of_group(rewards, first, last, zero_group, params, advantages);
   };
 
   if (detail::single_pass_applies(rewards, groups, advantages.size(), options.nonfinite,

@@ -136,6 +136,22 @@ CASCADE_RL_HD inline float product_unfused(float a, float b) {
   return float_from(bits_of(p) & ~std::uint32_t{1});
 }
 
+// a * b rounded to nearest on its own, for a scalar sum that it joins
+// (acc += product_rn(a, b)): the device multiplies with __dmul_rn, which nvcc never
+// fuses; the host passes the product through an empty asm statement, which no
+// contraction crosses. Not for a loop meant to vectorise (the asm stops the vectoriser):
+// there the product is stored into a chunk before another loop sums it, rounded alone
+// already (core/parallel.hpp's chunked_blocked_sum).
+CASCADE_RL_HD inline double product_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  double p = a * b;
+  __asm__("" : "+g"(p));
+  return p;
+#endif
+}
+
 CASCADE_RL_HD inline double quotient(double a, double b) {
 #if defined(__CUDA_ARCH__)
   return __ddiv_rn(a, b);
@@ -329,6 +345,7 @@ CASCADE_RL_HD inline double log_core(double u, double k_offset, double c) {
 }  // namespace detail
 
 // The per-token terms round their own products the same way (see the file comment).
+using detail::product_rn;
 using detail::product_unfused;
 
 // The square root, correctly rounded on every executor (IEEE 754 requires it of the

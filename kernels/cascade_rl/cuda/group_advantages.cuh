@@ -6,10 +6,12 @@
 // downdated from the group's moments) and REINFORCE++-baseline's score - mean.
 //
 // Teams: groups up to 32 use a part of a warp (4, 8, 16 or 32 lanes) per group, groups up
-// to 1024 a whole warp, larger ones a block of 256 threads. The rewards of a group are
-// read from memory once; the second and third passes hit L1. Reductions are a fixed
-// butterfly (and warp order within a block), in double, so results are the same bits on
-// every run; they differ from the host core's sequential sums only by rounding.
+// to 1024 a whole warp, larger ones a block of 256 threads. The team looks for NaN and
+// infinite rewards and writes the advantages side by side; the moments (min, max, the
+// sums, the squared deviations) are the team leader's terms::group_moments_of, the host
+// core's own function in its sequential order, handed to the other lanes. So every
+// output is the host's bits. (Groups are small: a GRPO group is a handful to a few
+// hundred rollouts, a sequential pass over them is not what limits this kernel.)
 //
 // CUB's shape: call once with d_temp_storage == nullptr to get temp_storage_bytes, then
 // again to run. The temporary storage holds the device_report: after the stream reaches
@@ -56,29 +58,31 @@ struct group_team {
     else
       return team_reduce<W>(v, op);
   }
-  // The team leader's value, for every lane.
-  __device__ static float from_leader(float v, unsigned char* shared) {
+  // The team leader's value (any trivially copyable V), for every lane.
+  template <class V>
+  __device__ static V from_leader(V v, unsigned char* shared) {
+    static_assert(sizeof(V) <= block_reduce_bytes);
     if constexpr (W == 0) {
       __syncthreads();
-      if (threadIdx.x == 0) *reinterpret_cast<float*>(shared) = v;
+      if (threadIdx.x == 0) memcpy(shared, &v, sizeof v);
       __syncthreads();
-      const float out = *reinterpret_cast<float*>(shared);
+      memcpy(&v, shared, sizeof v);
       __syncthreads();
-      return out;
+      return v;
     } else {
-      return __shfl_sync(full_warp, v, 0, W);
+      constexpr int words = static_cast<int>((sizeof(V) + sizeof(unsigned) - 1) / sizeof(unsigned));
+      unsigned w[words] = {};
+      memcpy(w, &v, sizeof v);
+      for (int k = 0; k < words; ++k) w[k] = __shfl_sync(full_warp, w[k], 0, W);
+      memcpy(&v, w, sizeof v);
+      return v;
     }
   }
 };
 
-struct low_high_sum {
-  double low, high, sum;
-  unsigned long long first_bad;  // a device_report::nonfinite_entry
-};
-struct combine_low_high_sum {
-  __device__ low_high_sum operator()(const low_high_sum& a, const low_high_sum& b) const {
-    return {b.low < a.low ? b.low : a.low, a.high < b.high ? b.high : a.high, a.sum + b.sum,
-            b.first_bad < a.first_bad ? b.first_bad : a.first_bad};
+struct first_of {
+  __device__ unsigned long long operator()(unsigned long long a, unsigned long long b) const {
+    return b < a ? b : a;
   }
 };
 
@@ -105,52 +109,33 @@ group_kernel(const T* __restrict__ rewards, device_group_layout groups, T* __res
   }
   const std::size_t count = last - first;
 
-  constexpr double inf = ::cuda::std::numeric_limits<double>::infinity();
-  low_high_sum pass1{inf, -inf, 0.0, device_report::none};
+  // The first NaN or infinite reward of the group (device_report::nonfinite_entry).
+  unsigned long long first_bad = device_report::none;
   for (std::size_t i = first + lane; i < last; i += width) {
     const T r = rewards[i];
     if (!::cuda::std::isfinite(r)) {
-      if (pass1.first_bad == device_report::none)
-        pass1.first_bad = device_report::nonfinite_entry(i, ::cuda::std::isinf(r));
-      continue;
+      first_bad = device_report::nonfinite_entry(i, ::cuda::std::isinf(r));
+      break;
     }
-    const double x = static_cast<double>(r);
-    pass1.low = x < pass1.low ? x : pass1.low;
-    pass1.high = pass1.high < x ? x : pass1.high;
-    pass1.sum += x;
   }
-  pass1 = team::reduce(pass1, combine_low_high_sum{}, shared);
+  first_bad = team::reduce(first_bad, first_of{}, shared);
 
+  // The moments the host core computes, by the leader in the host's order; a group with
+  // a non-finite reward has only its count (terms::plan_group zeroes it).
   group_moments m;
-  m.count = count;
-  m.nonfinite = pass1.first_bad != device_report::none;
-  m.min = count > 0 ? pass1.low : 0.0;
-  m.max = count > 0 ? pass1.high : 0.0;
-  m.zero_variance = count > 0 && m.min == m.max;
-
-  // float32_sequential: the leader sums in float in order, as PyTorch does on a small group.
-  float float_sum = 0;
-  if (p.accumulation == mean_accumulation::float32_sequential) {
-    if (lane == 0)
-      for (std::size_t i = first; i < last; ++i) float_sum += static_cast<float>(rewards[i]);
-    float_sum = team::from_leader(float_sum, shared);
+  if (lane == 0) {
+    if (count > 0 && first_bad == device_report::none)
+      m = terms::group_moments_of(rewards, first, last, p.accumulation);
+    m.count = count;
+    m.nonfinite = first_bad != device_report::none;
   }
-  m.mean = m.zero_variance ? m.min : (count > 0 ? terms::mean_from_sums(pass1.sum, float_sum, count, p.accumulation) : 0.0);
-
-  double m2 = 0;
-  if (!m.zero_variance && !m.nonfinite)
-    for (std::size_t i = first + lane; i < last; i += width) {
-      const double d = terms::deviation(rewards[i], m.mean, p.accumulation);
-      m2 += ::cascade_rl::math::product_unfused(d, d);  // as group_moments_of
-    }
-  m.m2 = team::reduce(m2, add_op{}, shared);
-  if (m.zero_variance || m.nonfinite) m.m2 = 0;
+  m = team::from_leader(m, shared);
 
   if (count == 0) return;
   if (lane == 0) {
     const bool refuse_nonfinite =
         p.kind == group_kind::statistics || p.nonfinite == nonfinite_rule::error;
-    if (m.nonfinite && refuse_nonfinite) report_min(&report->first_nonfinite[0], pass1.first_bad);
+    if (m.nonfinite && refuse_nonfinite) report_min(&report->first_nonfinite[0], first_bad);
     if (count == 1 && p.refuse_singletons) report_min(&report->first_singleton, g);
     if (statistics != nullptr) {
       group_statistic s;
@@ -222,7 +207,7 @@ cudaError_t group_statistics(void* d_temp_storage, std::size_t& temp_storage_byt
                              group_statistic* d_statistics, const group_statistics_options& options,
                              cudaStream_t stream = nullptr) {
   return detail::run_groups<T>(d_temp_storage, temp_storage_bytes, d_rewards, groups, nullptr,
-                               nullptr, d_statistics, detail::to_params(options), stream);
+                               nullptr, d_statistics, detail::group_params_of(options), stream);
 }
 
 // d_statistics may be null; when given it receives the statistics under the options.
@@ -232,7 +217,7 @@ cudaError_t grpo_advantages(void* d_temp_storage, std::size_t& temp_storage_byte
                             group_statistic* d_statistics, const grpo_options& options,
                             cudaStream_t stream = nullptr) {
   return detail::run_groups<T>(d_temp_storage, temp_storage_bytes, d_rewards, groups, d_advantages,
-                               nullptr, d_statistics, detail::to_params(options), stream);
+                               nullptr, d_statistics, detail::group_params_of(options), stream);
 }
 
 template <class T>
@@ -241,7 +226,7 @@ cudaError_t rloo_advantages(void* d_temp_storage, std::size_t& temp_storage_byte
                             group_statistic* d_statistics, const rloo_options& options,
                             cudaStream_t stream = nullptr) {
   return detail::run_groups<T>(d_temp_storage, temp_storage_bytes, d_rewards, groups, d_advantages,
-                               nullptr, d_statistics, detail::to_params(options), stream);
+                               nullptr, d_statistics, detail::group_params_of(options), stream);
 }
 
 // Per sequence, the mean and (when d_loo_std is not null) the std of the other rewards
@@ -254,7 +239,7 @@ cudaError_t leave_one_out_statistics(void* d_temp_storage, std::size_t& temp_sto
                                      const leave_one_out_options& options = {},
                                      cudaStream_t stream = nullptr) {
   return detail::run_groups<T>(d_temp_storage, temp_storage_bytes, d_rewards, groups, d_loo_mean,
-                               d_loo_std, nullptr, detail::to_params(options), stream);
+                               d_loo_std, nullptr, detail::group_params_of(options), stream);
 }
 
 namespace detail {

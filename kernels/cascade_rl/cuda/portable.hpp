@@ -174,7 +174,7 @@ struct token_block_functor {
       const double c = static_cast<double>(grad_out[t]);
       ++acc.metrics.valid_tokens;
       const terms::token_loss l = term(t, acc);
-      acc.loss += c * l.value;
+      acc.loss += math::product_rn(c, l.value);  // rounded alone, as on the host
       grad_out[t] = static_cast<T>(c * l.grad);
     }
     partials[b] = cascade_rl::detail::fold_lanes(lanes, add_tallies{});
@@ -309,7 +309,7 @@ void group_statistics(ExecPolicy&& exec, const T* rewards, const device_group_la
                       group_statistic* statistics, const group_statistics_options& options = {}) {
   detail::for_each_index(exec, groups.groups,
                          detail::group_functor<T>{rewards, groups, nullptr, statistics,
-                                                  detail::to_params(options)});
+                                                  detail::group_params_of(options)});
 }
 
 // statistics may be null; when given, it receives each group's statistics computed under
@@ -319,7 +319,7 @@ void grpo_advantages(ExecPolicy&& exec, const T* rewards, const device_group_lay
                      T* advantages, group_statistic* statistics, const grpo_options& options = {}) {
   detail::for_each_index(exec, groups.groups,
                          detail::group_functor<T>{rewards, groups, advantages, statistics,
-                                                  detail::to_params(options)});
+                                                  detail::group_params_of(options)});
 }
 
 template <class ExecPolicy, class T>
@@ -327,7 +327,7 @@ void rloo_advantages(ExecPolicy&& exec, const T* rewards, const device_group_lay
                      T* advantages, group_statistic* statistics, const rloo_options& options = {}) {
   detail::for_each_index(exec, groups.groups,
                          detail::group_functor<T>{rewards, groups, advantages, statistics,
-                                                  detail::to_params(options)});
+                                                  detail::group_params_of(options)});
 }
 
 // Per sequence, the mean and (when loo_std is not null) the std of the other rewards of

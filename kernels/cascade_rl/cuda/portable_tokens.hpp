@@ -279,7 +279,7 @@ void reinforce_plus_plus_baseline_advantages(ExecPolicy&& exec, const T* scores,
   cascade_rl::detail::require_whitening_options(options.whitening);
   detail::for_each_index(exec, groups.groups,
                          detail::baseline_functor<T>{scores, groups, layout, advantages,
-                                                     detail::to_params(options)});
+                                                     detail::group_params_of(options)});
   detail::whiten(exec, static_cast<const T*>(advantages), layout, advantages, options.whitening, scratch);
 }
 

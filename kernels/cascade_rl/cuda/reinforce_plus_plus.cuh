@@ -1,10 +1,9 @@
 #pragma once
 // REINFORCE++ and REINFORCE++-baseline (reinforce_plus_plus.hpp of the host core), and
 // their two building blocks:
-//   discounted_returns:  one warp per sequence; the backward recurrence
-//                        run_t = mask_t * (r_t + gamma * run_{t+1}) is a composition of
-//                        affine maps, scanned 32 tokens at a time from the end by a fixed
-//                        butterfly (Kogge-Stone) in double;
+//   discounted_returns:  one thread per sequence runs the host's backward recurrence
+//                        ret_t = r_t + gamma * run, run = mask_t ? ret_t : 0, in the
+//                        host's order (the host's bits);
 //   masked_whiten:       batch whitening over the valid tokens: count and sum per block
 //                        of the canonical sum order, joined in block order into the mean;
 //                        squared deviations likewise into the scale; then the elementwise
@@ -39,43 +38,26 @@ namespace detail {
 
 // ---- discounted returns -------------------------------------------------------------------
 
+// A thread per sequence runs the host's recurrence in the host's order, each step's
+// product rounded alone (terms::discounted_return), so the returns are the host's bits.
+// (A warp scan of the affine maps run -> a * run + b is faster on long sequences, but
+// composes the products in another order: other bits.)
 template <class T>
 __global__ void __launch_bounds__(sequence_block_threads)
 discounted_returns_kernel(const T* __restrict__ rewards, device_token_layout layout,
                           T* __restrict__ returns, double gamma, device_report* report) {
-  const std::size_t s = warp_sequence();
-  const unsigned lane = threadIdx.x % 32;
-  if (s >= layout.sequences) return;  // the whole warp
+  const std::size_t s = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (s >= layout.sequences) return;
   std::size_t first = 0, last = 0;
-  sequence_range(layout, s, lane == 0, report, first, last);
-  double carry = 0.0;  // the running return after the current chunk
-  for (std::size_t end = last; end > first;) {
-    const std::size_t begin = end - first > 32 ? end - 32 : first;
-    const std::size_t t = begin + lane;
-    const bool active = t < end;
-    const bool valid = active && layout.valid(t);
-    const T raw = active ? rewards[t] : T(0);
+  sequence_range(layout, s, true, report, first, last);
+  double run = 0.0;  // the return after t; 0 past a masked token
+  for (std::size_t t = last; t-- > first;) {
+    const T raw = rewards[t];
+    const bool valid = layout.valid(t);
     if (valid && !::cuda::std::isfinite(raw)) report_nonfinite(&report->first_nonfinite[0], t, raw);
-    const double r = static_cast<double>(raw);
-    // run_t = a * run_{t+1} + b; lanes past the chunk's end are the identity.
-    double a = active ? (valid ? gamma : 0.0) : 1.0;
-    double b = valid ? r : 0.0;
-    // Suffix composition: lane l ends with the map of tokens l..31 applied right to left.
-#pragma unroll
-    for (int offset = 1; offset < 32; offset *= 2) {
-      const double a_next = __shfl_down_sync(full_warp, a, offset);
-      const double b_next = __shfl_down_sync(full_warp, b, offset);
-      if (lane + offset < 32) {
-        b = a * b_next + b;
-        a = a * a_next;
-      }
-    }
-    const double run_here = a * carry + b;
-    double run_after = __shfl_down_sync(full_warp, run_here, 1);
-    if (lane == 31) run_after = carry;
-    if (active) returns[t] = static_cast<T>(discounted_return(r, gamma, run_after));
-    carry = __shfl_sync(full_warp, run_here, 0);
-    end = begin;
+    const double ret = terms::discounted_return(static_cast<double>(raw), gamma, run);
+    returns[t] = static_cast<T>(ret);
+    run = valid ? ret : 0.0;
   }
 }
 
@@ -147,7 +129,7 @@ whiten_squares_kernel(device_token_layout layout, const T* values, const whiteni
   for (std::size_t t = first + threadIdx.x % 32; t < last; t += 32) {
     if (!layout.valid(t)) continue;
     const double d = terms::deviation(values[t], mean, accumulation);
-    acc += product_rn(d, d);
+    acc += math::product_rn(d, d);
   }
   acc = team_reduce<32>(acc, add_op{});
   if (threadIdx.x % 32 == 0 && first < layout.tokens) partials[block] = acc;
@@ -224,7 +206,7 @@ template <class T>
 cudaError_t launch_returns(const T* rewards, const device_token_layout& layout, T* returns,
                            double gamma, device_report* report, cudaStream_t stream) {
   if (layout.sequences == 0) return cudaSuccess;
-  return launch(discounted_returns_kernel<T>, blocks_for(layout.sequences * 32, sequence_block_threads),
+  return launch(discounted_returns_kernel<T>, blocks_for(layout.sequences, sequence_block_threads),
                 sequence_block_threads, stream, rewards, layout, returns, gamma, report);
 }
 
@@ -302,7 +284,7 @@ cudaError_t reinforce_plus_plus_baseline_advantages(
       !start.proceed)
     return start.status;
   CASCADE_RL_CUDA_TRY(detail::launch_groups<T>(d_scores, groups, per_sequence, nullptr, nullptr,
-                                               detail::to_params(options), report, stream));
+                                               detail::group_params_of(options), report, stream));
   if (layout.sequences > 0) {
     CASCADE_RL_CUDA_TRY(detail::launch(detail::broadcast_kernel<T>,
                                        detail::blocks_for(layout.sequences * 32, detail::sequence_block_threads),

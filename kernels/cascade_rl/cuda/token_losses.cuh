@@ -18,8 +18,8 @@
 //
 // CUB's shape: size query with d_temp_storage == nullptr, then the run; the result (loss
 // and metrics: loss_tally, the host core's policy_loss_result) is written to d_result in
-// device memory. The
-// temporary storage starts with the device_report (report_of) naming non-finite inputs.
+// device memory. The temporary storage starts with the device_report (report_of) that
+// names non-finite inputs.
 
 #include <cuda_runtime.h>
 
@@ -82,16 +82,6 @@ __device__ inline std::size_t sequence_of(const device_token_layout& layout, std
   return lo;
 }
 
-// The product rounded on its own before it joins a sum, as on the host (which stores it
-// before adding): nvcc would otherwise fuse product and add into one FMA, other bits.
-__device__ inline double product_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
 // A warp per block of the canonical order (core/canonical_sum.hpp): lane j adds the loss
 // of tokens j, j + 32, ... of its block in order, the warp butterfly folds the lanes in
 // the canonical tree (xor 16, 8, 4, 2, 1 leaves lane j + w's sum added to lane j's), and
@@ -121,7 +111,7 @@ token_loss_kernel(device_token_layout layout, Term term, T* __restrict__ grad_ou
                                                  sequence_valid[sequence_of(layout, t)]);
     ++acc.metrics.valid_tokens;
     const terms::token_loss l = term(t, acc);
-    acc.loss += product_rn(c, l.value);
+    acc.loss += math::product_rn(c, l.value);  // rounded alone, as on the host
     grad_out[t] = static_cast<T>(c * l.grad);
   }
   acc = team_reduce<32>(acc, add_tallies{});
