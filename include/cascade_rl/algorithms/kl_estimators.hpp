@@ -114,11 +114,7 @@ double kl_penalty(const Policy& policy, const token_layout& layout, std::span<co
             // Locals the compiler keeps in registers (a span read through the capture
             // is reloaded after every store, and that load does not vectorise).
             unsigned bad = 0;
-            const std::uint8_t* const mask_data = mask.data();
-            const bool masked = !mask.empty();
-            for (std::size_t t = first; t < last; ++t, ++out) {
-              const std::uint64_t valid =
-                  masked ? math::detail::mask_of(mask_data[t] != 0) : ~std::uint64_t{0};
+            const auto token = [&](std::size_t t, std::uint64_t valid) {
               bad |= static_cast<unsigned>(valid & 1) &
                      static_cast<unsigned>(detail::nonfinite_at(log_probs, t) |
                                            detail::nonfinite_at(ref_log_probs, t));
@@ -127,8 +123,16 @@ double kl_penalty(const Policy& policy, const token_layout& layout, std::span<co
               const double value = math::detail::blend(valid, k.value, 0.0);
               values_out[t] = static_cast<T>(value);
               grad_out[t] = static_cast<T>(math::detail::blend(valid, k.grad, 0.0));
-              *out = value;
-            }
+              out[t - first] = value;
+            };
+            // Two loops: a mask chosen per token in one loop would let GCC thread the
+            // known-zero arm into a branch (no vectorisation).
+            const std::uint8_t* const mask_data = mask.data();
+            if (mask.empty())
+              for (std::size_t t = first; t < last; ++t) token(t, ~std::uint64_t{0});
+            else
+              for (std::size_t t = first; t < last; ++t)
+                token(t, math::detail::mask_of(mask_data[t] != 0));
             nonfinite |= bad;
           },
           [](unsigned& total_nonfinite, unsigned part) { total_nonfinite |= part; });

@@ -136,6 +136,24 @@ bool fused_loss_applies(const token_layout& layout, std::initializer_list<std::s
   return uniform_aggregation_weight(normalizer, aggregation, weight);
 }
 
+// The fused pass of a policy loss (see fused_token_losses) over its two token terms: the
+// importance-weighted one, its behaviour log-probs checked too, when the options ask for
+// a correction, else the unweighted one; each is its own loop, free of branches.
+template <class Policy, std::floating_point T, class Nonfinite, class Unweighted, class Weighted>
+checked_aggregate<policy_loss_metrics> fused_policy_loss(
+    const Policy& policy, const token_layout& layout, std::span<T> grad_out, T weight,
+    const importance_options& importance, std::span<const T> behaviour_log_probs,
+    const Nonfinite& nonfinite, const Unweighted& unweighted_token,
+    const Weighted& weighted_token) {
+  if (importance.mode == importance_sampling::none)
+    return fused_token_losses<policy_loss_metrics>(policy, layout, grad_out, weight, nonfinite,
+                                                   unweighted_token);
+  return fused_token_losses<policy_loss_metrics>(
+      policy, layout, grad_out, weight,
+      [&](std::size_t t) { return nonfinite(t) | nonfinite_at(behaviour_log_probs, t); },
+      weighted_token);
+}
+
 }  // namespace detail
 
 // Strictly on-policy REINFORCE: l_t = -w_t * A_t * ratio_t with ratio_t =
@@ -170,19 +188,12 @@ policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layo
   if (detail::fused_loss_applies(layout, {log_probs.size(), advantages.size()},
                                  behaviour_log_probs, grad_out, normalizer, options.aggregation,
                                  options.importance, weight)) {
-    const auto nonfinite = [&](std::size_t t) {
-      return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(advantages, t);
-    };
-    const auto fused =
-        corrected
-            ? detail::fused_token_losses<policy_loss_metrics>(
-                  policy, layout, grad_out, weight,
-                  [&](std::size_t t) {
-                    return nonfinite(t) | detail::nonfinite_at(behaviour_log_probs, t);
-                  },
-                  weighted_token)
-            : detail::fused_token_losses<policy_loss_metrics>(policy, layout, grad_out, weight,
-                                                              nonfinite, unweighted_token);
+    const auto fused = detail::fused_policy_loss(
+        policy, layout, grad_out, weight, options.importance, behaviour_log_probs,
+        [&](std::size_t t) {
+          return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(advantages, t);
+        },
+        unweighted_token, weighted_token);
     if (!fused.nonfinite) return {fused.total.loss, fused.total.metrics};
     // A bad input: the checks below name it as they always have.
   }
@@ -244,20 +255,13 @@ policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layou
   if (detail::fused_loss_applies(layout, {log_probs.size(), old_log_probs.size(), advantages.size()},
                                  behaviour_log_probs, grad_out, normalizer, options.aggregation,
                                  options.importance, weight)) {
-    const auto nonfinite = [&](std::size_t t) {
-      return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
-             detail::nonfinite_at(advantages, t);
-    };
-    const auto fused =
-        corrected
-            ? detail::fused_token_losses<policy_loss_metrics>(
-                  policy, layout, grad_out, weight,
-                  [&](std::size_t t) {
-                    return nonfinite(t) | detail::nonfinite_at(behaviour_log_probs, t);
-                  },
-                  weighted_token)
-            : detail::fused_token_losses<policy_loss_metrics>(policy, layout, grad_out, weight,
-                                                              nonfinite, unweighted_token);
+    const auto fused = detail::fused_policy_loss(
+        policy, layout, grad_out, weight, options.importance, behaviour_log_probs,
+        [&](std::size_t t) {
+          return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
+                 detail::nonfinite_at(advantages, t);
+        },
+        unweighted_token, weighted_token);
     if (!fused.nonfinite) return {fused.total.loss, fused.total.metrics};
     // A bad input: the checks below name it as they always have.
   }

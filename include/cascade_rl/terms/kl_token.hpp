@@ -39,7 +39,8 @@ CASCADE_RL_HD inline token_loss abs_token(double logp, double ref) {
   using math::detail::blend;
   using math::detail::mask_of;
   const double d = logp - ref;
-  return {math::abs(d), blend(mask_of(d > 0), 1.0, blend(mask_of(d < 0), -1.0, 0.0))};
+  // The sign as (d > 0) - (d < 0): nested blends of constants are threaded into branches.
+  return {math::abs(d), blend(mask_of(d > 0), 1.0, 0.0) - blend(mask_of(d < 0), 1.0, 0.0)};
 }
 
 CASCADE_RL_HD inline token_loss k2_token(double logp, double ref) {
@@ -61,8 +62,12 @@ CASCADE_RL_HD inline token_loss k3_token(double logp, double ref, double input_c
   const std::uint64_t out_clamped = mask_of(k > output_clamp) | mask_of(k < -output_clamp);
   double value = blend(mask_of(k > output_clamp), output_clamp, k);
   value = blend(mask_of(value < -output_clamp), -output_clamp, value);
-  // dk/dlogp = (e - 1) * dx/dlogp = 1 - e, 0 wherever a clamp is active.
-  return {value, blend(in_clamped | out_clamped, 0.0, 1.0 - e)};
+  // dk/dlogp = (e - 1) * dx/dlogp = 1 - e, 0 wherever a clamp is active: a 0/1 factor
+  // rather than a blend, because GCC 12 threads the blend's known-zero mask into a
+  // branch that skips 1 - e (and does not vectorise the loop); + 0.0 turns the -0.0 of a
+  // negative 1 - e times 0 into the +0.0 the blend gave.
+  const double active = blend(in_clamped | out_clamped, 0.0, 1.0);
+  return {value, (1.0 - e) * active + 0.0};
 }
 
 CASCADE_RL_HD inline token_loss kl_token(double logp, double ref, const kl_options& options) {
