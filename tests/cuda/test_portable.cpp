@@ -11,11 +11,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <span>
 #include <string>
 #include <vector>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 
@@ -350,6 +352,17 @@ void check_log_probs(std::size_t rows, std::size_t vocab, float temperature) {
   std::vector<float> logp(rows), entropy(rows);
   portable::log_probs_from_logits(system, logits.data(), rows, vocab, stride, labels.data(),
                                   logp.data(), entropy.data(), 1.0f / temperature);
+  // The host's bits (terms/log_sum_exp.hpp's order on both paths)...
+  using host_logit = std::conditional_t<std::is_same_v<L, float>, float, cr::bfloat16>;
+  std::vector<host_logit> host_logits(logits.size());
+  std::memcpy(static_cast<void*>(host_logits.data()), logits.data(), logits.size() * sizeof(L));
+  std::vector<float> host_logp(rows), host_entropy(rows);
+  cr::log_probs_from_logits(cr::exec::seq, std::span<const host_logit>(host_logits), vocab, stride,
+                            std::span<const std::int64_t>(labels), std::span<float>(host_logp),
+                            std::span<float>(host_entropy), temperature);
+  EXPECT_EQ(std::memcmp(logp.data(), host_logp.data(), rows * sizeof(float)), 0) << "log_probs, V " << vocab;
+  EXPECT_EQ(std::memcmp(entropy.data(), host_entropy.data(), rows * sizeof(float)), 0) << "entropy, V " << vocab;
+  // ... and near a double-precision log-softmax.
   for (std::size_t r = 0; r < rows; ++r) {
     std::vector<double> x(vocab);
     for (std::size_t v = 0; v < vocab; ++v)

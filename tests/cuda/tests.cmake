@@ -125,7 +125,7 @@ if(TARGET cascade_rl::cuda)
   # discounted returns, whitening and REINFORCE++ (benchmarks/gpu_check.sh runs it as its
   # own step). Log-probs alone are compared within a tolerance.
   add_test(NAME bitwise.cuda_executors
-    COMMAND cuda_executors "--gtest_filter=Gpu.LossesMatchHostInEveryMode:Gpu.GroupAdvantagesMatchHost:Gpu.LeaveOneOutAndZeroVarianceMatchHost:Gpu.TokenAdvantagesMatchHost:Gpu.ReinforcePlusPlusMatchesHost")
+    COMMAND cuda_executors "--gtest_filter=Gpu.LossesMatchHostInEveryMode:Gpu.GroupAdvantagesMatchHost:Gpu.LeaveOneOutAndZeroVarianceMatchHost:Gpu.TokenAdvantagesMatchHost:Gpu.ReinforcePlusPlusMatchesHost:Gpu.LogProbsMatchHost")
   set_tests_properties(bitwise.cuda_executors PROPERTIES LABELS "cuda;gpu;bitwise" TIMEOUT 300
     SKIP_REGULAR_EXPRESSION "SKIPPED \\][^\n]*[1-9][0-9]* tests?, listed below")
 endif()

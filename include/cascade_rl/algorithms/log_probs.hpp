@@ -5,20 +5,12 @@
 //   log_probs[r] = log softmax(logits[r] / temperature)[labels[r]]
 //   entropy[r]   = -sum_v p_v log p_v  of that softmax
 //
-// One pass per row with an online log-sum-exp (Milakov & Gimelshein 2018): the row goes
+// One pass per row with the online log-sum-exp of terms/log_sum_exp.hpp: the row goes
 // through in chunks that stay in L1; each chunk is loaded once, its maximum taken, the
 // running state moved to the new maximum when it grows (one exp per chunk), and then
-// exp(x - max) summed over the chunk from cache. Over the values seen so far, relative
-// to the running maximum m:
-//   s = sum exp(x - m),  w = sum exp(x - m) * (x - m),
-// so that lse = m + log s and the entropy H = log s - w / s. The chunk sums run in 16
-// float lanes (vectorisable, a fixed order), the running state in double.
-// The exp is a vectorisable polynomial (Cephes expf: a few ulp in float), since the
-// row is bandwidth-bound only if the exp is cheap. Logits of -inf add nothing; a NaN
-// logit makes its row NaN. Rows are independent and each is reduced by one thread in a
-// fixed order, so results are the same bits under exec::seq and exec::par with any
-// thread count (for a given build: the kernels/ CUDA and portable paths use their own
-// exp and order, and agree within float tolerance).
+// exp(x - m) summed over the chunk from cache in 16 float lanes. That file fixes the
+// order, so this vector loop, the portable Thrust path and the CUDA kernel give the same
+// bits; rows are independent, so exec::seq and exec::par with any thread count do too.
 
 #include <algorithm>
 #include <bit>
@@ -38,6 +30,7 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/vector_lanes.hpp"
+#include "cascade_rl/terms/log_sum_exp.hpp"
 
 namespace cascade_rl {
 
@@ -74,14 +67,16 @@ inline float logit_value(L x) {
     return x.to_float();
 }
 
-// The chunk sums run in 16 float lanes: their order, and so the result, is the same
-// whatever the target. The lanes are held as 16 / register_floats GNU vectors as wide as
-// the target's registers (lane l is element l % register_floats of vector
-// l / register_floats): one 16-float vector on an AVX2 target is lowered badly (GCC 12
-// turns its compares and selects into scalar code: 0.78 GB/s of fp32 logits on one
-// core, against 2.98 GB/s with two 8-float vectors; 0.80 against 1.70 GB/s with four
-// SSE vectors on the baseline target).
-inline constexpr std::size_t lse_lanes = 16;
+// The 16 lanes of terms/log_sum_exp.hpp are held as 16 / register_floats GNU vectors as
+// wide as the target's registers (lane l is element l % register_floats of vector
+// l / register_floats); the width changes the speed, not the bits. One 16-float vector
+// on an AVX2 target is lowered badly (GCC 12 turns its compares and selects into scalar
+// code: 0.78 GB/s of fp32 logits on one core, against 2.98 GB/s with two 8-float
+// vectors; 0.80 against 1.70 GB/s with four SSE vectors on the baseline target).
+using terms::lse_chunk;
+using terms::lse_lanes;
+using terms::lse_state;
+using terms::exp_nonpositive;
 #if defined(__AVX512F__)
 inline constexpr std::size_t register_floats = 16;
 #elif defined(__AVX__)
@@ -91,123 +86,57 @@ inline constexpr std::size_t register_floats = 4;
 #endif
 inline constexpr std::size_t lane_vectors = lse_lanes / register_floats;
 using float_lanes = float __attribute__((vector_size(register_floats * sizeof(float))));
-using bit_lanes = std::uint32_t __attribute__((vector_size(register_floats * sizeof(float))));
 
-// The unsigned integers holding the bits of a float or of a vector of float lanes.
-template <class V>
-using bits_of_lanes = std::conditional_t<std::is_same_v<V, float>, std::uint32_t, bit_lanes>;
+}  // namespace detail
+}  // namespace cascade_rl
 
-// GNU vectors go through these helpers by reference only (core/vector_lanes.hpp says
-// why); products that feed a sum are unfused there with clear_last_bit.
-
-// e = exp(x) for x in [-87, 0] or NaN, on one float or on a vector of lanes: Cephes
-// expf's range reduction and degree-6 polynomial, a few ulp. Products that feed a sum are
-// unfused; n * 0.693359375 (9 significant bits times |n| < 2^7) and the final scaling by
-// a power of two are exact, fused or not.
-template <class V>
-inline void exp_clamped_nonpositive(const V& x, V& e) {
-  constexpr float round_magic = 12582912.0f;  // 1.5 * 2^23: n = round(x / ln 2)
-  V t = x * 1.44269504088896341f;
-  clear_last_bit(t);
-  t += round_magic;
-  const V n = t - round_magic;
-  // The integer is read from the bits, so NaN stays defined behaviour.
-  bits_of_lanes<V> integer;
-  std::memcpy(&integer, &t, sizeof integer);
-  integer -= std::bit_cast<std::uint32_t>(round_magic);
-  V r_lo = n * -2.12194440e-4f;
-  clear_last_bit(r_lo);
-  const V r = (x - n * 0.693359375f) - r_lo;
-  V p = r * 1.9875691500e-4f;
-  for (const float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f,
-                        1.6666665459e-1f, 5.0000001201e-1f}) {
-    clear_last_bit(p);
-    p += c;
-    p *= r;
-  }
-  p *= r;  // p * r^2 as (p * r) * r: each product rounded alone
-  clear_last_bit(p);
-  p += r;
-  p += 1.0f;
-  const bits_of_lanes<V> scale_bits = (integer + 127u) << 23;
-  V scale;
-  std::memcpy(&scale, &scale_bits, sizeof scale);
-  e = p * scale;
-}
-
-// exp(d) for d <= 0 or -inf (the argument of an online log-sum-exp), branch-free so
-// that a loop of it vectorises. d is clamped at -87 (just inside float's normal range),
-// so exp(-inf) gives 1.6e-38 rather than 0: below float resolution in a sum that holds
-// exp(0) = 1. NaN gives NaN. `clamped` receives max(d, -87) (NaN for NaN).
-inline float exp_nonpositive(float d, float& clamped) {
-  const float x = d < -87.0f ? -87.0f : d;
-  clamped = x;
-  float e;
-  exp_clamped_nonpositive(x, e);
-  return e;
-}
-
-// The running state of one row (see the file comment).
-struct lse_state {
-  float m = -std::numeric_limits<float>::infinity();
-  double s = 0;
-  double w = 0;
-
-  [[nodiscard]] double log_sum_exp() const { return static_cast<double>(m) + std::log(s); }
-  [[nodiscard]] double entropy() const { return std::log(s) - w / s; }
+template <>
+struct cascade_rl::terms::lane_words<cascade_rl::detail::float_lanes> {
+  using type = std::uint32_t __attribute__((vector_size(cascade_rl::detail::register_floats * sizeof(float))));
 };
 
-inline constexpr std::size_t lse_chunk = 1024;  // floats per chunk: 4 KiB, in L1
+namespace cascade_rl {
+namespace detail {
 
-// Folds n <= lse_chunk logits (scaled by inverse_temperature) into the state.
+// GNU vectors go through helpers by reference only (core/vector_lanes.hpp says why).
+
+// Folds n <= lse_chunk logits (scaled by inverse_temperature) into the state, in the
+// order of terms/log_sum_exp.hpp.
 template <logit_type L>
 inline void lse_fold_chunk(lse_state& st, const L* x, std::size_t n, float inverse_temperature) {
-  constexpr float minus_inf = -std::numeric_limits<float>::infinity();
+#if defined(__CUDA_ARCH__)
+  // nvcc's device pass: host code, and device code has no GNU vectors to instantiate
+  // the terms with.
+  (void)st, (void)x, (void)n, (void)inverse_temperature;
+#else
   alignas(64) float buffer[lse_chunk];
-  const std::size_t padded = (n + lse_lanes - 1) / lse_lanes * lse_lanes;
+  const std::size_t padded = terms::lse_padded(n);
   // The values the passes below read: the logits themselves when they already are
   // floats at temperature 1 and fill whole lanes (no copy: two fewer memory operations
-  // per logit), else a scaled, converted and padded copy.
+  // per logit), else a scaled, converted and padded copy (x * 1.0f is x).
   const float* values = buffer;
   if constexpr (std::same_as<L, float>) {
     if (inverse_temperature == 1.0f && padded == n) values = x;
   }
   if (values == buffer) {
     for (std::size_t j = 0; j < n; ++j) buffer[j] = logit_value(x[j]) * inverse_temperature;
-    for (std::size_t j = n; j < padded; ++j) buffer[j] = minus_inf;
+    for (std::size_t j = n; j < padded; ++j) buffer[j] = terms::minus_infinity_f;
   }
   using lanes = float_lanes;
   constexpr std::size_t width = register_floats;
   lanes lane_max[lane_vectors];
-  for (lanes& part : lane_max) {
-    part = lanes{};
-    part -= std::numeric_limits<float>::infinity();
-  }
+  for (lanes& part : lane_max) part = lanes{} + terms::minus_infinity_f;
   for (std::size_t j = 0; j < padded; j += lse_lanes)
     for (std::size_t p = 0; p < lane_vectors; ++p) {
       lanes v;
       std::memcpy(&v, values + j + p * width, sizeof v);
-      lane_max[p] = v > lane_max[p] ? v : lane_max[p];
+      lane_max[p] = v > lane_max[p] ? v : lane_max[p];  // terms::lse_max, lane by lane
     }
-  float chunk_max = lane_max[0][0];
-  for (std::size_t l = 1; l < lse_lanes; ++l) {
-    const float lane = lane_max[l / width][l % width];
-    chunk_max = lane > chunk_max ? lane : chunk_max;
-  }
-
-  if (chunk_max > st.m) {
-    if (st.m != minus_inf) {
-      const double d = static_cast<double>(st.m) - static_cast<double>(chunk_max);
-      const double a = math::exp(d);
-      st.w = a * (st.w + math::product_unfused(d, st.s));
-      st.s *= a;
-    }
-    st.m = chunk_max;
-  }
-  if (st.m == minus_inf) {  // every value so far is -inf, or NaN (which the max skips)
-    for (std::size_t j = 0; j < n; ++j)
-      if (values[j] != values[j]) st.s = std::numeric_limits<double>::quiet_NaN();
-    return;
+  terms::lse_raise_max(st, terms::max_of_lanes([&](unsigned l) { return lane_max[l / width][l % width]; }));
+  if (st.m == terms::minus_infinity_f) {  // the NaN scan only when it can matter
+    bool has_nan = false;
+    for (std::size_t j = 0; j < n; ++j) has_nan = has_nan || values[j] != values[j];
+    if (terms::lse_skips_chunk(st, has_nan)) return;
   }
   lanes lane_s[lane_vectors] = {};
   lanes lane_w[lane_vectors] = {};
@@ -217,21 +146,14 @@ inline void lse_fold_chunk(lse_state& st, const L* x, std::size_t n, float inver
       lanes d;
       std::memcpy(&d, values + j + p * width, sizeof d);
       d -= m;
-      const lanes x = d < -87.0f ? lanes{} - 87.0f : d;  // exp_nonpositive's clamp
-      lanes e;
-      exp_clamped_nonpositive(x, e);
+      lanes e, ed;
+      terms::lse_terms(d, e, ed);
       lane_s[p] += e;
-      lanes ex = e * x;  // x clamped: never 0 * -inf (NaN stays NaN)
-      clear_last_bit(ex);
-      lane_w[p] += ex;
+      lane_w[p] += ed;
     }
-  double s = 0, w = 0;
-  for (std::size_t l = 0; l < lse_lanes; ++l) {
-    s += static_cast<double>(lane_s[l / width][l % width]);
-    w += static_cast<double>(lane_w[l / width][l % width]);
-  }
-  st.s += s;
-  st.w += w;
+  st.s += terms::sum_of_lanes([&](unsigned l) { return lane_s[l / width][l % width]; });
+  st.w += terms::sum_of_lanes([&](unsigned l) { return lane_w[l / width][l % width]; });
+#endif
 }
 
 // The state of a whole row of `vocab` logits.
@@ -292,10 +214,8 @@ void log_probs_from_logits(const Policy& policy, std::span<const L> logits, std:
       [&](std::size_t r) {
         const L* x = logits.data() + r * row_stride;
         const detail::lse_state st = detail::row_lse(x, vocab, inverse);
-        const double label_logit =
-            static_cast<double>(detail::logit_value(x[labels[r]]) * inverse);
-        log_probs[r] = static_cast<float>(label_logit - st.log_sum_exp());
-        if (!entropy.empty()) entropy[r] = static_cast<float>(st.entropy());
+        log_probs[r] = terms::log_prob_of(st, detail::logit_value(x[labels[r]]) * inverse);
+        if (!entropy.empty()) entropy[r] = terms::entropy_of(st);
       },
       /*min_parallel=*/2);
 }

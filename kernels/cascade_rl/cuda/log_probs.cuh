@@ -1,12 +1,14 @@
 #pragma once
 // Log-probabilities of the sampled tokens and the entropy of each row's softmax, from
-// logits [rows, vocab] in one pass with an online log-sum-exp (detail/math.hpp): every
-// logit is read once, with 16-byte loads; fp32 and bf16 logits, vocab up to and beyond
-// 256k. Rows go on grid dimension x only (y and z are capped at 65,535).
+// logits [rows, vocab] (fp32 or bf16) in one pass: the online log-sum-exp of
+// terms/log_sum_exp.hpp in its canonical order, so the results are the host's bits.
 //
-// vocab up to 4096: one warp per row (8 rows per block); larger: a block of 256 threads
-// per row. Each thread folds its values in a fixed order and the team joins its threads'
-// states in a fixed order, so the result is the same bits on every run.
+// 16 threads per row (half a warp), thread l being the order's lane l: per chunk of
+// 1024 logits it loads its 64 values into registers (a half-warp reads 16 consecutive
+// logits at a time, coalesced), takes their maximum, joins the 16 lane maxima by
+// shuffles lane 0 first, then sums its exp terms, and the 16 lane sums join the state
+// again by shuffles in lane order. Every thread of the row keeps the same state. Rows
+// go on grid dimension x only (y and z are capped at 65,535), 16 per block.
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -17,85 +19,85 @@
 
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/detail/math.hpp"
-#include "cascade_rl/cuda/group_advantages.cuh"
 #include "cascade_rl/cuda/policy.hpp"
+#include "cascade_rl/terms/log_sum_exp.hpp"
 
 namespace cascade_rl::cuda {
 namespace detail {
 
 inline constexpr unsigned logits_block_threads = 256;
-inline constexpr std::size_t warp_row_vocab = 4096;
+inline constexpr unsigned row_threads = static_cast<unsigned>(terms::lse_lanes);
+inline constexpr unsigned rows_per_block = logits_block_threads / row_threads;
+inline constexpr unsigned values_per_lane = static_cast<unsigned>(terms::lse_chunk / terms::lse_lanes);
+
+// The state of the row's chunks, the same in each of the row's 16 threads.
+template <class T>
+__device__ terms::lse_state row_lse(const T* __restrict__ x, std::size_t vocab, float inverse_temperature) {
+  constexpr unsigned whole_warp = 0xffffffffu;
+  const unsigned lane = threadIdx.x % row_threads;
+  const unsigned half = threadIdx.x & 16u;  // the first bit of this row's lanes in the warp
+  terms::lse_state st;
+  for (std::size_t c = 0; c < vocab; c += terms::lse_chunk) {
+    const std::size_t n = min_of(terms::lse_chunk, vocab - c);
+    const std::size_t per_lane = terms::lse_padded(n) / terms::lse_lanes;
+    float v[values_per_lane];
+    float lane_max = terms::minus_infinity_f;
+    bool has_nan = false;
+#pragma unroll
+    for (unsigned k = 0; k < values_per_lane; ++k)
+      if (k < per_lane) {
+        v[k] = terms::lse_value(x + c, lane + k * row_threads, n, inverse_temperature);
+        lane_max = terms::lse_max(lane_max, v[k]);
+        has_nan = has_nan || v[k] != v[k];
+      }
+    terms::lse_raise_max(st, terms::max_of_lanes([&](unsigned l) {
+                           return __shfl_sync(whole_warp, lane_max, static_cast<int>(l), row_threads);
+                         }));
+    const bool chunk_has_nan = ((__ballot_sync(whole_warp, has_nan) >> half) & 0xffffu) != 0;
+    float lane_s = 0, lane_w = 0;
+#pragma unroll
+    for (unsigned k = 0; k < values_per_lane; ++k)
+      if (k < per_lane) {
+        float e, ed;
+        terms::lse_terms(v[k] - st.m, e, ed);
+        lane_s += e;
+        lane_w += ed;
+      }
+    // The shuffles run in every row, whether its sums count or not.
+    const double s = terms::sum_of_lanes([&](unsigned l) {
+      return __shfl_sync(whole_warp, lane_s, static_cast<int>(l), row_threads);
+    });
+    const double w = terms::sum_of_lanes([&](unsigned l) {
+      return __shfl_sync(whole_warp, lane_w, static_cast<int>(l), row_threads);
+    });
+    if (!terms::lse_skips_chunk(st, chunk_has_nan)) {
+      st.s += s;
+      st.w += w;
+    }
+  }
+  return st;
+}
 
 template <class T>
-struct logit_vector {
-  static constexpr int width = 16 / sizeof(T);
-  __device__ static void load(const T* p, float inverse_temperature, float (&out)[width]) {
-    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
-    T v[width];
-    memcpy(static_cast<void*>(v), &raw, sizeof(raw));  // T may be a class (bf16): bytes as they are
-#pragma unroll
-    for (int k = 0; k < width; ++k) out[k] = static_cast<float>(v[k]) * inverse_temperature;
-  }
-};
-
-// THREADS threads per row: 32 (a warp) or logits_block_threads (the block).
-template <class T, int THREADS>
 __global__ void __launch_bounds__(logits_block_threads)
 log_probs_kernel(const T* __restrict__ logits, std::size_t rows, std::size_t vocab,
                  std::size_t row_stride, const std::int64_t* __restrict__ labels,
                  float inverse_temperature, float* __restrict__ log_probs,
                  float* __restrict__ entropy, device_report* report) {
-  __shared__ __align__(16) unsigned char shared[32 * block_reduce_bytes];
-  using vec = logit_vector<T>;
-  constexpr int W = vec::width;
-  const std::size_t row =
-      static_cast<std::size_t>(blockIdx.x) * (logits_block_threads / THREADS) + threadIdx.x / THREADS;
-  const unsigned lane = threadIdx.x % THREADS;
-  const bool active = row < rows;
-  const T* x = logits + (active ? row : 0) * row_stride;
-
-  lse_state st;
-  if (active) {
-    // Scalar head up to 16-byte alignment, vector body, scalar tail.
-    const std::size_t misaligned = (reinterpret_cast<std::uintptr_t>(x) % 16) / sizeof(T);
-    const std::size_t head = misaligned == 0 ? 0 : min_of<std::size_t>(W - misaligned, vocab);
-    for (std::size_t v = lane; v < head; v += THREADS) {
-      const float one[1] = {static_cast<float>(x[v]) * inverse_temperature};
-      lse_add(st, one);
-    }
-    const std::size_t vectors = (vocab - head) / W;
-    const T* body = x + head;
-    std::size_t k = lane;
-    for (; k + THREADS < vectors; k += 2 * THREADS) {  // two loads in flight per thread
-      float a[W], b[W];
-      vec::load(body + k * W, inverse_temperature, a);
-      vec::load(body + (k + THREADS) * W, inverse_temperature, b);
-      lse_add(st, a);
-      lse_add(st, b);
-    }
-    if (k < vectors) {
-      float a[W];
-      vec::load(body + k * W, inverse_temperature, a);
-      lse_add(st, a);
-    }
-    for (std::size_t v = head + vectors * W + lane; v < vocab; v += THREADS) {
-      const float one[1] = {static_cast<float>(x[v]) * inverse_temperature};
-      lse_add(st, one);
-    }
-  }
-  if constexpr (THREADS == 32)
-    st = team_reduce<32>(st, merge_lse{});
-  else
-    st = block_reduce(st, merge_lse{}, shared);
-  if (!active || lane != 0) return;
+  const std::size_t row = static_cast<std::size_t>(blockIdx.x) * rows_per_block + threadIdx.x / row_threads;
+  // Rows past the end fold the last row again and write nothing: every shuffle has the
+  // whole warp.
+  const T* x = logits + min_of(row, rows - 1) * row_stride;
+  const terms::lse_state st = row_lse(x, vocab, inverse_temperature);
+  if (row >= rows || threadIdx.x % row_threads != 0) return;
   const std::int64_t label = labels[row];
-  float label_logit = ::cuda::std::numeric_limits<float>::quiet_NaN();
+  float label_logit = math::detail::quiet_nan_f;
   if (label >= 0 && static_cast<std::size_t>(label) < vocab)
     label_logit = static_cast<float>(x[label]) * inverse_temperature;
   else
     report_min(&report->first_bad_label, row);
-  log_probs[row] = label_logit - log_sum_exp(st);
-  if (entropy != nullptr) entropy[row] = entropy_of(st);
+  log_probs[row] = terms::log_prob_of(st, label_logit);
+  if (entropy != nullptr) entropy[row] = terms::entropy_of(st);
 }
 
 }  // namespace detail
@@ -114,16 +116,10 @@ cudaError_t log_probs_from_logits(void* d_temp_storage, std::size_t& temp_storag
   if (const detail::call_start start = detail::begin_report_call(d_temp_storage, temp_storage_bytes, report, stream);
       !start.proceed)
     return start.status;
-  if (!(temperature > 0) || row_stride < vocab) return cudaErrorInvalidValue;
+  if (!(temperature > 0) || vocab == 0 || row_stride < vocab) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
   const float inverse = 1.0f / temperature;
-  if (vocab <= detail::warp_row_vocab) {
-    constexpr unsigned rows_per_block = detail::logits_block_threads / 32;
-    return detail::launch(detail::log_probs_kernel<T, 32>, detail::blocks_for(rows, rows_per_block),
-                          detail::logits_block_threads, stream, d_logits, rows, vocab, row_stride, d_labels,
-                          inverse, d_log_probs, d_entropy, report);
-  }
-  return detail::launch(detail::log_probs_kernel<T, detail::logits_block_threads>, static_cast<unsigned>(rows),
+  return detail::launch(detail::log_probs_kernel<T>, detail::blocks_for(rows, detail::rows_per_block),
                         detail::logits_block_threads, stream, d_logits, rows, vocab, row_stride, d_labels,
                         inverse, d_log_probs, d_entropy, report);
 }
@@ -139,6 +135,7 @@ void log_probs_from_logits(exec::cuda_policy policy, std::span<const T> logits, 
                            std::span<float> log_probs, std::span<float> entropy,
                            float temperature = 1.0f) {
   const std::size_t rows = labels.size();
+  if (vocab == 0) detail::fail("vocab", "is 0, expected at least 1");
   if (row_stride < vocab) detail::fail("row_stride", "is smaller than vocab");
   if (!(temperature > 0)) detail::fail("temperature", "must be > 0");
   if (rows > 0 && logits.size() < (rows - 1) * row_stride + vocab)

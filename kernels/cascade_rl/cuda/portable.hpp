@@ -35,6 +35,7 @@
 #include "cascade_rl/cuda/detail/math.hpp"
 #include "cascade_rl/cuda/detail/token_terms.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/terms/log_sum_exp.hpp"
 
 namespace cascade_rl::cuda::portable {
 
@@ -208,6 +209,7 @@ void reduce_tokens(ExecPolicy&& exec, const device_token_layout& layout, Term te
   for_each_index(exec, 1, combine_functor{scratch, blocks});
 }
 
+// One thread per row, in the order of terms/log_sum_exp.hpp (the host's bits).
 template <class T>
 struct log_probs_functor {
   const T* logits;
@@ -219,23 +221,15 @@ struct log_probs_functor {
   float* entropy;
   CASCADE_RL_HD void operator()(std::size_t row) const {
     const T* x = logits + row * row_stride;
-    lse_state st;
-    const std::size_t chunks = vocab / 8;
-    for (std::size_t c = 0; c < chunks; ++c) {
-      float chunk[8];
-      for (int k = 0; k < 8; ++k) chunk[k] = static_cast<float>(x[8 * c + k]) * inverse_temperature;
-      lse_add(st, chunk);
-    }
-    for (std::size_t v = 8 * chunks; v < vocab; ++v) {
-      const float one[1] = {static_cast<float>(x[v]) * inverse_temperature};
-      lse_add(st, one);
-    }
+    terms::lse_state st;
+    for (std::size_t v = 0; v < vocab; v += terms::lse_chunk)
+      terms::lse_fold_chunk_serial(st, x + v, min_of(terms::lse_chunk, vocab - v), inverse_temperature);
     const std::int64_t label = labels[row];
     const bool in_range = label >= 0 && static_cast<std::size_t>(label) < vocab;
     const float label_logit = in_range ? static_cast<float>(x[label]) * inverse_temperature
-                                       : ::cuda::std::numeric_limits<float>::quiet_NaN();
-    log_probs[row] = label_logit - log_sum_exp(st);
-    if (entropy != nullptr) entropy[row] = entropy_of(st);
+                                       : math::detail::quiet_nan_f;
+    log_probs[row] = terms::log_prob_of(st, label_logit);
+    if (entropy != nullptr) entropy[row] = terms::entropy_of(st);
   }
 };
 
