@@ -10,6 +10,11 @@
 
 set(_cuda_tests_dir "${CMAKE_CURRENT_LIST_DIR}")
 
+# The kernel side includes options and terms only (a read of its includes, no compiler).
+add_test(NAME cuda_kernel_includes
+         COMMAND "${CMAKE_COMMAND}" "-DROOT=${PROJECT_SOURCE_DIR}" -P "${_cuda_tests_dir}/kernel_includes.cmake")
+set_tests_properties(cuda_kernel_includes PROPERTIES LABELS cuda)
+
 # The portable tests: each GoogleTest case a ctest test labelled cuda; more test
 # properties may follow the target.
 function(_cascade_rl_cuda_test target)

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cascade_rl/algorithms/advantage_options.hpp"
+#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/exec.hpp"
@@ -86,12 +87,6 @@ void gather_sequences(const Policy& policy, std::span<const V> in,
   detail::for_each_index(policy, out.size(),
                          [&](std::size_t k) { out[k] = in[selection.kept_sequences[k]]; });
 }
-
-struct zero_variance_filter_options {
-  // error: refuse NaN or infinite rewards; zero_group: drop the groups holding them
-  // (their advantages would be zeroed anyway).
-  nonfinite_rule nonfinite = nonfinite_rule::error;
-};
 
 // flags[g] = 1 where group g's rewards are all equal (a group of one included).
 template <exec::host_policy Policy, std::floating_point T>

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "cascade_rl/algorithms/advantage_options.hpp"
+#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/error.hpp"
@@ -27,43 +28,7 @@
 
 namespace cascade_rl {
 
-struct group_statistic {
-  double mean = 0.0;
-  double std = 0.0;  // 0 for a group of one (no spread), whatever the estimator
-  double min = 0.0;
-  double max = 0.0;
-  std::size_t count = 0;
-  bool zero_variance = false;  // max == min, exactly; a group of one is zero variance
-};
-
-struct group_statistics_options {
-  std_estimator estimator = std_estimator::unbiased;
-  mean_accumulation accumulation = mean_accumulation::double_precision;
-};
-
-struct leave_one_out_options {
-  std_estimator estimator = std_estimator::unbiased;
-};
-
 namespace detail {
-
-inline terms::group_params group_params_of(const group_statistics_options& o) {
-  terms::group_params p;
-  p.kind = terms::group_kind::statistics;
-  p.estimator = o.estimator;
-  p.accumulation = o.accumulation;
-  p.nonfinite = nonfinite_rule::error;
-  return p;
-}
-
-inline terms::group_params group_params_of(const leave_one_out_options& o) {
-  terms::group_params p;
-  p.kind = terms::group_kind::leave_one_out;
-  p.estimator = o.estimator;
-  p.nonfinite = nonfinite_rule::error;
-  p.refuse_singletons = true;  // leave_one_out_statistics always needs two
-  return p;
-}
 
 // Groups are cheap to reduce (a few to a few hundred rewards): go parallel only when
 // there are many of them.

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "cascade_rl/algorithms/advantage_options.hpp"
+#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/exec.hpp"
@@ -30,27 +31,7 @@
 
 namespace cascade_rl {
 
-struct grpo_options {
-  bool scale_by_std = true;  // false: Dr. GRPO
-  double epsilon = 1e-6;
-  epsilon_placement epsilon_at = epsilon_placement::added_to_std;
-  std_estimator estimator = std_estimator::unbiased;
-  // Applies to groups of one when the estimator needs two (scale_by_std with the
-  // unbiased std). Otherwise a group of one is a zero-variance group and gets 0,
-  // except under raw_score, which always reproduces veRL's mean 0 / std 1.
-  singleton_rule singleton = singleton_rule::error;
-  nonfinite_rule nonfinite = nonfinite_rule::error;
-  mean_accumulation accumulation = mean_accumulation::double_precision;
-};
-
 namespace detail {
-
-inline terms::group_params group_params_of(const grpo_options& o) {
-  const bool needs_two = o.scale_by_std && o.estimator == std_estimator::unbiased;
-  return {terms::group_kind::grpo, o.scale_by_std, o.epsilon_at, o.estimator, o.singleton,
-          o.nonfinite, o.accumulation, o.epsilon,
-          needs_two && o.singleton == singleton_rule::error};
-}
 
 // Groups GRPO reduces side by side on the fast path below: as many doubles as one
 // vector register of the target holds. A GNU vector wider than the registers is lowered
@@ -58,13 +39,7 @@ inline terms::group_params group_params_of(const grpo_options& o) {
 // 338, four 60 on the baseline x86-64 target; GCC 12 -O3, groups of 16, one core). The
 // width changes only the speed: each group is reduced in its own lane with the same
 // arithmetic, so the bits are those of the general path on every target.
-#if defined(__AVX512F__)
-inline constexpr std::size_t grpo_group_tile = 8;
-#elif defined(__AVX__)
-inline constexpr std::size_t grpo_group_tile = 4;
-#else
-inline constexpr std::size_t grpo_group_tile = 2;
-#endif
+inline constexpr std::size_t grpo_group_tile = register_bytes / sizeof(double);
 // The largest group size the fast path takes (a tile's rewards, transposed to double,
 // stay within 4 KiB of stack).
 inline constexpr std::size_t grpo_tile_max_group = 64;
@@ -75,8 +50,8 @@ inline constexpr std::size_t grpo_tile_max_group = 64;
 // transposed into vectors x[i] = reward i of the tile's groups (a GNU vector, one
 // register; lane arithmetic is plain IEEE double), so that every step of every pass
 // serves all of them at once and their dependent adds run side by side instead of one
-// group waiting on the next. Writes nothing and returns
-// false when a reward of the tile is NaN or infinite.
+// group waiting on the next. Writes nothing and returns false when a reward of the tile
+// is NaN or infinite.
 template <std::floating_point T>
 bool grpo_uniform_tile(std::span<const T> rewards, std::span<T> advantages,
                        std::size_t first_group, std::size_t size,

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "cascade_rl/algorithms/kl_loss_options.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/elementary_functions.hpp"
@@ -31,13 +32,6 @@ namespace cascade_rl {
   }
   return "unknown";
 }
-
-// A KL term used as a loss (veRL use_kl_loss): coefficient * aggregate(k_t).
-struct kl_loss_options {
-  kl_options kl{};
-  double coefficient = 1.0;
-  loss_aggregation aggregation = loss_aggregation::token_mean;
-};
 
 namespace detail {
 

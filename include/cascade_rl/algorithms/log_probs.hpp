@@ -77,13 +77,7 @@ using terms::lse_chunk;
 using terms::lse_lanes;
 using terms::lse_state;
 using terms::exp_nonpositive;
-#if defined(__AVX512F__)
-inline constexpr std::size_t register_floats = 16;
-#elif defined(__AVX__)
-inline constexpr std::size_t register_floats = 8;
-#else
-inline constexpr std::size_t register_floats = 4;
-#endif
+inline constexpr std::size_t register_floats = register_bytes / sizeof(float);
 inline constexpr std::size_t lane_vectors = lse_lanes / register_floats;
 using float_lanes = float __attribute__((vector_size(register_floats * sizeof(float))));
 

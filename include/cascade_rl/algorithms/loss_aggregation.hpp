@@ -31,6 +31,7 @@
 #include <string>
 #include <string_view>
 
+#include "cascade_rl/algorithms/loss_counts.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/error.hpp"
@@ -53,22 +54,6 @@ namespace cascade_rl {
   }
   return "unknown";
 }
-
-// Counts of one slice of a step. Sum them over slices (operator+=) or all-reduce them,
-// then turn the total into a loss_normalizer.
-struct loss_counts {
-  std::size_t tokens = 0;     // valid (unmasked) tokens
-  std::size_t sequences = 0;  // sequences with at least one valid token
-
-  loss_counts& operator+=(const loss_counts& other) {
-    tokens += other.tokens;
-    sequences += other.sequences;
-    return *this;
-  }
-  [[nodiscard]] loss_normalizer normalizer(double scale = 1) const {
-    return {static_cast<double>(tokens), static_cast<double>(sequences), scale};
-  }
-};
 
 template <exec::host_policy Policy>
 [[nodiscard]] loss_counts local_loss_counts(const Policy& policy, const token_layout& layout) {

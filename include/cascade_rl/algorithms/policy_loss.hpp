@@ -13,10 +13,10 @@
 // caller's backward pass. grad_out must not alias an input.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <concepts>
 #include <cstddef>
-#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
@@ -24,6 +24,7 @@
 
 #include "cascade_rl/algorithms/importance_weights.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
+#include "cascade_rl/algorithms/policy_loss_options.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
@@ -32,46 +33,6 @@
 #include "cascade_rl/terms/policy_loss_metrics.hpp"
 
 namespace cascade_rl {
-
-// The value REINFORCE reports; both have the same gradient -w_t * A_t.
-enum class reinforce_surrogate {
-  // l_t = -A_t * exp(logp_t - stopgrad(logp_t)), whose value is -A_t (veRL/PPO at ratio 1).
-  ratio,
-  // l_t = -A_t * logp_t, the textbook form (and MOPD's -w_t * a_t * log pi_train).
-  log_prob,
-};
-
-struct reinforce_options {
-  loss_aggregation aggregation = loss_aggregation::token_mean;
-  reinforce_surrogate surrogate = reinforce_surrogate::ratio;
-  // Target of the ratio is the trainer's own log-probs (stop-gradient).
-  importance_options importance{};
-};
-
-struct ppo_clip_options {
-  double clip_low = 0.2;   // ratio floor 1 - clip_low, in [0, 1)
-  double clip_high = 0.2;  // ratio ceiling 1 + clip_high, >= 0 (DAPO clip-higher: 0.28)
-  // Dual clip constant c > 1: for A < 0 the loss is at most -A * c. nullopt: off.
-  std::optional<double> dual_clip{};
-  // |logp - old_logp| is clamped to this before exp (veRL: 20) so the ratio cannot
-  // overflow; the gradient is 0 where the clamp is active.
-  double log_ratio_clamp = 20.0;
-  loss_aggregation aggregation = loss_aggregation::token_mean;
-  // Target of the ratio is old_log_probs (veRL TIS: exp(old_log_prob - rollout_log_probs)).
-  importance_options importance{};
-};
-
-// MOPD (Nemotron-Cascade 2): -(1/|V|) sum_t w_t * a_t * log pi_train(y_t) with
-// w_t = r_t * 1[0.5 <= r_t <= 2], r_t = pi_train / pi_rollout (stop-gradient), and a_t =
-// teacher logp - student logp passed as the advantages. |V| counts every valid token,
-// band-dropped ones included: normalise with the step's total valid tokens.
-[[nodiscard]] inline reinforce_options mopd_options(double band_low = 0.5, double band_high = 2.0) {
-  return {.aggregation = loss_aggregation::token_mean,
-          .surrogate = reinforce_surrogate::log_prob,
-          .importance = {.mode = importance_sampling::band_mask,
-                         .band_low = band_low,
-                         .band_high = band_high}};
-}
 
 namespace detail {
 
@@ -98,12 +59,6 @@ void validate_token_input(const Policy& policy, const token_layout& layout,
   require_finite_where_valid(policy, values, layout, argument);
 }
 
-// The options as the plain values terms::ppo_clip_token takes.
-inline terms::ppo_clip_params ppo_params_of(const ppo_clip_options& options) {
-  return {options.clip_low, options.clip_high, options.dual_clip ? *options.dual_clip : 0.0,
-          options.log_ratio_clamp};
-}
-
 // The checks shared by every policy loss after its own inputs', then grad_out filled
 // with the aggregation weights that reduce_token_losses scales.
 template <class Policy, std::floating_point T>
@@ -117,17 +72,24 @@ void prepare_policy_loss(const Policy& policy, const token_layout& layout,
   write_aggregation_weights(policy, layout, normalizer, aggregation, grad_out);
 }
 
+// A per-token input of a policy loss and the name its errors give it.
+template <std::floating_point T>
+struct token_input {
+  std::span<const T> values;
+  const char* name;
+};
+
 // Whether the single-pass path (fused_token_losses) applies: every size is right, so
 // that the only check left is finiteness, which rides along the loss pass; and the
 // mode's weight is uniform with a usable normaliser.
-template <std::floating_point T>
-bool fused_loss_applies(const token_layout& layout, std::initializer_list<std::size_t> input_sizes,
+template <std::floating_point T, std::size_t N>
+bool fused_loss_applies(const token_layout& layout, const std::array<token_input<T>, N>& inputs,
                         std::span<const T> behaviour_log_probs, std::span<T> grad_out,
                         const loss_normalizer& normalizer, loss_aggregation aggregation,
                         const importance_options& importance, T& weight) {
   const std::size_t n = layout.tokens();
-  for (const std::size_t size : input_sizes)
-    if (size != n) return false;
+  for (const token_input<T>& input : inputs)
+    if (input.values.size() != n) return false;
   if (grad_out.size() != n) return false;
   if (importance.mode == importance_sampling::none
           ? !behaviour_log_probs.empty() && behaviour_log_probs.size() != n
@@ -136,22 +98,42 @@ bool fused_loss_applies(const token_layout& layout, std::initializer_list<std::s
   return uniform_aggregation_weight(normalizer, aggregation, weight);
 }
 
-// The fused pass of a policy loss (see fused_token_losses) over its two token terms: the
-// importance-weighted one, its behaviour log-probs checked too, when the options ask for
-// a correction, else the unweighted one; each is its own loop, free of branches.
-template <class Policy, std::floating_point T, class Nonfinite, class Unweighted, class Weighted>
-checked_aggregate<policy_loss_metrics> fused_policy_loss(
-    const Policy& policy, const token_layout& layout, std::span<T> grad_out, T weight,
-    const importance_options& importance, std::span<const T> behaviour_log_probs,
-    const Nonfinite& nonfinite, const Unweighted& unweighted_token,
-    const Weighted& weighted_token) {
-  if (importance.mode == importance_sampling::none)
-    return fused_token_losses<policy_loss_metrics>(policy, layout, grad_out, weight, nonfinite,
-                                                   unweighted_token);
-  return fused_token_losses<policy_loss_metrics>(
-      policy, layout, grad_out, weight,
-      [&](std::size_t t) { return nonfinite(t) | nonfinite_at(behaviour_log_probs, t); },
-      weighted_token);
+// The passes every policy loss shares, over its two token terms: `unweighted` (the
+// token's loss) and `weighted` (its importance-corrected form, the term when the options
+// ask for a correction), each free of branches so that its loop vectorises. First the
+// fused single pass when it applies, finiteness riding along (`nonfinite` flags a token
+// whose inputs are not all finite; the behaviour log-probs are checked too when
+// corrected). Else, or when a value is not finite, the checks that name the first bad
+// input, then the general pass.
+template <class Policy, std::floating_point T, std::size_t N, class Nonfinite, class Unweighted,
+          class Weighted>
+policy_loss_result policy_loss_passes(const Policy& policy, const token_layout& layout,
+                                      const std::array<token_input<T>, N>& inputs,
+                                      std::span<const T> behaviour_log_probs, std::span<T> grad_out,
+                                      const loss_normalizer& normalizer, loss_aggregation aggregation,
+                                      const importance_options& importance, const Nonfinite& nonfinite,
+                                      const Unweighted& unweighted, const Weighted& weighted) {
+  const bool corrected = importance.mode != importance_sampling::none;
+  T weight{};
+  if (fused_loss_applies(layout, inputs, behaviour_log_probs, grad_out, normalizer, aggregation,
+                         importance, weight)) {
+    const auto fused =
+        corrected ? fused_token_losses<policy_loss_metrics>(
+                        policy, layout, grad_out, weight,
+                        [&](std::size_t t) { return nonfinite(t) | nonfinite_at(behaviour_log_probs, t); },
+                        weighted)
+                  : fused_token_losses<policy_loss_metrics>(policy, layout, grad_out, weight,
+                                                            nonfinite, unweighted);
+    if (!fused.nonfinite) return {fused.total.loss, fused.total.metrics};
+    // A bad input: the checks below name it as they always have.
+  }
+  for (const token_input<T>& input : inputs) validate_token_input(policy, layout, input.values, input.name);
+  prepare_policy_loss(policy, layout, behaviour_log_probs, grad_out, normalizer, aggregation, importance);
+  const auto total = reduce_token_losses<policy_loss_metrics>(
+      policy, layout, grad_out, [&](std::size_t t, policy_loss_metrics& m) {
+        return corrected ? weighted(t, m) : unweighted(t, m);
+      });
+  return {total.loss, total.metrics};
 }
 
 }  // namespace detail
@@ -166,43 +148,25 @@ policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layo
                                   const loss_normalizer& normalizer,
                                   const reinforce_options& options = {}) {
   detail::validate_importance(options.importance, "options.importance");
-  // The token's loss and its importance-weighted form, each free of branches so that
-  // the fused loss loop vectorises; `token` picks one (the checked path's term).
   const bool log_prob_surrogate = options.surrogate == reinforce_surrogate::log_prob;
-  const bool corrected = options.importance.mode != importance_sampling::none;
-  const auto unweighted_token = [&](std::size_t t, policy_loss_metrics& m) {
+  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
     ++m.valid_tokens;
     return terms::reinforce_token(static_cast<double>(log_probs[t]),
                                   static_cast<double>(advantages[t]), log_prob_surrogate);
   };
-  const auto weighted_token = [&](std::size_t t, policy_loss_metrics& m) {
+  const auto weighted = [&](std::size_t t, policy_loss_metrics& m) {
     return terms::importance_weighted(
-        unweighted_token(t, m),
+        unweighted(t, m),
         static_cast<double>(log_probs[t]) - static_cast<double>(behaviour_log_probs[t]),
         options.importance, m);
   };
-  const auto token = [&](std::size_t t, policy_loss_metrics& m) {
-    return corrected ? weighted_token(t, m) : unweighted_token(t, m);
-  };
-  T weight{};
-  if (detail::fused_loss_applies(layout, {log_probs.size(), advantages.size()},
-                                 behaviour_log_probs, grad_out, normalizer, options.aggregation,
-                                 options.importance, weight)) {
-    const auto fused = detail::fused_policy_loss(
-        policy, layout, grad_out, weight, options.importance, behaviour_log_probs,
-        [&](std::size_t t) {
-          return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(advantages, t);
-        },
-        unweighted_token, weighted_token);
-    if (!fused.nonfinite) return {fused.total.loss, fused.total.metrics};
-    // A bad input: the checks below name it as they always have.
-  }
-  detail::validate_token_input(policy, layout, log_probs, "log_probs");
-  detail::validate_token_input(policy, layout, advantages, "advantages");
-  detail::prepare_policy_loss(policy, layout, behaviour_log_probs, grad_out, normalizer,
-                              options.aggregation, options.importance);
-  const auto total = detail::reduce_token_losses<policy_loss_metrics>(policy, layout, grad_out, token);
-  return {total.loss, total.metrics};
+  return detail::policy_loss_passes(
+      policy, layout,
+      std::array{detail::token_input<T>{log_probs, "log_probs"},
+                 detail::token_input<T>{advantages, "advantages"}},
+      behaviour_log_probs, grad_out, normalizer, options.aggregation, options.importance,
+      [&](std::size_t t) { return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(advantages, t); },
+      unweighted, weighted);
 }
 
 // Without behaviour log-probs: options.importance must be none.
@@ -227,10 +191,7 @@ policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layou
                                  const ppo_clip_options& options = {}) {
   detail::validate_ppo_options(options);
   const terms::ppo_clip_params params = detail::ppo_params_of(options);
-  // The token's loss and its importance-weighted form, each free of branches so that
-  // the fused loss loop vectorises; `token` picks one (the checked path's term).
-  const bool corrected = options.importance.mode != importance_sampling::none;
-  const auto unweighted_token = [&](std::size_t t, policy_loss_metrics& m) {
+  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
     ++m.valid_tokens;
     const terms::ppo_clip_token_result r =
         terms::ppo_clip_token(static_cast<double>(log_probs[t]),
@@ -240,38 +201,26 @@ policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layou
     // approx_kl rides along to the drivers' canonical sum (metrics.approx_kl_sum).
     return detail::token_loss_with_kl(r);
   };
-  const auto weighted_token = [&](std::size_t t, policy_loss_metrics& m) {
+  const auto weighted = [&](std::size_t t, policy_loss_metrics& m) {
     return terms::importance_weighted(
-        unweighted_token(t, m),
+        unweighted(t, m),
         static_cast<double>(old_log_probs[t]) - static_cast<double>(behaviour_log_probs[t]),
         options.importance, m);
   };
-  const auto token = [&](std::size_t t, policy_loss_metrics& m) {
-    return corrected ? weighted_token(t, m) : unweighted_token(t, m);
-  };
   // approx_kl must reach the drivers' canonical sum (a token_loss would slice it off).
-  static_assert(detail::carries_approx_kl<decltype(token(std::size_t{}, std::declval<policy_loss_metrics&>()))>);
-  T weight{};
-  if (detail::fused_loss_applies(layout, {log_probs.size(), old_log_probs.size(), advantages.size()},
-                                 behaviour_log_probs, grad_out, normalizer, options.aggregation,
-                                 options.importance, weight)) {
-    const auto fused = detail::fused_policy_loss(
-        policy, layout, grad_out, weight, options.importance, behaviour_log_probs,
-        [&](std::size_t t) {
-          return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
-                 detail::nonfinite_at(advantages, t);
-        },
-        unweighted_token, weighted_token);
-    if (!fused.nonfinite) return {fused.total.loss, fused.total.metrics};
-    // A bad input: the checks below name it as they always have.
-  }
-  detail::validate_token_input(policy, layout, log_probs, "log_probs");
-  detail::validate_token_input(policy, layout, old_log_probs, "old_log_probs");
-  detail::validate_token_input(policy, layout, advantages, "advantages");
-  detail::prepare_policy_loss(policy, layout, behaviour_log_probs, grad_out, normalizer,
-                              options.aggregation, options.importance);
-  const auto total = detail::reduce_token_losses<policy_loss_metrics>(policy, layout, grad_out, token);
-  return {total.loss, total.metrics};
+  static_assert(detail::carries_approx_kl<decltype(unweighted(std::size_t{}, std::declval<policy_loss_metrics&>()))>);
+  static_assert(detail::carries_approx_kl<decltype(weighted(std::size_t{}, std::declval<policy_loss_metrics&>()))>);
+  return detail::policy_loss_passes(
+      policy, layout,
+      std::array{detail::token_input<T>{log_probs, "log_probs"},
+                 detail::token_input<T>{old_log_probs, "old_log_probs"},
+                 detail::token_input<T>{advantages, "advantages"}},
+      behaviour_log_probs, grad_out, normalizer, options.aggregation, options.importance,
+      [&](std::size_t t) {
+        return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
+               detail::nonfinite_at(advantages, t);
+      },
+      unweighted, weighted);
 }
 
 template <exec::host_policy Policy, std::floating_point T>

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "cascade_rl/algorithms/advantage_options.hpp"
+#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/broadcast.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/core/checks.hpp"
@@ -32,45 +33,7 @@
 
 namespace cascade_rl {
 
-// veRL masked_whiten: (x - mean) * rsqrt(var + eps) over the valid tokens, with the
-// unbiased variance (masked_var's Bessel correction N / (N - 1)). veRL also adds 1e-8
-// to the token count inside masked_mean; at any real count that changes nothing in
-// float32, so we divide by the count itself.
-struct whitening_options {
-  double epsilon = 1e-8;  // inside the sqrt
-  std_estimator estimator = std_estimator::unbiased;
-  bool shift_mean = true;  // false: add the mean back after scaling (veRL shift_mean)
-  // How the batch mean is taken. The sum always runs in double over fixed blocks;
-  // float32_rounded_sum then rounds it (and the deviations) as a float32 peer does.
-  // float32_sequential is refused: a sequential float32 sum over a whole batch
-  // reproduces no peer and loses precision as the batch grows.
-  mean_accumulation accumulation = mean_accumulation::double_precision;
-};
-
-struct reinforce_plus_plus_options {
-  double gamma = 1.0;  // discount of the return, in [0, 1]
-  whitening_options whitening{};
-};
-
-struct reinforce_plus_plus_baseline_options {
-  // veRL gives a group of one a mean of 0, i.e. keeps its raw score (raw_score).
-  singleton_rule singleton = singleton_rule::error;
-  nonfinite_rule nonfinite = nonfinite_rule::error;
-  mean_accumulation accumulation = mean_accumulation::double_precision;
-  whitening_options whitening{};
-};
-
 namespace detail {
-
-inline terms::group_params group_params_of(const reinforce_plus_plus_baseline_options& o) {
-  terms::group_params p;
-  p.kind = terms::group_kind::baseline;
-  p.singleton = o.singleton;
-  p.nonfinite = o.nonfinite;
-  p.accumulation = o.accumulation;
-  p.refuse_singletons = o.singleton == singleton_rule::error;
-  return p;
-}
 
 inline void require_whitening_options(const whitening_options& options) {
   require_epsilon(options.epsilon, "whitening.epsilon");

@@ -12,32 +12,13 @@
 #include <span>
 
 #include "cascade_rl/algorithms/advantage_options.hpp"
+#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
 
 namespace cascade_rl {
-
-struct rloo_options {
-  singleton_rule singleton = singleton_rule::error;  // a group of one has no "others"
-  nonfinite_rule nonfinite = nonfinite_rule::error;
-  mean_accumulation accumulation = mean_accumulation::double_precision;
-};
-
-namespace detail {
-
-inline terms::group_params group_params_of(const rloo_options& o) {
-  terms::group_params p;
-  p.kind = terms::group_kind::rloo;
-  p.singleton = o.singleton;
-  p.nonfinite = o.nonfinite;
-  p.accumulation = o.accumulation;
-  p.refuse_singletons = o.singleton == singleton_rule::error;
-  return p;
-}
-
-}  // namespace detail
 
 template <exec::host_policy Policy, std::floating_point T>
 void rloo_advantages(const Policy& policy, std::span<const T> rewards, const group_layout& groups,

@@ -8,6 +8,7 @@
 // inline function not inlined in two translation units built with different flags
 // would then be called with the wrong one.
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -16,6 +17,18 @@
 #include "cascade_rl/core/host_device.hpp"
 
 namespace cascade_rl::detail {
+
+// The bytes of one vector register of the target. The explicit GNU vectors of the host
+// loops are made this wide: GCC 12 lowers a vector wider than the registers badly (its
+// compares and selects become scalar code), while the lanes' arithmetic and order, and
+// so the bits, do not depend on the width.
+#if defined(__AVX512F__)
+inline constexpr std::size_t register_bytes = 64;
+#elif defined(__AVX__)
+inline constexpr std::size_t register_bytes = 32;
+#else
+inline constexpr std::size_t register_bytes = 16;
+#endif
 
 // The unsigned integer as wide as a float or a double.
 template <class E>

@@ -86,4 +86,9 @@ struct device_report {
   static constexpr bool nonfinite_is_infinite(unsigned long long entry) { return entry % 2 == 1; }
 };
 
+// The device_report at the start of a call's temporary storage.
+inline device_report* report_of(void* d_temp_storage) {
+  return static_cast<device_report*>(d_temp_storage);
+}
+
 }  // namespace cascade_rl::cuda

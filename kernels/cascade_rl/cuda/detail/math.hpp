@@ -12,9 +12,7 @@
 #include <cstdint>
 
 #include "cascade_rl/algorithms/advantage_options.hpp"
-#include "cascade_rl/algorithms/grpo_advantages.hpp"
-#include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
-#include "cascade_rl/algorithms/rloo_advantages.hpp"
+#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/terms/discounted_return.hpp"
 #include "cascade_rl/terms/group_advantage.hpp"
@@ -30,7 +28,8 @@ CASCADE_RL_HD constexpr T max_of(T a, T b) { return a < b ? b : a; }
 
 // ---- group advantages ---------------------------------------------------------------
 // The formulas are terms/group_moments.hpp, the per-group decisions
-// terms/group_advantage.hpp; the options become group_params in each algorithm's header.
+// terms/group_advantage.hpp; the options become group_params in
+// algorithms/group_estimator_options.hpp.
 
 using cascade_rl::detail::group_params_of;
 using terms::advantage_of;

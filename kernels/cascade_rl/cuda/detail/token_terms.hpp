@@ -13,9 +13,8 @@
 #include <array>
 #include <cstddef>
 
-#include "cascade_rl/algorithms/kl_estimators.hpp"
-#include "cascade_rl/algorithms/loss_aggregation.hpp"
-#include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/algorithms/loss_counts.hpp"
+#include "cascade_rl/algorithms/policy_loss_options.hpp"
 #include "cascade_rl/core/host_device.hpp"
 #include "cascade_rl/terms/aggregation_weight.hpp"
 #include "cascade_rl/terms/importance_weight.hpp"
@@ -58,7 +57,7 @@ CASCADE_RL_HD inline double aggregation_weight(loss_aggregation mode, const loss
   return static_cast<double>(static_cast<T>(terms::aggregation_weight(mode, n, sequence_valid)));
 }
 
-// local_loss_counts of loss_aggregation.hpp: valid tokens, and sequences with at least
+// local_loss_counts of algorithms/loss_aggregation.hpp: valid tokens, and sequences with at least
 // one valid token (integers: any order of addition gives the same counts).
 struct valid_counts {
   unsigned long long tokens = 0;

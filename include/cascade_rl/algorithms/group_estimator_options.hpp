@@ -1,0 +1,138 @@
+#pragma once
+// The options of the group estimators (group_statistics.hpp, grpo_advantages.hpp,
+// rloo_advantages.hpp, reinforce_plus_plus.hpp) and of the zero-variance filter
+// (group_filters.hpp), the statistic a group reduces to, and the plain
+// terms::group_params each estimator's options become: one place that turns options
+// into per-group decisions (terms/group_advantage.hpp) for the host, the portable path
+// and the kernels. Apart from the algorithms, so that the CUDA kernels and their launch
+// layer take them without the host implementations.
+
+#include <cstddef>
+
+#include "cascade_rl/algorithms/advantage_options.hpp"
+#include "cascade_rl/terms/group_advantage.hpp"
+
+namespace cascade_rl {
+
+// What group_statistics writes per group.
+struct group_statistic {
+  double mean = 0.0;
+  double std = 0.0;  // 0 for a group of one (no spread), whatever the estimator
+  double min = 0.0;
+  double max = 0.0;
+  std::size_t count = 0;
+  bool zero_variance = false;  // max == min, exactly; a group of one is zero variance
+};
+
+struct group_statistics_options {
+  std_estimator estimator = std_estimator::unbiased;
+  mean_accumulation accumulation = mean_accumulation::double_precision;
+};
+
+struct leave_one_out_options {
+  std_estimator estimator = std_estimator::unbiased;
+};
+
+struct grpo_options {
+  bool scale_by_std = true;  // false: Dr. GRPO
+  double epsilon = 1e-6;
+  epsilon_placement epsilon_at = epsilon_placement::added_to_std;
+  std_estimator estimator = std_estimator::unbiased;
+  // Applies to groups of one when the estimator needs two (scale_by_std with the
+  // unbiased std). Otherwise a group of one is a zero-variance group and gets 0,
+  // except under raw_score, which always reproduces veRL's mean 0 / std 1.
+  singleton_rule singleton = singleton_rule::error;
+  nonfinite_rule nonfinite = nonfinite_rule::error;
+  mean_accumulation accumulation = mean_accumulation::double_precision;
+};
+
+struct rloo_options {
+  singleton_rule singleton = singleton_rule::error;  // a group of one has no "others"
+  nonfinite_rule nonfinite = nonfinite_rule::error;
+  mean_accumulation accumulation = mean_accumulation::double_precision;
+};
+
+// veRL masked_whiten: (x - mean) * rsqrt(var + eps) over the valid tokens, with the
+// unbiased variance (masked_var's Bessel correction N / (N - 1)). veRL also adds 1e-8
+// to the token count inside masked_mean; at any real count that changes nothing in
+// float32, so we divide by the count itself.
+struct whitening_options {
+  double epsilon = 1e-8;  // inside the sqrt
+  std_estimator estimator = std_estimator::unbiased;
+  bool shift_mean = true;  // false: add the mean back after scaling (veRL shift_mean)
+  // How the batch mean is taken. The sum always runs in double over fixed blocks;
+  // float32_rounded_sum then rounds it (and the deviations) as a float32 peer does.
+  // float32_sequential is refused: a sequential float32 sum over a whole batch
+  // reproduces no peer and loses precision as the batch grows.
+  mean_accumulation accumulation = mean_accumulation::double_precision;
+};
+
+struct reinforce_plus_plus_options {
+  double gamma = 1.0;  // discount of the return, in [0, 1]
+  whitening_options whitening{};
+};
+
+struct reinforce_plus_plus_baseline_options {
+  // veRL gives a group of one a mean of 0, i.e. keeps its raw score (raw_score).
+  singleton_rule singleton = singleton_rule::error;
+  nonfinite_rule nonfinite = nonfinite_rule::error;
+  mean_accumulation accumulation = mean_accumulation::double_precision;
+  whitening_options whitening{};
+};
+
+struct zero_variance_filter_options {
+  // error: refuse NaN or infinite rewards; zero_group: drop the groups holding them
+  // (their advantages would be zeroed anyway).
+  nonfinite_rule nonfinite = nonfinite_rule::error;
+};
+
+namespace detail {
+
+inline terms::group_params group_params_of(const group_statistics_options& o) {
+  terms::group_params p;
+  p.kind = terms::group_kind::statistics;
+  p.estimator = o.estimator;
+  p.accumulation = o.accumulation;
+  p.nonfinite = nonfinite_rule::error;
+  return p;
+}
+
+inline terms::group_params group_params_of(const leave_one_out_options& o) {
+  terms::group_params p;
+  p.kind = terms::group_kind::leave_one_out;
+  p.estimator = o.estimator;
+  p.nonfinite = nonfinite_rule::error;
+  p.refuse_singletons = true;  // leave_one_out_statistics always needs two
+  return p;
+}
+
+inline terms::group_params group_params_of(const grpo_options& o) {
+  const bool needs_two = o.scale_by_std && o.estimator == std_estimator::unbiased;
+  return {terms::group_kind::grpo, o.scale_by_std, o.epsilon_at, o.estimator, o.singleton,
+          o.nonfinite, o.accumulation, o.epsilon,
+          needs_two && o.singleton == singleton_rule::error};
+}
+
+// RLOO and REINFORCE++-baseline: a mean baseline whose group of one follows `singleton`.
+inline terms::group_params mean_baseline_params(terms::group_kind kind, singleton_rule singleton,
+                                                nonfinite_rule nonfinite,
+                                                mean_accumulation accumulation) {
+  terms::group_params p;
+  p.kind = kind;
+  p.singleton = singleton;
+  p.nonfinite = nonfinite;
+  p.accumulation = accumulation;
+  p.refuse_singletons = singleton == singleton_rule::error;
+  return p;
+}
+
+inline terms::group_params group_params_of(const rloo_options& o) {
+  return mean_baseline_params(terms::group_kind::rloo, o.singleton, o.nonfinite, o.accumulation);
+}
+
+inline terms::group_params group_params_of(const reinforce_plus_plus_baseline_options& o) {
+  return mean_baseline_params(terms::group_kind::baseline, o.singleton, o.nonfinite, o.accumulation);
+}
+
+}  // namespace detail
+}  // namespace cascade_rl

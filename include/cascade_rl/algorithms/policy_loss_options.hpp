@@ -1,0 +1,64 @@
+#pragma once
+// The options of the policy-gradient losses (policy_loss.hpp), apart from the
+// algorithms, so that the CUDA kernels and their launch layer take them without the
+// host implementations.
+
+#include <optional>
+
+#include "cascade_rl/terms/aggregation_weight.hpp"
+#include "cascade_rl/terms/importance_weight.hpp"
+#include "cascade_rl/terms/policy_gradient_tokens.hpp"
+
+namespace cascade_rl {
+
+// The value REINFORCE reports; both have the same gradient -w_t * A_t.
+enum class reinforce_surrogate {
+  // l_t = -A_t * exp(logp_t - stopgrad(logp_t)), whose value is -A_t (veRL/PPO at ratio 1).
+  ratio,
+  // l_t = -A_t * logp_t, the textbook form (and MOPD's -w_t * a_t * log pi_train).
+  log_prob,
+};
+
+struct reinforce_options {
+  loss_aggregation aggregation = loss_aggregation::token_mean;
+  reinforce_surrogate surrogate = reinforce_surrogate::ratio;
+  // Target of the ratio is the trainer's own log-probs (stop-gradient).
+  importance_options importance{};
+};
+
+struct ppo_clip_options {
+  double clip_low = 0.2;   // ratio floor 1 - clip_low, in [0, 1)
+  double clip_high = 0.2;  // ratio ceiling 1 + clip_high, >= 0 (DAPO clip-higher: 0.28)
+  // Dual clip constant c > 1: for A < 0 the loss is at most -A * c. nullopt: off.
+  std::optional<double> dual_clip{};
+  // |logp - old_logp| is clamped to this before exp (veRL: 20) so the ratio cannot
+  // overflow; the gradient is 0 where the clamp is active.
+  double log_ratio_clamp = 20.0;
+  loss_aggregation aggregation = loss_aggregation::token_mean;
+  // Target of the ratio is old_log_probs (veRL TIS: exp(old_log_prob - rollout_log_probs)).
+  importance_options importance{};
+};
+
+// MOPD (Nemotron-Cascade 2): -(1/|V|) sum_t w_t * a_t * log pi_train(y_t) with
+// w_t = r_t * 1[0.5 <= r_t <= 2], r_t = pi_train / pi_rollout (stop-gradient), and a_t =
+// teacher logp - student logp passed as the advantages. |V| counts every valid token,
+// band-dropped ones included: normalise with the step's total valid tokens.
+[[nodiscard]] inline reinforce_options mopd_options(double band_low = 0.5, double band_high = 2.0) {
+  return {.aggregation = loss_aggregation::token_mean,
+          .surrogate = reinforce_surrogate::log_prob,
+          .importance = {.mode = importance_sampling::band_mask,
+                         .band_low = band_low,
+                         .band_high = band_high}};
+}
+
+namespace detail {
+
+// The options as the plain values terms::ppo_clip_token takes.
+inline terms::ppo_clip_params ppo_params_of(const ppo_clip_options& options) {
+  return {options.clip_low, options.clip_high, options.dual_clip ? *options.dual_clip : 0.0,
+          options.log_ratio_clamp};
+}
+
+}  // namespace detail
+
+}  // namespace cascade_rl

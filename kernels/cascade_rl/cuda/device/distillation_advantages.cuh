@@ -1,0 +1,31 @@
+#pragma once
+// The CUB-shaped layer of distillation_advantages: size query with d_temp_storage ==
+// nullptr, then the run. The temporary storage holds the device_report (report_of):
+// first_nonfinite[0] and [1] name the first valid token whose teacher or student
+// log-prob is NaN or infinite.
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "cascade_rl/cuda/detail/device.cuh"
+#include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/kernel/distillation_advantages.cuh"
+
+namespace cascade_rl::cuda {
+
+template <class T>
+cudaError_t distillation_advantages(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                                    const T* d_teacher_logp, const T* d_student_logp,
+                                    const device_token_layout& layout, T* d_advantages,
+                                    cudaStream_t stream = nullptr) {
+  device_report* report = nullptr;
+  if (const detail::call_start start = detail::begin_report_call(d_temp_storage, temp_storage_bytes, report, stream);
+      !start.proceed)
+    return start.status;
+  if (layout.tokens == 0) return cudaSuccess;
+  return detail::launch(detail::distillation_kernel<T>, detail::blocks_for(layout.tokens, 256), 256, stream,
+                        d_teacher_logp, d_student_logp, layout, d_advantages, report);
+}
+
+}  // namespace cascade_rl::cuda

@@ -1,0 +1,138 @@
+#pragma once
+// The CUB-shaped layer of the token losses: REINFORCE, PPO clip, the KL penalty and
+// loss, the aggregation of caller token losses, local_loss_counts; two or three launches
+// of kernel/token_losses.cuh each. Size query with d_temp_storage == nullptr, then the
+// run; the result (loss and metrics: loss_tally, the host core's policy_loss_result) is
+// written to d_result in device memory. The temporary storage starts with the
+// device_report (report_of) that names non-finite inputs.
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "cascade_rl/algorithms/kl_loss_options.hpp"
+#include "cascade_rl/algorithms/loss_counts.hpp"
+#include "cascade_rl/algorithms/policy_loss_options.hpp"
+#include "cascade_rl/cuda/detail/device.cuh"
+#include "cascade_rl/cuda/detail/token_terms.hpp"
+#include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/kernel/token_losses.cuh"
+
+namespace cascade_rl::cuda {
+
+// The loss and metrics of a call, as the host core returns them (one struct, one field
+// list: terms/policy_loss_metrics.hpp).
+using loss_tally = detail::loss_tally;
+
+namespace detail {
+
+template <class T, class Term>
+cudaError_t run_tokens(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                       const device_token_layout& layout, const Term& term, T* grad_out,
+                       loss_aggregation mode, const loss_normalizer& normalizer,
+                       loss_tally* d_result, cudaStream_t stream) {
+  const bool per_sequence = mode == loss_aggregation::seq_mean_token_mean;
+  const std::size_t blocks = (layout.tokens + canonical_block - 1) / canonical_block;
+  const std::size_t tiles = (blocks + token_warps - 1) / token_warps;
+  temp_carver carve(d_temp_storage);
+  device_report* report = carve.take<device_report>(1);
+  loss_tally* partials = carve.take<loss_tally>(blocks);
+  unsigned long long* valid = carve.take<unsigned long long>(per_sequence ? layout.sequences : 0);
+  if (const call_start start = begin_call(d_temp_storage, temp_storage_bytes, carve, report, stream);
+      !start.proceed)
+    return start.status;
+  if (per_sequence && layout.sequences > 0) {
+    CASCADE_RL_CUDA_TRY(launch(sequence_valid_kernel<>, blocks_for(layout.sequences * 32, 256), 256, stream,
+                               layout, valid, report));
+  }
+  if (tiles > 0) {
+    CASCADE_RL_CUDA_TRY(launch(token_loss_kernel<T, Term>, static_cast<unsigned>(tiles), token_threads, stream,
+                               layout, term, grad_out, mode, normalizer,
+                               per_sequence ? valid : nullptr, partials, report));
+  }
+  return launch(combine_tallies_kernel<>, 1, 32, stream, partials, blocks, d_result);
+}
+
+}  // namespace detail
+
+// The counts of one slice of a step (local_loss_counts of the host core): valid tokens and
+// sequences with at least one valid token, written to d_counts. Sum them over slices and
+// ranks into the loss_normalizer. The report names broken offsets.
+inline cudaError_t local_loss_counts(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                                     const device_token_layout& layout, loss_counts* d_counts,
+                                     cudaStream_t stream = nullptr) {
+  const unsigned blocks = detail::blocks_for(layout.sequences * 32, 256);
+  detail::temp_carver carve(d_temp_storage);
+  device_report* report = carve.take<device_report>(1);
+  detail::valid_counts* partials = carve.take<detail::valid_counts>(blocks);
+  if (const detail::call_start start = detail::begin_call(d_temp_storage, temp_storage_bytes, carve, report, stream);
+      !start.proceed)
+    return start.status;
+  if (blocks > 0) {
+    CASCADE_RL_CUDA_TRY(detail::launch(detail::loss_counts_kernel<>, blocks, 256, stream, layout, partials, report));
+  }
+  return detail::launch(detail::combine_counts_kernel<>, 1, 256, stream, partials, blocks, d_counts);
+}
+
+// d_behaviour may be null when options.importance.mode is none. d_result: one loss_tally.
+
+template <class T>
+cudaError_t reinforce_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                           const device_token_layout& layout, const T* d_log_probs,
+                           const T* d_advantages, const T* d_behaviour, T* d_grad_out,
+                           const loss_normalizer& normalizer, const reinforce_options& options,
+                           loss_tally* d_result, cudaStream_t stream = nullptr) {
+  const detail::reinforce_term<T> term{d_log_probs, d_advantages, d_behaviour,
+                                       options.surrogate == reinforce_surrogate::log_prob,
+                                       options.importance};
+  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
+                            options.aggregation, normalizer, d_result, stream);
+}
+
+template <class T>
+cudaError_t ppo_clip_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                          const device_token_layout& layout, const T* d_log_probs,
+                          const T* d_old_log_probs, const T* d_advantages, const T* d_behaviour,
+                          T* d_grad_out, const loss_normalizer& normalizer,
+                          const ppo_clip_options& options, loss_tally* d_result,
+                          cudaStream_t stream = nullptr) {
+  const detail::ppo_term<T> term{d_log_probs, d_old_log_probs, d_advantages, d_behaviour,
+                                 cascade_rl::detail::ppo_params_of(options), options.importance};
+  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
+                            options.aggregation, normalizer, d_result, stream);
+}
+
+// d_values_out may be null; d_result->loss is the sum of k_t over valid tokens.
+template <class T>
+cudaError_t kl_penalty(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                       const device_token_layout& layout, const T* d_log_probs,
+                       const T* d_ref_log_probs, T* d_values_out, T* d_grad_out,
+                       const kl_options& options, loss_tally* d_result, cudaStream_t stream = nullptr) {
+  const detail::kl_term<T> term{d_log_probs, d_ref_log_probs, options, 1.0, d_values_out};
+  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
+                            loss_aggregation::token_sum, loss_normalizer{}, d_result, stream);
+}
+
+template <class T>
+cudaError_t kl_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                    const device_token_layout& layout, const T* d_log_probs,
+                    const T* d_ref_log_probs, T* d_grad_out, const loss_normalizer& normalizer,
+                    const kl_loss_options& options, loss_tally* d_result, cudaStream_t stream = nullptr) {
+  const detail::kl_term<T> term{d_log_probs, d_ref_log_probs, options.kl,
+                                options.coefficient, nullptr};
+  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
+                            options.aggregation, normalizer, d_result, stream);
+}
+
+template <class T>
+cudaError_t aggregate_token_losses(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                                   const device_token_layout& layout, const T* d_token_losses,
+                                   const T* d_token_grads, T* d_grad_out,
+                                   const loss_normalizer& normalizer, loss_aggregation mode,
+                                   loss_tally* d_result, cudaStream_t stream = nullptr) {
+  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout,
+                            detail::aggregate_term<T>{d_token_losses, d_token_grads}, d_grad_out,
+                            mode, normalizer, d_result, stream);
+}
+
+}  // namespace cascade_rl::cuda

@@ -1,0 +1,26 @@
+# Script mode (cmake -P, -DROOT=<source dir>): the CUDA kernels (kernels/.../kernel/), their
+# CUB-shaped launch layer (device/) and the shared device helpers (detail/) include
+# options headers and terms only, never a host algorithm's implementation: from
+# include/cascade_rl/algorithms/ only *_options.hpp and loss_counts.hpp. The throwing
+# convenience layer (the files directly under kernels/cascade_rl/cuda/) may include the
+# host algorithms, whose checks it reuses.
+set(dir "${ROOT}/kernels/cascade_rl/cuda")
+file(GLOB headers "${dir}/kernel/*" "${dir}/device/*" "${dir}/detail/*")
+set(offenders "")
+foreach(header IN LISTS headers)
+  file(STRINGS "${header}" includes REGEX "^#include \"cascade_rl/algorithms/")
+  foreach(line IN LISTS includes)
+    if(NOT line MATCHES "/(advantage_options|[a-z_]+_options|loss_counts)\\.hpp\"$")
+      list(APPEND offenders "${header}: ${line}")
+    endif()
+  endforeach()
+endforeach()
+list(LENGTH headers count)
+if(count LESS 15)
+  message(FATAL_ERROR "kernel_includes: found only ${count} headers under ${dir}; wrong ROOT?")
+endif()
+if(offenders)
+  list(JOIN offenders "\n  " text)
+  message(FATAL_ERROR "kernel_includes: kernel-side headers that include a host algorithm:\n  ${text}")
+endif()
+message(STATUS "kernel_includes: ${count} kernel-side headers, options and terms only")
