@@ -5,10 +5,13 @@
         --benchmark_out_format=json --benchmark_repetitions=3
     scripts/bench_table.py bench.json > table.md
 
-For each kernel at its largest size: bandwidth, the fraction of the matching STREAM
-limit (the benchmark's own fraction_of_limit counter, measured in the same run), the
-issue's target and whether it is met, and the speed-up over the libtorch rendering of
-the same benchmark (torch_<name>, same size) when the binary was built with Torch. Then
+For each kernel at each size beyond the smoke size: bandwidth, the fraction of the
+matching STREAM limit (the benchmark's own fraction_of_limit counter, measured in the
+same run), the target and whether it is met, the kernel's compute ceiling (the same
+fraction for its run on cache-resident data: no memory system lets the kernel beat
+it, so a target above it is out of reach for this arithmetic on this machine), and the
+speed-up over the libtorch rendering of the same benchmark (torch_<name>, same size)
+when the binary was built with Torch. Then
 the fused linear path: its time over the materialised one, its extra memory, and how
 linear its time is in V. With repetitions, the median of each is used.
 """
@@ -19,13 +22,22 @@ import statistics
 import sys
 from collections import defaultdict
 
-# kernel name prefix -> (limit, target fraction of that limit)
+# kernel name prefix -> (limit, target fraction of that limit: issue 16's)
 TARGETS = {
-    "log_probs_fp32": ("read", 0.75),
-    "log_probs_bf16": ("read", 0.75),
-    "reinforce_loss_token_mean": ("triad", 0.8),
-    "ppo_clip_loss_token_mean": ("triad", 0.8),
-    "grpo_advantages_group16": ("copy", 0.8),
+    "log_probs_fp32": ("read", 0.5),
+    "log_probs_bf16": ("read", 0.35),
+    "reinforce_loss_token_mean": ("triad", 0.7),
+    "ppo_clip_loss_token_mean": ("triad", 0.5),
+    "grpo_advantages_group16": ("copy", 0.6),
+}
+# kernel name prefix -> the run whose data stay in the last-level cache (its fraction of
+# the memory limit is the compute ceiling)
+CEILINGS = {
+    "log_probs_fp32": "log_probs_fp32_in_cache/32768",
+    "log_probs_bf16": "log_probs_bf16_in_cache/32768",
+    "reinforce_loss_token_mean": "reinforce_loss_token_mean/1048576",
+    "ppo_clip_loss_token_mean": "ppo_clip_loss_token_mean/1048576",
+    "grpo_advantages_group16": "grpo_advantages_group16/1048576",
 }
 SPEEDUP_TARGET = 3.0
 FUSED_TIME_TARGET = 1.1
@@ -95,9 +107,11 @@ def main(path):
             f"STREAM limits in this run (128 MiB arrays): copy {s.get('stream_copy_GBps', 0):.1f} GB/s, "
             f"triad {s.get('stream_triad_GBps', 0):.1f} GB/s, read {s.get('stream_read_GBps', 0):.1f} GB/s.")
     out.append("")
-    out.append("| kernel | size | GB/s | limit | fraction of limit | target | | libtorch fraction | speed-up over libtorch (target 3x) |")
-    out.append("|---|---|---|---|---|---|---|---|---|")
+    out.append("| kernel | size | GB/s | limit | fraction of limit | target | | compute ceiling | libtorch fraction | speed-up over libtorch (target 3x) |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|")
     for prefix, (limit, target) in TARGETS.items():
+        ceiling = median(runs, CEILINGS[prefix], "fraction_of_limit")
+        ceiling_text = f"{ceiling:.3f}" if ceiling is not None else "not measured"
         names = sorted((n for n in runs if n.split("/")[0] == prefix), key=size_of)
         names = [n for n in names if size_of(n) and size_of(n)[0] > 4096]
         for name in names:
@@ -115,8 +129,11 @@ def main(path):
             else:
                 speed, tf = "not measured", "-"
             size = "x".join(str(s) for s in size_of(name))
+            verdict = yes(fraction >= target)
+            if fraction < target and ceiling is not None and ceiling < target:
+                verdict += " (out of reach: ceiling below target)"
             out.append(f"| {prefix} | {size} | {bps / 1e9:.1f} | {limit} | {fraction:.3f} | {target} | "
-                       f"{yes(fraction >= target)} | {tf} | {speed} |")
+                       f"{verdict} | {ceiling_text} | {tf} | {speed} |")
     # The fused linear path.
     fused = sorted((n for n in runs if n.startswith("fused_linear_") and size_of(n)[1] > 64), key=size_of)
     if fused:

@@ -10,6 +10,7 @@
 #include <cstddef>
 
 #include "cascade_rl/algorithms/advantage_options.hpp"
+#include "cascade_rl/core/host_device.hpp"
 #include "cascade_rl/terms/group_advantage.hpp"
 
 namespace cascade_rl {
@@ -87,6 +88,18 @@ struct zero_variance_filter_options {
 };
 
 namespace detail {
+
+// A group's statistic from its moments (host, portable path and kernels alike).
+CASCADE_RL_HD inline group_statistic statistic_of(const terms::group_moments& m, std_estimator estimator) {
+  group_statistic s;
+  s.mean = m.mean;
+  s.std = terms::group_std(m, estimator);
+  s.min = m.min;
+  s.max = m.max;
+  s.count = m.count;
+  s.zero_variance = m.zero_variance;
+  return s;
+}
 
 inline terms::group_params group_params_of(const group_statistics_options& o) {
   terms::group_params p;

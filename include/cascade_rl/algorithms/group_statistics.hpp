@@ -49,8 +49,7 @@ group_moments group_moments_of(std::span<const T> values, std::size_t first, std
 template <std::floating_point T>
 group_statistic summarize_group(std::span<const T> values, std::size_t first, std::size_t last,
                                 std_estimator estimator, mean_accumulation accumulation) {
-  const group_moments m = group_moments_of(values, first, last, accumulation);
-  return {m.mean, group_std(m, estimator), m.min, m.max, m.count, m.zero_variance};
+  return statistic_of(group_moments_of(values, first, last, accumulation), estimator);
 }
 
 // The moments plan_group reads: a group the caller zeroes (zero_group: a non-finite

@@ -98,22 +98,29 @@ bool fused_loss_applies(const token_layout& layout, const std::array<token_input
   return uniform_aggregation_weight(normalizer, aggregation, weight);
 }
 
-// The passes every policy loss shares, over its two token terms: `unweighted` (the
-// token's loss) and `weighted` (its importance-corrected form, the term when the options
-// ask for a correction), each free of branches so that its loop vectorises. First the
-// fused single pass when it applies, finiteness riding along (`nonfinite` flags a token
-// whose inputs are not all finite; the behaviour log-probs are checked too when
-// corrected). Else, or when a value is not finite, the checks that name the first bad
-// input, then the general pass.
-template <class Policy, std::floating_point T, std::size_t N, class Nonfinite, class Unweighted,
-          class Weighted>
+// The passes every policy loss shares. `unweighted(t, metrics)` is the token's loss;
+// when the options ask for a correction the term is its importance-weighted form, with
+// the ratio of `ratio_target` (the log-probs the correction aims at) over the behaviour
+// log-probs. Both are free of branches so that their loops vectorise. First the fused
+// single pass when it applies, finiteness riding along (`nonfinite` flags a token whose
+// inputs are not all finite; the behaviour log-probs are checked too when corrected).
+// Else, or when a value is not finite, the checks that name the first bad input, then
+// the general pass.
+template <class Policy, std::floating_point T, std::size_t N, class Nonfinite, class Unweighted>
 policy_loss_result policy_loss_passes(const Policy& policy, const token_layout& layout,
                                       const std::array<token_input<T>, N>& inputs,
+                                      std::span<const T> ratio_target,
                                       std::span<const T> behaviour_log_probs, std::span<T> grad_out,
                                       const loss_normalizer& normalizer, loss_aggregation aggregation,
                                       const importance_options& importance, const Nonfinite& nonfinite,
-                                      const Unweighted& unweighted, const Weighted& weighted) {
+                                      const Unweighted& unweighted) {
   const bool corrected = importance.mode != importance_sampling::none;
+  const auto weighted = [&](std::size_t t, policy_loss_metrics& m) {
+    return terms::importance_weighted(
+        unweighted(t, m),
+        static_cast<double>(ratio_target[t]) - static_cast<double>(behaviour_log_probs[t]),
+        importance, m);
+  };
   T weight{};
   if (fused_loss_applies(layout, inputs, behaviour_log_probs, grad_out, normalizer, aggregation,
                          importance, weight)) {
@@ -154,19 +161,15 @@ policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layo
     return terms::reinforce_token(static_cast<double>(log_probs[t]),
                                   static_cast<double>(advantages[t]), log_prob_surrogate);
   };
-  const auto weighted = [&](std::size_t t, policy_loss_metrics& m) {
-    return terms::importance_weighted(
-        unweighted(t, m),
-        static_cast<double>(log_probs[t]) - static_cast<double>(behaviour_log_probs[t]),
-        options.importance, m);
-  };
+  // The correction's ratio is the trainer's own log-probs over the behaviour's.
   return detail::policy_loss_passes(
       policy, layout,
       std::array{detail::token_input<T>{log_probs, "log_probs"},
                  detail::token_input<T>{advantages, "advantages"}},
-      behaviour_log_probs, grad_out, normalizer, options.aggregation, options.importance,
+      log_probs, behaviour_log_probs, grad_out, normalizer, options.aggregation,
+      options.importance,
       [&](std::size_t t) { return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(advantages, t); },
-      unweighted, weighted);
+      unweighted);
 }
 
 // Without behaviour log-probs: options.importance must be none.
@@ -201,26 +204,22 @@ policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layou
     // approx_kl rides along to the drivers' canonical sum (metrics.approx_kl_sum).
     return detail::token_loss_with_kl(r);
   };
-  const auto weighted = [&](std::size_t t, policy_loss_metrics& m) {
-    return terms::importance_weighted(
-        unweighted(t, m),
-        static_cast<double>(old_log_probs[t]) - static_cast<double>(behaviour_log_probs[t]),
-        options.importance, m);
-  };
-  // approx_kl must reach the drivers' canonical sum (a token_loss would slice it off).
+  // approx_kl must reach the drivers' canonical sum (a token_loss would slice it off;
+  // importance_weighted keeps the type it is given).
   static_assert(detail::carries_approx_kl<decltype(unweighted(std::size_t{}, std::declval<policy_loss_metrics&>()))>);
-  static_assert(detail::carries_approx_kl<decltype(weighted(std::size_t{}, std::declval<policy_loss_metrics&>()))>);
+  // The correction's ratio is the old log-probs over the behaviour's (veRL's TIS).
   return detail::policy_loss_passes(
       policy, layout,
       std::array{detail::token_input<T>{log_probs, "log_probs"},
                  detail::token_input<T>{old_log_probs, "old_log_probs"},
                  detail::token_input<T>{advantages, "advantages"}},
-      behaviour_log_probs, grad_out, normalizer, options.aggregation, options.importance,
+      old_log_probs, behaviour_log_probs, grad_out, normalizer, options.aggregation,
+      options.importance,
       [&](std::size_t t) {
         return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
                detail::nonfinite_at(advantages, t);
       },
-      unweighted, weighted);
+      unweighted);
 }
 
 template <exec::host_policy Policy, std::floating_point T>

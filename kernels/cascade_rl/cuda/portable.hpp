@@ -86,16 +86,7 @@ struct group_functor {
     const std::size_t first = groups.begin(g);
     const std::size_t last = groups.end(g);
     const group_moments m = sequential_moments(rewards, first, last, p.accumulation);
-    if (statistics != nullptr) {
-      group_statistic s;
-      s.mean = m.mean;
-      s.std = terms::group_std(m, p.estimator);
-      s.min = m.min;
-      s.max = m.max;
-      s.count = m.count;
-      s.zero_variance = m.zero_variance;
-      statistics[g] = s;
-    }
+    if (statistics != nullptr) statistics[g] = statistic_of(m, p.estimator);
     if (advantages == nullptr) return;
     const group_plan plan = plan_group(m, p);
     for (std::size_t i = first; i < last; ++i) advantages[i] = advantage_of(rewards[i], m, plan, p);

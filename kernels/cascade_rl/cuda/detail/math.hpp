@@ -32,6 +32,7 @@ CASCADE_RL_HD constexpr T max_of(T a, T b) { return a < b ? b : a; }
 // algorithms/group_estimator_options.hpp.
 
 using cascade_rl::detail::group_params_of;
+using cascade_rl::detail::statistic_of;
 using terms::advantage_of;
 using terms::group_kind;
 using terms::group_moments;

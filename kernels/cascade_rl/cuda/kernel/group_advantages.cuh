@@ -112,16 +112,7 @@ group_kernel(const T* __restrict__ rewards, device_group_layout groups, T* __res
         p.kind == group_kind::statistics || p.nonfinite == nonfinite_rule::error;
     if (m.nonfinite && refuse_nonfinite) report_min(&report->first_nonfinite[0], first_bad);
     if (count == 1 && p.refuse_singletons) report_min(&report->first_singleton, g);
-    if (statistics != nullptr) {
-      group_statistic s;
-      s.mean = m.mean;
-      s.std = terms::group_std(m, p.estimator);
-      s.min = m.min;
-      s.max = m.max;
-      s.count = m.count;
-      s.zero_variance = m.zero_variance;
-      statistics[g] = s;
-    }
+    if (statistics != nullptr) statistics[g] = statistic_of(m, p.estimator);
   }
   if (advantages == nullptr) return;
   if (p.kind == group_kind::leave_one_out) {  // advantages: loo_mean; second: loo_std or null
