@@ -16,6 +16,7 @@
 #include <cmath>
 #include <concepts>
 #include <cstddef>
+#include <cstring>
 #include <span>
 #include <string>
 
@@ -33,82 +34,121 @@ namespace cascade_rl {
 
 namespace detail {
 
-// Groups GRPO reduces side by side on the fast path below: as many doubles as one
-// vector register of the target holds. A GNU vector wider than the registers is lowered
-// badly: eight lanes ran at 73 M rewards/s on AVX2 where four ran at 460 (and two lanes
-// 338, four 60 on the baseline x86-64 target; GCC 12 -O3, groups of 16, one core). The
-// width changes only the speed: each group is reduced in its own lane with the same
-// arithmetic, so the bits are those of the general path on every target.
-inline constexpr std::size_t grpo_group_tile = register_bytes / sizeof(double);
+// Groups GRPO reduces side by side on the fast path below: grpo_tile_vectors vectors
+// of as many doubles as one register of the target holds. A GNU vector wider than the
+// registers is lowered badly (eight lanes ran at 73 M rewards/s on AVX2 where four ran
+// at 460), and two independent vectors keep two add chains in flight. The width changes
+// only the speed: each group is reduced in its own lane with the same arithmetic, so
+// the bits are those of the general path on every target.
+inline constexpr std::size_t grpo_tile_lanes = register_bytes / sizeof(double);
+inline constexpr std::size_t grpo_tile_vectors = 2;
+inline constexpr std::size_t grpo_group_tile = grpo_tile_vectors * grpo_tile_lanes;
 // The largest group size the fast path takes (a tile's rewards, transposed to double,
-// stay within 4 KiB of stack).
+// stay within 8 KiB of stack on AVX2).
 inline constexpr std::size_t grpo_tile_max_group = 64;
 
 // GRPO over groups [first_group, first_group + grpo_group_tile) of one size in
 // [2, grpo_tile_max_group], with the double-precision mean: group_moments_of's
-// arithmetic, each group's sums in the same order (the same bits). The tile is first
-// transposed into vectors x[i] = reward i of the tile's groups (a GNU vector, one
-// register; lane arithmetic is plain IEEE double), so that every step of every pass
-// serves all of them at once and their dependent adds run side by side instead of one
-// group waiting on the next. Writes nothing and returns false when a reward of the tile
-// is NaN or infinite.
+// arithmetic, each group's sums in the same order (the same bits). The rewards are
+// transposed in registers, grpo_tile_lanes groups at a time, into vectors x[i][p] =
+// reward i of the groups of vector p (lane arithmetic is plain IEEE double), so that
+// every step serves all the groups at once and their dependent adds run side by side
+// instead of one group waiting on the next; the advantages go back the same way.
+// Writes nothing and returns false when a reward of the tile is NaN or infinite.
 template <std::floating_point T>
 bool grpo_uniform_tile(std::span<const T> rewards, std::span<T> advantages,
                        std::size_t first_group, std::size_t size,
                        const terms::group_params& params) {
-  constexpr std::size_t tile = grpo_group_tile;
-  using lanes = double __attribute__((vector_size(tile * sizeof(double))));
-  using mask = long long __attribute__((vector_size(tile * sizeof(long long))));
+  constexpr std::size_t W = grpo_tile_lanes;
+  constexpr std::size_t P = grpo_tile_vectors;
+  using lanes = double __attribute__((vector_size(W * sizeof(double))));
+  using mask = long long __attribute__((vector_size(W * sizeof(long long))));
+  typedef T stored __attribute__((vector_size(W * sizeof(T))));  // W rewards as stored
   static_assert(sizeof(lanes) == sizeof(mask));
-  const T* r = rewards.data() + first_group * size;
-  T* a = advantages.data() + first_group * size;
-  lanes x[grpo_tile_max_group];
-  for (std::size_t i = 0; i < size; ++i)
-    for (std::size_t k = 0; k < tile; ++k) x[i][k] = static_cast<double>(r[k * size + i]);
+  lanes x[grpo_tile_max_group][P];
+  for (std::size_t p = 0; p < P; ++p) {
+    const T* r = rewards.data() + (first_group + p * W) * size;  // group k of p at r + k * size
+    std::size_t i = 0;
+    for (; i + W <= size; i += W) {
+      lanes block[W];  // block[k]: rewards i .. i + W - 1 of group k, then transposed
+      for (std::size_t k = 0; k < W; ++k) {
+        stored raw;
+        std::memcpy(&raw, r + k * size + i, sizeof raw);
+        block[k] = __builtin_convertvector(raw, lanes);
+      }
+      transpose_lanes(block);
+      for (std::size_t j = 0; j < W; ++j) x[i + j][p] = block[j];
+    }
+    for (; i < size; ++i)
+      for (std::size_t k = 0; k < W; ++k) x[i][p][k] = static_cast<double>(r[k * size + i]);
+  }
   // v - v is 0 for a finite v and NaN (unequal to 0) for an infinite or NaN one.
   mask nonfinite = {};
-  for (std::size_t i = 0; i < size; ++i) nonfinite |= (x[i] - x[i]) != 0.0;
-  for (std::size_t k = 0; k < tile; ++k)
+  for (std::size_t i = 0; i < size; ++i)
+    for (std::size_t p = 0; p < P; ++p) nonfinite |= (x[i][p] - x[i][p]) != 0.0;
+  for (std::size_t k = 0; k < W; ++k)
     if (nonfinite[k] != 0) return false;
-  const lanes zero = {};
-  lanes first;  // x[0], read again so the compiler sees it set for any size
-  for (std::size_t k = 0; k < tile; ++k) first[k] = static_cast<double>(r[k * size]);
-  lanes low = first, high = first, sum = zero + first;
-  for (std::size_t i = 1; i < size; ++i) {
-    low = x[i] < low ? x[i] : low;     // std::min(low, x)
-    high = high < x[i] ? x[i] : high;  // std::max(high, x)
-    sum += x[i];
+  lanes low[P], high[P], sum[P], mean[P], m2[P];
+  for (std::size_t p = 0; p < P; ++p) {
+    low[p] = high[p] = x[0][p];
+    sum[p] = lanes{} + x[0][p];
   }
-  const lanes mean = sum / static_cast<double>(size);
-  lanes m2 = zero;
-  for (std::size_t i = 0; i < size; ++i) {
-    const lanes d = x[i] - mean;
-    // math::product_unfused on every lane: the square rounded alone, last bit cleared,
-    // as group_moments_of does (the same bits whether or not the target fuses).
-    lanes square = d * d;
-    clear_last_bit(square);
-    m2 += square;
+  for (std::size_t i = 1; i < size; ++i)
+    for (std::size_t p = 0; p < P; ++p) {
+      low[p] = x[i][p] < low[p] ? x[i][p] : low[p];     // std::min(low, x)
+      high[p] = high[p] < x[i][p] ? x[i][p] : high[p];  // std::max(high, x)
+      sum[p] += x[i][p];
+    }
+  for (std::size_t p = 0; p < P; ++p) {
+    mean[p] = sum[p] / static_cast<double>(size);
+    m2[p] = lanes{};
   }
+  for (std::size_t i = 0; i < size; ++i)
+    for (std::size_t p = 0; p < P; ++p) {
+      const lanes d = x[i][p] - mean[p];
+      // math::product_unfused on every lane: the square rounded alone, last bit cleared,
+      // as group_moments_of does (the same bits whether or not the target fuses).
+      lanes square = d * d;
+      clear_last_bit(square);
+      m2[p] += square;
+    }
   // Each group's plan as the general path decides it (a zero-variance group, max == min
   // exactly, gets exactly 0); then terms::advantage_of's deviation / divisor on the lanes.
-  lanes divisor;
-  bool zeroed[tile];
-  for (std::size_t k = 0; k < tile; ++k) {
-    terms::group_moments m;
-    m.count = size;
-    m.mean = mean[k];
-    m.m2 = m2[k];
-    m.min = low[k];
-    m.max = high[k];
-    m.zero_variance = low[k] == high[k];
-    const terms::group_plan plan = terms::plan_group(m, params);
-    divisor[k] = plan.divisor;
-    zeroed[k] = plan.zero;
-  }
-  for (std::size_t i = 0; i < size; ++i) {
-    const lanes advantage = (x[i] - mean) / divisor;
-    for (std::size_t k = 0; k < tile; ++k)
-      a[k * size + i] = zeroed[k] ? T(0) : static_cast<T>(advantage[k]);
+  lanes divisor[P];
+  mask keep[P];
+  for (std::size_t p = 0; p < P; ++p)
+    for (std::size_t k = 0; k < W; ++k) {
+      terms::group_moments m;
+      m.count = size;
+      m.mean = mean[p][k];
+      m.m2 = m2[p][k];
+      m.min = low[p][k];
+      m.max = high[p][k];
+      m.zero_variance = low[p][k] == high[p][k];
+      const terms::group_plan plan = terms::plan_group(m, params);
+      divisor[p][k] = plan.divisor;
+      keep[p][k] = plan.zero ? 0 : -1;
+    }
+  for (std::size_t p = 0; p < P; ++p) {
+    T* a = advantages.data() + (first_group + p * W) * size;
+    std::size_t i = 0;
+    for (; i + W <= size; i += W) {
+      lanes block[W];
+      for (std::size_t j = 0; j < W; ++j) {
+        const lanes advantage = (x[i + j][p] - mean[p]) / divisor[p];
+        block[j] = keep[p] ? advantage : lanes{};
+      }
+      transpose_lanes(block);
+      for (std::size_t k = 0; k < W; ++k) {
+        const stored out = __builtin_convertvector(block[k], stored);
+        std::memcpy(a + k * size + i, &out, sizeof out);
+      }
+    }
+    for (; i < size; ++i) {
+      const lanes advantage = (x[i][p] - mean[p]) / divisor[p];
+      for (std::size_t k = 0; k < W; ++k)
+        a[k * size + i] = keep[p][k] != 0 ? static_cast<T>(advantage[k]) : T(0);
+    }
   }
   return true;
 }

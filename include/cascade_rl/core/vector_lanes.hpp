@@ -1,7 +1,8 @@
 #pragma once
-// Bit work on the lanes of GNU vectors (and on plain floats and doubles) for the host's
-// explicitly vectorised loops (the log-sum-exp of log_probs.hpp, GRPO's group tile) and
-// for the terms those loops share with the device (terms/log_sum_exp.hpp).
+// Bit work on the lanes of GNU vectors (and on plain floats and doubles), and their
+// transpose, for the host's explicitly vectorised loops (the log-sum-exp of
+// log_probs.hpp, GRPO's group tile) and for the terms those loops share with the device
+// (terms/log_sum_exp.hpp).
 //
 // GNU vectors go through these helpers by reference only: a vector passed or returned
 // by value has a calling convention that depends on -march (GCC's -Wpsabi), and an
@@ -54,6 +55,36 @@ inline void clear_last_bit(V& product) {
   std::memcpy(&bits, &product, sizeof bits);
   bits &= ~word{1};
   std::memcpy(&product, &bits, sizeof bits);
+}
+
+// One stage of transpose_lanes: each pair of vectors (j, j + H) exchanges blocks of H
+// lanes.
+template <std::size_t H, class V, std::size_t W>
+inline void transpose_stage(V (&v)[W]) {
+  using word = word_of<std::remove_cvref_t<decltype(v[0][0])>>;
+  typedef word indices __attribute__((vector_size(sizeof(V))));
+  indices low, high;
+  for (std::size_t l = 0; l < W; ++l) {
+    low[l] = (l & H) == 0 ? l : W + l - H;
+    high[l] = (l & H) == 0 ? l + H : W + l;
+  }
+  for (std::size_t j = 0; j < W; ++j)
+    if ((j & H) == 0) {
+      const V a = v[j];
+      const V b = v[j + H];
+      v[j] = __builtin_shuffle(a, b, low);
+      v[j + H] = __builtin_shuffle(a, b, high);
+    }
+  if constexpr (H > 1) transpose_stage<H / 2>(v);
+}
+
+// Transposes W vectors of W lanes in registers (W a power of two): lane l of vector j
+// becomes lane j of vector l, in log2(W) stages of shuffles (GCC picks the target's
+// unpack and permute instructions). Moves bits only.
+template <class V, std::size_t W>
+inline void transpose_lanes(V (&v)[W]) {
+  static_assert(W >= 2 && (W & (W - 1)) == 0 && sizeof(V) / sizeof(v[0][0]) == W);
+  transpose_stage<W / 2>(v);
 }
 
 }  // namespace cascade_rl::detail
