@@ -7,11 +7,12 @@
 
 For each kernel at each size beyond the smoke size: bandwidth, the fraction of the
 matching STREAM limit (the benchmark's own fraction_of_limit counter, measured in the
-same run), the target and whether it is met, the kernel's compute ceiling (the same
-fraction for its run on cache-resident data: no memory system lets the kernel beat
-it, so a target above it is out of reach for this arithmetic on this machine), and the
-speed-up over the libtorch rendering of the same benchmark (torch_<name>, same size)
-when the binary was built with Torch. Then
+same run), the target and whether it is met, the same fraction for the kernel's run on
+data that stay in the last-level cache (where that run is no faster than the one from
+memory, memory bandwidth is not what limits the kernel: it is compute-bound, and the
+target is out of reach for this arithmetic on this machine), and the speed-up over the
+libtorch rendering of the same benchmark (torch_<name>, same size) when the binary was
+built with Torch. Then
 the fused linear path: its time over the materialised one, its extra memory, and how
 linear its time is in V. With repetitions, the median of each is used.
 """
@@ -30,8 +31,7 @@ TARGETS = {
     "ppo_clip_loss_token_mean": ("triad", 0.5),
     "grpo_advantages_group16": ("copy", 0.6),
 }
-# kernel name prefix -> the run whose data stay in the last-level cache (its fraction of
-# the memory limit is the compute ceiling)
+# kernel name prefix -> the run whose data stay in the last-level cache
 CEILINGS = {
     "log_probs_fp32": "log_probs_fp32_in_cache/32768",
     "log_probs_bf16": "log_probs_bf16_in_cache/32768",
@@ -107,7 +107,7 @@ def main(path):
             f"STREAM limits in this run (128 MiB arrays): copy {s.get('stream_copy_GBps', 0):.1f} GB/s, "
             f"triad {s.get('stream_triad_GBps', 0):.1f} GB/s, read {s.get('stream_read_GBps', 0):.1f} GB/s.")
     out.append("")
-    out.append("| kernel | size | GB/s | limit | fraction of limit | target | | compute ceiling | libtorch fraction | speed-up over libtorch (target 3x) |")
+    out.append("| kernel | size | GB/s | limit | fraction of limit | target | | in cache | libtorch fraction | speed-up over libtorch (target 3x) |")
     out.append("|---|---|---|---|---|---|---|---|---|---|")
     for prefix, (limit, target) in TARGETS.items():
         ceiling = median(runs, CEILINGS[prefix], "fraction_of_limit")
@@ -130,8 +130,9 @@ def main(path):
                 speed, tf = "not measured", "-"
             size = "x".join(str(s) for s in size_of(name))
             verdict = yes(fraction >= target)
-            if fraction < target and ceiling is not None and ceiling < target:
-                verdict += " (out of reach: ceiling below target)"
+            # No faster with the data in cache (within noise): memory is not the limit.
+            if fraction < target and ceiling is not None and ceiling < 1.2 * fraction:
+                verdict += " (compute-bound: no faster in cache)"
             out.append(f"| {prefix} | {size} | {bps / 1e9:.1f} | {limit} | {fraction:.3f} | {target} | "
                        f"{verdict} | {ceiling_text} | {tf} | {speed} |")
     # The fused linear path.

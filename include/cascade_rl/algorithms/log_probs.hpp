@@ -86,7 +86,8 @@ using float_lanes = float __attribute__((vector_size(register_floats * sizeof(fl
 
 template <>
 struct cascade_rl::terms::lane_words<cascade_rl::detail::float_lanes> {
-  using type = std::uint32_t __attribute__((vector_size(cascade_rl::detail::register_floats * sizeof(float))));
+  using type =
+      std::uint32_t __attribute__((vector_size(cascade_rl::detail::register_floats * sizeof(float))));
 };
 
 namespace cascade_rl {
@@ -99,8 +100,8 @@ namespace detail {
 template <logit_type L>
 inline void lse_fold_chunk(lse_state& st, const L* x, std::size_t n, float inverse_temperature) {
 #if defined(__CUDA_ARCH__)
-  // nvcc's device pass: host code, and device code has no GNU vectors to instantiate
-  // the terms with.
+  // nvcc's device pass compiles this host function without a body: device code has no
+  // GNU vectors to instantiate the terms with.
   (void)st, (void)x, (void)n, (void)inverse_temperature;
 #else
   alignas(64) float buffer[lse_chunk];
