@@ -569,6 +569,9 @@ TEST_F(Gpu, CubStyleCallsFollowTheTwoPhaseContract) {
   EXPECT_EQ(cudaErrorInvalidValue,
             cr::cuda::log_probs_from_logits<float>(lp_temp.data(), lp_bytes, d_logits.data(), 2, 4, 3,
                                                    labels.data(), logp.data(), nullptr));
+  EXPECT_EQ(cudaErrorInvalidValue,  // vocab 0: no softmax to take
+            cr::cuda::log_probs_from_logits<float>(lp_temp.data(), lp_bytes, d_logits.data(), 2, 0, 4,
+                                                   labels.data(), logp.data(), nullptr));
   ASSERT_EQ(cudaSuccess, cr::cuda::log_probs_from_logits<float>(lp_temp.data(), lp_bytes, d_logits.data(), 2, 4, 4,
                                                                 labels.data(), logp.data(), nullptr));
   for (float v : logp.host()) EXPECT_NEAR(v, -std::log(4.0f), 1e-6);

@@ -15,6 +15,7 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/terms/distillation_advantage.hpp"
 
 namespace cascade_rl {
 
@@ -28,7 +29,8 @@ void distillation_advantages(const Policy& policy, std::span<const T> teacher_lo
   detail::require_finite_where_valid(policy, teacher_logp, tokens, "teacher_logp");
   detail::require_finite_where_valid(policy, student_logp, tokens, "student_logp");
   detail::for_each_index(policy, tokens.tokens(), [&](std::size_t t) {
-    advantages[t] = tokens.valid(t) ? teacher_logp[t] - student_logp[t] : T(0);
+    advantages[t] =
+        terms::distillation_advantage(teacher_logp[t], student_logp[t], tokens.valid(t));
   });
 }
 

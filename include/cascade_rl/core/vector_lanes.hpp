@@ -57,30 +57,52 @@ inline void clear_last_bit(V& product) {
   std::memcpy(&product, &bits, sizeof bits);
 }
 
+// One exchange of transpose_lanes on a pair (a, b) of W-lane vectors at block size H:
+// low lane l is a[l] where bit H of l is clear, else b[l - H]; high lane l is a[l + H]
+// or b[l]. __builtin_shufflevector (GCC 12 and clang) takes the lane indices as
+// constants, written out here for W = 2, 4 and 8 (nvcc's front end drops a pack
+// expansion inside the builtin).
+template <std::size_t H, class V>
+inline void exchange_blocks(const V& a, const V& b, V& low, V& high) {
+  constexpr std::size_t W = sizeof(V) / sizeof(a[0]);
+  static_assert(W == 2 || W == 4 || W == 8);
+  if constexpr (W == 2) {
+    low = __builtin_shufflevector(a, b, 0, 2);
+    high = __builtin_shufflevector(a, b, 1, 3);
+  } else if constexpr (W == 4 && H == 2) {
+    low = __builtin_shufflevector(a, b, 0, 1, 4, 5);
+    high = __builtin_shufflevector(a, b, 2, 3, 6, 7);
+  } else if constexpr (W == 4) {
+    low = __builtin_shufflevector(a, b, 0, 4, 2, 6);
+    high = __builtin_shufflevector(a, b, 1, 5, 3, 7);
+  } else if constexpr (H == 4) {
+    low = __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11);
+    high = __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15);
+  } else if constexpr (H == 2) {
+    low = __builtin_shufflevector(a, b, 0, 1, 8, 9, 4, 5, 12, 13);
+    high = __builtin_shufflevector(a, b, 2, 3, 10, 11, 6, 7, 14, 15);
+  } else {
+    low = __builtin_shufflevector(a, b, 0, 8, 2, 10, 4, 12, 6, 14);
+    high = __builtin_shufflevector(a, b, 1, 9, 3, 11, 5, 13, 7, 15);
+  }
+}
+
 // One stage of transpose_lanes: each pair of vectors (j, j + H) exchanges blocks of H
 // lanes.
 template <std::size_t H, class V, std::size_t W>
 inline void transpose_stage(V (&v)[W]) {
-  using word = word_of<std::remove_cvref_t<decltype(v[0][0])>>;
-  typedef word indices __attribute__((vector_size(sizeof(V))));
-  indices low, high;
-  for (std::size_t l = 0; l < W; ++l) {
-    low[l] = (l & H) == 0 ? l : W + l - H;
-    high[l] = (l & H) == 0 ? l + H : W + l;
-  }
   for (std::size_t j = 0; j < W; ++j)
     if ((j & H) == 0) {
       const V a = v[j];
       const V b = v[j + H];
-      v[j] = __builtin_shuffle(a, b, low);
-      v[j + H] = __builtin_shuffle(a, b, high);
+      exchange_blocks<H>(a, b, v[j], v[j + H]);
     }
   if constexpr (H > 1) transpose_stage<H / 2>(v);
 }
 
-// Transposes W vectors of W lanes in registers (W a power of two): lane l of vector j
-// becomes lane j of vector l, in log2(W) stages of shuffles (GCC picks the target's
-// unpack and permute instructions). Moves bits only.
+// Transposes W vectors of W lanes in registers (W = 2, 4 or 8): lane l of vector j
+// becomes lane j of vector l, in log2(W) stages of shuffles (the compiler picks the
+// target's unpack and permute instructions). Moves bits only.
 template <class V, std::size_t W>
 inline void transpose_lanes(V (&v)[W]) {
   static_assert(W >= 2 && (W & (W - 1)) == 0 && sizeof(V) / sizeof(v[0][0]) == W);

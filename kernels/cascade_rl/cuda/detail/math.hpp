@@ -1,9 +1,7 @@
 #pragma once
-// What the kernels and the portable Thrust path still hold of their own: min_of,
-// max_of and distillation's token difference. The group section only names the terms
-// the kernels call. Every per-token and
-// per-group formula itself is in include/cascade_rl/terms/, called from here and from
-// the host alike.
+// What the kernels and the portable Thrust path hold of their own: min_of and max_of.
+// The rest only names the terms they call: every per-token and per-group formula is in
+// include/cascade_rl/terms/, called from the kernels and from the host alike.
 
 #include <cuda/std/cmath>
 #include <cuda/std/limits>
@@ -15,6 +13,7 @@
 #include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/terms/discounted_return.hpp"
+#include "cascade_rl/terms/distillation_advantage.hpp"
 #include "cascade_rl/terms/group_advantage.hpp"
 #include "cascade_rl/terms/group_moments.hpp"
 #include "cascade_rl/terms/whitening.hpp"
@@ -42,12 +41,7 @@ using terms::plan_group;
 
 // ---- token advantages -----------------------------------------------------------------
 
-// distillation_advantages of distillation_advantages.hpp (in T, as the host core).
-template <class T>
-CASCADE_RL_HD inline T distillation_advantage(T teacher, T student, bool valid) {
-  return valid ? teacher - student : T(0);
-}
-
+using terms::distillation_advantage;
 using terms::discounted_return;
 
 }  // namespace cascade_rl::cuda::detail
