@@ -32,7 +32,7 @@ TARGETS = {
     "grpo_advantages_group16": ("copy", 0.6),
 }
 # kernel name prefix -> the run whose data stay in the last-level cache
-CEILINGS = {
+IN_CACHE = {
     "log_probs_fp32": "log_probs_fp32_in_cache/32768",
     "log_probs_bf16": "log_probs_bf16_in_cache/32768",
     "reinforce_loss_token_mean": "reinforce_loss_token_mean/1048576",
@@ -110,8 +110,8 @@ def main(path):
     out.append("| kernel | size | GB/s | limit | fraction of limit | target | | in cache | libtorch fraction | speed-up over libtorch (target 3x) |")
     out.append("|---|---|---|---|---|---|---|---|---|---|")
     for prefix, (limit, target) in TARGETS.items():
-        ceiling = median(runs, CEILINGS[prefix], "fraction_of_limit")
-        ceiling_text = f"{ceiling:.3f}" if ceiling is not None else "not measured"
+        in_cache = median(runs, IN_CACHE[prefix], "fraction_of_limit")
+        in_cache_text = f"{in_cache:.3f}" if in_cache is not None else "not measured"
         names = sorted((n for n in runs if n.split("/")[0] == prefix), key=size_of)
         names = [n for n in names if size_of(n) and size_of(n)[0] > 4096]
         for name in names:
@@ -131,10 +131,10 @@ def main(path):
             size = "x".join(str(s) for s in size_of(name))
             verdict = yes(fraction >= target)
             # No faster with the data in cache (within noise): memory is not the limit.
-            if fraction < target and ceiling is not None and ceiling < 1.2 * fraction:
+            if fraction < target and in_cache is not None and in_cache < 1.2 * fraction:
                 verdict += " (compute-bound: no faster in cache)"
             out.append(f"| {prefix} | {size} | {bps / 1e9:.1f} | {limit} | {fraction:.3f} | {target} | "
-                       f"{verdict} | {ceiling_text} | {tf} | {speed} |")
+                       f"{verdict} | {in_cache_text} | {tf} | {speed} |")
     # The fused linear path.
     fused = sorted((n for n in runs if n.startswith("fused_linear_") and size_of(n)[1] > 64), key=size_of)
     if fused:
