@@ -2,8 +2,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "cascade_rl/algorithms/broadcast.hpp"
@@ -116,6 +119,89 @@ TEST(Grpo, FloatRewardsAndUniformGroups) {
                               std::span<float>(a));
   EXPECT_FLOAT_EQ(a[0], static_cast<float>(0.5 / (std::sqrt(1.0 / 3.0) + 1e-6)));
   EXPECT_FLOAT_EQ(a[4], static_cast<float>(1.0 / (std::sqrt(2.0 / 3.0) + 1e-6)));
+}
+
+// Uniform groups of 2 to 64 in double precision take the group tile (grpo_uniform_tile:
+// many groups side by side in vector lanes); the same groups given by offsets take the
+// general path, one group at a time. The two must give the same bits for every size
+// (whole and partial vector blocks), both reward types and every option, with
+// zero-variance groups, with a NaN or infinite reward (the tile hands the batch back) and
+// with finite rewards whose sum overflows (likewise).
+template <class T>
+std::vector<T> tile_case_rewards(std::size_t size, std::size_t groups, int kind) {
+  std::mt19937 rng(static_cast<unsigned>(size * 131 + groups * 7 + kind));
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::bernoulli_distribution correct(0.4);
+  std::vector<T> r(size * groups);
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    const double z = normal(rng);
+    r[i] = static_cast<T>(kind == 0   ? (correct(rng) ? 1.0 : 0.0)
+                          : kind == 1 ? z
+                                      : 1e6 + z * static_cast<double>(i % 3));
+  }
+  for (std::size_t g = 0; g < groups; g += 3)  // every third group constant
+    for (std::size_t i = 0; i < size; ++i) r[g * size + i] = T(0.25);
+  return r;
+}
+
+template <class T>
+std::vector<T> grpo_by_layout(const std::vector<T>& r, std::size_t size, bool uniform,
+                              const grpo_options& options) {
+  const std::size_t groups = r.size() / size;
+  std::vector<std::int64_t> offsets(groups + 1);
+  for (std::size_t g = 0; g <= groups; ++g) offsets[g] = static_cast<std::int64_t>(g * size);
+  const group_layout layout = uniform ? group_layout::uniform(groups, size) : group_layout(offsets);
+  std::vector<T> a(r.size());
+  cascade_rl::grpo_advantages(exec::par, std::span<const T>(r), layout, std::span<T>(a), options);
+  return a;
+}
+
+template <class T>
+void expect_same_bits(const std::vector<T>& tile, const std::vector<T>& general,
+                      const std::string& what) {
+  ASSERT_EQ(tile.size(), general.size());
+  for (std::size_t i = 0; i < tile.size(); ++i)
+    ASSERT_EQ(std::memcmp(&tile[i], &general[i], sizeof(T)), 0)
+        << what << ": advantages[" << i << "] " << tile[i] << " vs " << general[i];
+}
+
+template <class T>
+void expect_tile_matches_general_path() {
+  std::vector<grpo_options> options(5);
+  options[1].scale_by_std = false;
+  options[2].epsilon_at = cascade_rl::epsilon_placement::inside_sqrt;
+  options[3].estimator = cascade_rl::std_estimator::biased;
+  options[3].epsilon = 0.0;
+  options[4].nonfinite = cascade_rl::nonfinite_rule::zero_group;
+  for (std::size_t o = 0; o < options.size(); ++o)
+    for (std::size_t size = 2; size <= 64; size += size < 20 ? 1 : 7)
+      for (std::size_t groups : {5, 16, 41})
+        for (int kind = 0; kind < 3; ++kind) {
+          const auto r = tile_case_rewards<T>(size, groups, kind);
+          const std::string what = "option set " + std::to_string(o) + ", size " +
+                                   std::to_string(size) + ", groups " + std::to_string(groups) +
+                                   ", kind " + std::to_string(kind);
+          expect_same_bits(grpo_by_layout(r, size, true, options[o]),
+                           grpo_by_layout(r, size, false, options[o]), what);
+        }
+  // A NaN and an infinite reward inside tiles: their groups zeroed under zero_group, the
+  // error naming the first bad index otherwise.
+  auto r = tile_case_rewards<T>(16, 40, 1);
+  r[16 * 9 + 3] = std::numeric_limits<T>::quiet_NaN();
+  r[16 * 30 + 15] = std::numeric_limits<T>::infinity();
+  expect_same_bits(grpo_by_layout(r, 16, true, options[4]),
+                   grpo_by_layout(r, 16, false, options[4]), "NaN and inf, zero_group");
+  expect_error_naming([&] { grpo_by_layout(r, 16, true, options[0]); }, "rewards[147]", "NaN");
+  // Finite rewards whose group sum overflows in double.
+  auto huge = tile_case_rewards<T>(8, 16, 1);
+  for (std::size_t i = 0; i < 8; ++i) huge[i] = std::numeric_limits<T>::max();
+  expect_same_bits(grpo_by_layout(huge, 8, true, options[0]),
+                   grpo_by_layout(huge, 8, false, options[0]), "overflowing sum");
+}
+
+TEST(Grpo, GroupTileGivesTheGeneralPathsBits) {
+  expect_tile_matches_general_path<float>();
+  expect_tile_matches_general_path<double>();
 }
 
 TEST(Broadcast, PerSequenceValueOnValidTokensZeroOnMasked) {

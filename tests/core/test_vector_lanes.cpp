@@ -1,13 +1,17 @@
 // core/vector_lanes.hpp: the in-register transpose GRPO's tile moves rewards with, for
 // every width it is written out for (2, 4 and 8 doubles; the 8-lane form is what an
 // AVX-512 build uses, checked here on any target since GCC lowers a wide vector to
-// narrower ones), and the last-bit clearing that keeps products unfused.
+// narrower ones), the last-bit clearing that keeps products unfused, and the square root
+// lane by lane (the x86 vector instruction where there is one) that GRPO's tile takes its
+// stds with.
 
 #include <gtest/gtest.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
+#include <limits>
 
 #include "cascade_rl/core/vector_lanes.hpp"
 
@@ -52,6 +56,43 @@ TEST(VectorLanes, ClearLastBitClearsOnlyTheLastSignificandBit) {
   float f = 0x1.000002p0f;  // last significand bit set
   cr::detail::clear_last_bit(f);
   EXPECT_EQ(f, 1.0f);
+}
+
+typedef double two_lanes __attribute__((vector_size(2 * sizeof(double))));
+typedef double four_lanes __attribute__((vector_size(4 * sizeof(double))));
+typedef double eight_lanes __attribute__((vector_size(8 * sizeof(double))));
+
+// The widths are named: GCC 12 drops the vector attribute of a typedef whose size depends
+// on a template parameter in some uses (a call to the sqrt_lanes overloads was one).
+template <class lanes>
+void expect_sqrt_lanes_bits() {
+  constexpr std::size_t W = sizeof(lanes) / sizeof(double);
+  const double values[] = {0.0,        -0.0,        2.0,  1.0 / 3.0,
+                           0x1.fffffffffffffp1023,  0x0.0000000000001p-1022,
+                           std::numeric_limits<double>::infinity(),
+                           7.25e-300,  1e300,       0.5,  123456.789,
+                           3.0,        1e-5,        2.5e10, 0x1.8p-1000, 42.0};
+  for (std::size_t first = 0; first + W <= std::size(values); first += W) {
+    lanes v;
+    std::memcpy(&v, values + first, sizeof v);
+    cr::detail::sqrt_lanes(v);
+    for (std::size_t l = 0; l < W; ++l) {
+      double one = values[first + l];
+      cr::detail::sqrt_lanes(one);  // math::sqrt, the scalar reference
+      const double lane = v[l];
+      EXPECT_EQ(std::memcmp(&lane, &one, sizeof one), 0)
+          << "W " << W << ", sqrt(" << values[first + l] << "): " << lane << " vs " << one;
+    }
+  }
+}
+
+TEST(VectorLanes, SqrtLanesGivesTheScalarSqrtsBits) {
+  expect_sqrt_lanes_bits<two_lanes>();
+  expect_sqrt_lanes_bits<four_lanes>();
+  expect_sqrt_lanes_bits<eight_lanes>();
+  double x = 2.0;
+  cr::detail::sqrt_lanes(x);
+  EXPECT_EQ(x, 0x1.6a09e667f3bcdp0);  // sqrt(2) correctly rounded
 }
 
 }  // namespace

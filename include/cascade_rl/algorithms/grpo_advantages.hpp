@@ -17,6 +17,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <span>
 #include <string>
 
@@ -44,113 +45,132 @@ inline constexpr std::size_t grpo_tile_lanes = register_bytes / sizeof(double);
 inline constexpr std::size_t grpo_tile_vectors = 2;
 inline constexpr std::size_t grpo_group_tile = grpo_tile_vectors * grpo_tile_lanes;
 // The largest group size the fast path takes (a tile's rewards, transposed to double,
-// stay within 8 KiB of stack on AVX2).
+// stay within 8 KiB of stack with AVX-512, 4 KiB with AVX2).
 inline constexpr std::size_t grpo_tile_max_group = 64;
 
 // GRPO over groups [first_group, first_group + grpo_group_tile) of one size in
-// [2, grpo_tile_max_group], with the double-precision mean: group_moments_of's
-// arithmetic, each group's sums in the same order (the same bits). The rewards are
-// transposed in registers, grpo_tile_lanes groups at a time, into vectors x[i][p] =
-// reward i of the groups of vector p (lane arithmetic is plain IEEE double), so that
-// every step serves all the groups at once and their dependent adds run side by side
-// instead of one group waiting on the next; the advantages go back the same way.
-// Writes nothing and returns false when a reward of the tile is NaN or infinite.
+// [2, grpo_tile_max_group], with the double-precision mean: group_moments_of's and
+// plan_group's arithmetic, each group's sums in the same order (the same bits). The
+// rewards are transposed in registers, grpo_tile_lanes groups at a time, into vectors
+// x[i][p] = reward i of the groups of vector p (lane arithmetic is plain IEEE double), so
+// that every step serves all the groups at once and their dependent adds run side by side
+// instead of one group waiting on the next. The accumulators are whole vectors, never read
+// lane by lane, so that they stay in registers.
+// Writes nothing and returns false when a reward of the tile is NaN or infinite, or a
+// group's sum overflows: the general path then decides.
 template <std::floating_point T>
 bool grpo_uniform_tile(std::span<const T> rewards, std::span<T> advantages,
                        std::size_t first_group, std::size_t size,
                        const terms::group_params& params) {
+#if defined(__CUDA_ARCH__)
+  // nvcc's device pass compiles this host function without a body: device code has no GNU
+  // vectors to instantiate the terms with.
+  (void)rewards, (void)advantages, (void)first_group, (void)size, (void)params;
+  return false;
+#else
   constexpr std::size_t W = grpo_tile_lanes;
   constexpr std::size_t P = grpo_tile_vectors;
   using lanes = double __attribute__((vector_size(W * sizeof(double))));
   using mask = long long __attribute__((vector_size(W * sizeof(long long))));
   typedef T stored __attribute__((vector_size(W * sizeof(T))));  // W rewards as stored
   static_assert(sizeof(lanes) == sizeof(mask));
+  const T* first = rewards.data() + first_group * size;  // group k of vector p at (pW + k) size
   lanes x[grpo_tile_max_group][P];
-  for (std::size_t p = 0; p < P; ++p) {
-    const T* r = rewards.data() + (first_group + p * W) * size;  // group k of p at r + k * size
-    std::size_t i = 0;
-    for (; i + W <= size; i += W) {
+  std::size_t i = 0;
+  for (; i + W <= size; i += W) {
+    CASCADE_RL_UNROLL_LANES
+    for (std::size_t p = 0; p < P; ++p) {
       lanes block[W];  // block[k]: rewards i .. i + W - 1 of group k, then transposed
+      const T* r = first + p * W * size + i;
+      CASCADE_RL_UNROLL_LANES
       for (std::size_t k = 0; k < W; ++k) {
         stored raw;
-        std::memcpy(&raw, r + k * size + i, sizeof raw);
+        std::memcpy(&raw, r + k * size, sizeof raw);
         block[k] = __builtin_convertvector(raw, lanes);
       }
       transpose_lanes(block);
+      CASCADE_RL_UNROLL_LANES
       for (std::size_t j = 0; j < W; ++j) x[i + j][p] = block[j];
     }
-    for (; i < size; ++i)
-      for (std::size_t k = 0; k < W; ++k) x[i][p][k] = static_cast<double>(r[k * size + i]);
   }
-  // v - v is 0 for a finite v and NaN (unequal to 0) for an infinite or NaN one.
-  mask nonfinite = {};
-  for (std::size_t i = 0; i < size; ++i)
-    for (std::size_t p = 0; p < P; ++p) nonfinite |= (x[i][p] - x[i][p]) != 0.0;
-  for (std::size_t k = 0; k < W; ++k)
-    if (nonfinite[k] != 0) return false;
-  lanes low[P], high[P], sum[P], mean[P], m2[P];
+  for (; i < size; ++i)
+    for (std::size_t p = 0; p < P; ++p)
+      for (std::size_t k = 0; k < W; ++k)
+        x[i][p][k] = static_cast<double>(first[(p * W + k) * size + i]);
+  // Min, max and sum as group_moments_of takes them (std::min, std::max, the sum in index
+  // order). Starting from +inf, -inf and -0 gives reward 0 itself after the first step
+  // (-0 + x is x, -0 included), as group_moments_of's start from reward 0 does.
+  lanes low[P], high[P], sum[P];
+  CASCADE_RL_UNROLL_LANES
   for (std::size_t p = 0; p < P; ++p) {
-    low[p] = high[p] = x[0][p];
-    sum[p] = lanes{} + x[0][p];
+    low[p] = lanes{} + std::numeric_limits<double>::infinity();
+    high[p] = -low[p];
+    sum[p] = -lanes{};
   }
-  for (std::size_t i = 1; i < size; ++i)
+  for (std::size_t j = 0; j < size; ++j) {
+    CASCADE_RL_UNROLL_LANES
     for (std::size_t p = 0; p < P; ++p) {
-      low[p] = x[i][p] < low[p] ? x[i][p] : low[p];     // std::min(low, x)
-      high[p] = high[p] < x[i][p] ? x[i][p] : high[p];  // std::max(high, x)
-      sum[p] += x[i][p];
+      low[p] = x[j][p] < low[p] ? x[j][p] : low[p];
+      high[p] = high[p] < x[j][p] ? x[j][p] : high[p];
+      sum[p] += x[j][p];
     }
+  }
+  // A NaN or infinite reward makes its group's sum NaN or infinite: sum - sum is then NaN
+  // (unequal to 0), and 0 for a finite sum.
+  mask nonfinite = {};
+  CASCADE_RL_UNROLL_LANES
+  for (std::size_t p = 0; p < P; ++p) nonfinite |= (sum[p] - sum[p]) != 0.0;
+  long long nonfinite_lanes[W];
+  std::memcpy(nonfinite_lanes, &nonfinite, sizeof nonfinite);
+  for (std::size_t k = 0; k < W; ++k)
+    if (nonfinite_lanes[k] != 0) return false;
+  lanes mean[P], m2[P], divisor[P];
+  mask keep[P];
+  CASCADE_RL_UNROLL_LANES
   for (std::size_t p = 0; p < P; ++p) {
-    mean[p] = sum[p] / static_cast<double>(size);
+    mean[p] = sum[p] / static_cast<double>(size);  // terms::mean_from_sums in double
     m2[p] = lanes{};
   }
-  for (std::size_t i = 0; i < size; ++i)
-    for (std::size_t p = 0; p < P; ++p) {
-      const lanes d = x[i][p] - mean[p];
-      // math::product_unfused on every lane: the square rounded alone, last bit cleared,
-      // as group_moments_of does (the same bits whether or not the target fuses).
-      lanes square = d * d;
-      clear_last_bit(square);
-      m2[p] += square;
-    }
-  // Each group's plan as the general path decides it (a zero-variance group, max == min
-  // exactly, gets exactly 0); then terms::advantage_of's deviation / divisor on the lanes.
-  lanes divisor[P];
-  mask keep[P];
-  for (std::size_t p = 0; p < P; ++p)
-    for (std::size_t k = 0; k < W; ++k) {
-      terms::group_moments m;
-      m.count = size;
-      m.mean = mean[p][k];
-      m.m2 = m2[p][k];
-      m.min = low[p][k];
-      m.max = high[p][k];
-      m.zero_variance = low[p][k] == high[p][k];
-      const terms::group_plan plan = terms::plan_group(m, params);
-      divisor[p][k] = plan.divisor;
-      keep[p][k] = plan.zero ? 0 : -1;
-    }
+  for (std::size_t j = 0; j < size; ++j) {
+    CASCADE_RL_UNROLL_LANES
+    for (std::size_t p = 0; p < P; ++p) terms::add_square(x[j][p] - mean[p], m2[p]);
+  }
+  // plan_group for a finite group of two or more: 0 for a zero-variance group (max == min
+  // exactly), else deviation / divisor (terms::advantage_of).
+  CASCADE_RL_UNROLL_LANES
   for (std::size_t p = 0; p < P; ++p) {
-    T* a = advantages.data() + (first_group + p * W) * size;
-    std::size_t i = 0;
-    for (; i + W <= size; i += W) {
-      lanes block[W];
-      for (std::size_t j = 0; j < W; ++j) {
-        const lanes advantage = (x[i + j][p] - mean[p]) / divisor[p];
-        block[j] = keep[p] ? advantage : lanes{};
-      }
-      transpose_lanes(block);
-      for (std::size_t k = 0; k < W; ++k) {
-        const stored out = __builtin_convertvector(block[k], stored);
-        std::memcpy(a + k * size + i, &out, sizeof out);
-      }
+    keep[p] = low[p] != high[p];
+    terms::grpo_spread_divisor(m2[p], size, params, divisor[p]);
+  }
+  // Then group by group in the rewards' own order (no transpose back): terms::advantage_of's
+  // (r - mean) / divisor in double, rounded to T, W rewards at a time. Group p W + k is lane
+  // k of vector p.
+  double group_mean[P * W], group_divisor[P * W];
+  long long group_keep[P * W];
+  std::memcpy(group_mean, mean, sizeof mean);
+  std::memcpy(group_divisor, divisor, sizeof divisor);
+  std::memcpy(group_keep, keep, sizeof keep);
+  for (std::size_t g = 0; g < P * W; ++g) {
+    const T* r = first + g * size;
+    T* a = advantages.data() + (first_group + g) * size;
+    if (group_keep[g] == 0) {
+      std::fill(a, a + size, T(0));
+      continue;
     }
-    for (; i < size; ++i) {
-      const lanes advantage = (x[i][p] - mean[p]) / divisor[p];
-      for (std::size_t k = 0; k < W; ++k)
-        a[k * size + i] = keep[p][k] != 0 ? static_cast<T>(advantage[k]) : T(0);
+    const double m = group_mean[g];
+    const double d = group_divisor[g];
+    std::size_t j = 0;
+    for (; j + W <= size; j += W) {
+      stored raw;
+      std::memcpy(&raw, r + j, sizeof raw);
+      const lanes advantage = (__builtin_convertvector(raw, lanes) - m) / d;
+      const stored out = __builtin_convertvector(advantage, stored);
+      std::memcpy(a + j, &out, sizeof out);
     }
+    for (; j < size; ++j) a[j] = static_cast<T>((static_cast<double>(r[j]) - m) / d);
   }
   return true;
+#endif
 }
 
 }  // namespace detail

@@ -13,6 +13,11 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
+
+#if !defined(__CUDA_ARCH__) && defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/host_device.hpp"
@@ -29,6 +34,16 @@ inline constexpr std::size_t register_bytes = 64;
 inline constexpr std::size_t register_bytes = 32;
 #else
 inline constexpr std::size_t register_bytes = 16;
+#endif
+
+// Unrolls the loop that follows, on GCC and clang: GCC -O2 leaves a loop over a tile's few
+// vectors rolled, and an array of vectors indexed by its counter then lives on the stack
+// (every accumulation a store and a reload). nvcc's front end does not know the pragma,
+// and its device pass never compiles these loops.
+#if defined(__CUDACC__)
+#define CASCADE_RL_UNROLL_LANES
+#else
+#define CASCADE_RL_UNROLL_LANES _Pragma("GCC unroll 16")
 #endif
 
 // The unsigned integer as wide as a float or a double.
@@ -55,6 +70,31 @@ inline void clear_last_bit(V& product) {
   std::memcpy(&bits, &product, sizeof bits);
   bits &= ~word{1};
   std::memcpy(&product, &bits, sizeof bits);
+}
+
+// math::sqrt lane by lane, on a double (host and device) or a GNU vector of doubles (host):
+// the x86 vector square root where there is one (IEEE's correctly rounded sqrt, so the same
+// bits as one lane at a time). 256 bits at most: GCC 12's _mm512_sqrt_pd trips
+// -Wmaybe-uninitialized inside its own header.
+CASCADE_RL_HD inline void sqrt_lanes(double& x) { x = math::sqrt(x); }
+template <class V>
+  requires(!std::is_floating_point_v<V>)
+inline void sqrt_lanes(V& x) {
+  constexpr std::size_t W = sizeof(V) / sizeof(x[0]);
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(x[0])>, double>);
+  double lanes[W];
+  std::memcpy(lanes, &x, sizeof x);
+  std::size_t k = 0;
+#if !defined(__CUDA_ARCH__) && defined(__AVX__)  // nvcc's device pass has no <immintrin.h>
+  for (; k + 4 <= W; k += 4)
+    _mm256_storeu_pd(lanes + k, _mm256_sqrt_pd(_mm256_loadu_pd(lanes + k)));
+#endif
+#if !defined(__CUDA_ARCH__) && defined(__SSE2__)
+  for (; k + 2 <= W; k += 2) _mm_storeu_pd(lanes + k, _mm_sqrt_pd(_mm_loadu_pd(lanes + k)));
+#endif
+  // The rest one lane at a time: GCC does not vectorise a libm sqrt that may set errno.
+  for (; k < W; ++k) lanes[k] = math::sqrt(lanes[k]);
+  std::memcpy(&x, lanes, sizeof x);
 }
 
 // One exchange of transpose_lanes on a pair (a, b) of W-lane vectors at block size H:
@@ -87,17 +127,23 @@ inline void exchange_blocks(const V& a, const V& b, V& low, V& high) {
   }
 }
 
-// One stage of transpose_lanes: each pair of vectors (j, j + H) exchanges blocks of H
-// lanes.
-template <std::size_t H, class V, std::size_t W>
-inline void transpose_stage(V (&v)[W]) {
-  for (std::size_t j = 0; j < W; ++j)
-    if ((j & H) == 0) {
-      const V a = v[j];
-      const V b = v[j + H];
-      exchange_blocks<H>(a, b, v[j], v[j + H]);
-    }
-  if constexpr (H > 1) transpose_stage<H / 2>(v);
+// Pair (J, J + H) of transpose_lanes' stage H, when J is the low one of its pair.
+template <std::size_t H, std::size_t J, class V, std::size_t W>
+inline void exchange_pair(V (&v)[W]) {
+  if constexpr ((J & H) == 0) {
+    const V a = v[J];
+    const V b = v[J + H];
+    exchange_blocks<H>(a, b, v[J], v[J + H]);
+  }
+}
+
+// One stage of transpose_lanes: each pair of vectors (j, j + H) exchanges blocks of H lanes.
+// The pairs are a fold over constant indices, not a loop: GCC -O2 leaves a loop of eight
+// rolled, and its vectors then go through the stack.
+template <std::size_t H, class V, std::size_t W, std::size_t... J>
+inline void transpose_stage(V (&v)[W], std::index_sequence<J...> pairs) {
+  (exchange_pair<H, J>(v), ...);
+  if constexpr (H > 1) transpose_stage<H / 2>(v, pairs);
 }
 
 // Transposes W vectors of W lanes in registers (W = 2, 4 or 8): lane l of vector j
@@ -106,7 +152,7 @@ inline void transpose_stage(V (&v)[W]) {
 template <class V, std::size_t W>
 inline void transpose_lanes(V (&v)[W]) {
   static_assert(W >= 2 && (W & (W - 1)) == 0 && sizeof(V) / sizeof(v[0][0]) == W);
-  transpose_stage<W / 2>(v);
+  transpose_stage<W / 2>(v, std::make_index_sequence<W>{});
 }
 
 }  // namespace cascade_rl::detail

@@ -41,6 +41,20 @@ struct group_plan {
   double factor = 1;   // RLOO: a = factor * deviation, n / (n - 1)
 };
 
+// GRPO's divisor for a group of count >= 2 values, not all equal, whose squared deviations
+// sum to m2 (a double, or lanes of groups: terms/group_moments.hpp).
+template <class V>
+CASCADE_RL_HD inline void grpo_spread_divisor(const V& m2, std::size_t count, const group_params& p,
+                                              V& divisor) {
+  if (!p.scale_by_std) {
+    divisor = V{} + 1.0;  // 1 in every lane
+    return;
+  }
+  V std = m2;
+  std_of_spread(m2, count, p.estimator, std);
+  grpo_divisor_of(std, p.epsilon, p.epsilon_at, divisor);
+}
+
 // m: the group's moments, or for a group the caller zeroes (a non-finite one under
 // nonfinite_rule::zero_group) just its count with m.nonfinite set. A group of one is a
 // zero-variance group (group_moments_of) unless a singleton rule says otherwise.
@@ -71,12 +85,11 @@ CASCADE_RL_HD inline group_plan plan_group(const group_moments& m, const group_p
     plan.divisor = p.scale_by_std ? grpo_divisor(1.0, p.epsilon, p.epsilon_at) : 1.0;
     return plan;
   }
-  if (m.zero_variance) {
+  if (m.zero_variance || m.count < 2) {  // count 0: an empty group, nothing to scale
     plan.zero = true;
     return plan;
   }
-  plan.divisor =
-      p.scale_by_std ? grpo_divisor(group_std(m, p.estimator), p.epsilon, p.epsilon_at) : 1.0;
+  grpo_spread_divisor(m.m2, m.count, p, plan.divisor);
   return plan;
 }
 

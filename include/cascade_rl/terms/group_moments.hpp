@@ -6,14 +6,19 @@
 // the Thrust portable path and the CUDA kernels all call these.
 //
 // Numerical trap: every product that feeds a sum is rounded alone
-// (math::product_unfused), so that neither -march with FMA on the host nor nvcc's
-// contraction on the device changes the bits.
+// (math::product_unfused, or clear_last_bit after the product), so that neither -march
+// with FMA on the host nor nvcc's contraction on the device changes the bits.
+//
+// The steps templated on V take a double, or on the host a GNU vector of doubles whose
+// lanes are independent groups (GRPO's group tile): the same operations lane by lane, so
+// the same bits. V goes by reference (core/vector_lanes.hpp says why).
 
 #include <cstddef>
 
 #include "cascade_rl/algorithms/advantage_options.hpp"
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/host_device.hpp"
+#include "cascade_rl/core/vector_lanes.hpp"
 
 namespace cascade_rl::terms {
 
@@ -61,6 +66,14 @@ struct group_moments {
   bool nonfinite = false;
 };
 
+// m2 += d * d, the square rounded alone.
+template <class V>
+CASCADE_RL_HD inline void add_square(const V& d, V& m2) {
+  V square = d * d;
+  cascade_rl::detail::clear_last_bit(square);
+  m2 += square;
+}
+
 // The moments of values[first, last), non-empty and finite, in index order: min, max
 // and the double sum in one pass, the float32 sum when asked, then the squares.
 template <class T>
@@ -85,25 +98,47 @@ CASCADE_RL_HD group_moments group_moments_of(const T* values, std::size_t first,
   if (accumulation == mean_accumulation::float32_sequential)
     for (std::size_t i = first; i < last; ++i) float_sum += static_cast<float>(values[i]);
   m.mean = mean_from_sums(sum, float_sum, m.count, accumulation);
-  for (std::size_t i = first; i < last; ++i) {
-    const double d = deviation(values[i], m.mean, accumulation);
-    m.m2 += math::product_unfused(d, d);
-  }
+  for (std::size_t i = first; i < last; ++i)
+    add_square(deviation(values[i], m.mean, accumulation), m.m2);
   return m;
+}
+
+// The std of count >= 2 values from their m2.
+template <class V>
+CASCADE_RL_HD inline void std_of_spread(const V& m2, std::size_t count, std_estimator estimator,
+                                        V& std) {
+  std = m2 / variance_divisor(count, estimator);
+  cascade_rl::detail::sqrt_lanes(std);
 }
 
 // The std from the moments; 0 for a group of one (whatever the estimator) and for a
 // zero-variance group.
 CASCADE_RL_HD inline double group_std(const group_moments& m, std_estimator estimator) {
   if (m.zero_variance || m.count < 2) return 0.0;
-  return math::sqrt(m.m2 / variance_divisor(m.count, estimator));
+  double std = 0.0;
+  std_of_spread(m.m2, m.count, estimator, std);
+  return std;
 }
 
 // GRPO's divisor for a std, with epsilon where the options put it: std + eps (veRL,
 // TRL) or sqrt(std^2 + eps).
+template <class V>
+CASCADE_RL_HD inline void grpo_divisor_of(const V& std, double epsilon, epsilon_placement at,
+                                          V& divisor) {
+  if (at == epsilon_placement::added_to_std) {
+    divisor = std + epsilon;
+    return;
+  }
+  divisor = std * std;
+  cascade_rl::detail::clear_last_bit(divisor);
+  divisor += epsilon;
+  cascade_rl::detail::sqrt_lanes(divisor);
+}
+
 CASCADE_RL_HD inline double grpo_divisor(double std, double epsilon, epsilon_placement at) {
-  return at == epsilon_placement::added_to_std ? std + epsilon
-                                               : math::sqrt(math::product_unfused(std, std) + epsilon);
+  double divisor = 0.0;
+  grpo_divisor_of(std, epsilon, at, divisor);
+  return divisor;
 }
 
 // leave_one_out_statistics for value r of a group with moments m (double-precision
