@@ -143,8 +143,8 @@ TEST(KlEstimators, VerlNamePresets) {
   EXPECT_EQ(loss.kl.estimator, kl_estimator::k3);
   EXPECT_EQ(loss.coefficient, 0.001);
   EXPECT_EQ(loss.aggregation, loss_aggregation::token_mean);
-  EXPECT_EQ(verl::aggregation("seq-mean-token-mean"), loss_aggregation::seq_mean_token_mean);
-  expect_error_naming([] { (void)verl::aggregation("mean"); }, "loss_agg_mode");
+  EXPECT_EQ(verl::loss_agg_mode("seq-mean-token-mean"), loss_aggregation::seq_mean_token_mean);
+  expect_error_naming([] { (void)verl::loss_agg_mode("mean"); }, "loss_agg_mode");
 }
 
 TEST(KlEstimators, RefuseBadInputs) {

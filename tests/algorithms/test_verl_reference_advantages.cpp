@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "cascade_rl/algorithms/broadcast.hpp"
@@ -20,6 +21,7 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/presets/verl_advantages.hpp"
+#include "cascade_rl/presets/verl_names.hpp"
 #include "support/conditioning.hpp"
 #include "support/reference.hpp"
 
@@ -295,7 +297,7 @@ void expect_zero_on_tied_groups(const verl_case& c, const std::vector<float>& to
 TEST(VerlReference, Grpo) {
   for (const auto& c : load_cases())
     for (const auto v : both_variants) {
-      auto options = verl::grpo();
+      auto options = std::get<cascade_rl::grpo_options>(verl::adv_estimator("grpo"));
       options.accumulation = accumulation_of(v, options.accumulation);
       const auto tokens = grpo_on_tokens(c, options);
       expect_matches(c, tokens, "grpo_eps1e-06_normstd1", grpo_bound(c), variant_name(v));
@@ -306,7 +308,8 @@ TEST(VerlReference, Grpo) {
 TEST(VerlReference, DrGrpo) {
   for (const auto& c : load_cases())
     for (const auto v : both_variants) {
-      auto options = verl::dr_grpo();
+      auto options = std::get<cascade_rl::grpo_options>(
+          verl::adv_estimator("grpo", {.norm_adv_by_std_in_grpo = false}));
       options.accumulation = accumulation_of(v, options.accumulation);
       const auto tokens = grpo_on_tokens(c, options);
       expect_matches(c, tokens, "grpo_eps1e-06_normstd0", dr_grpo_bound(c), variant_name(v));
@@ -317,7 +320,7 @@ TEST(VerlReference, DrGrpo) {
 TEST(VerlReference, Rloo) {
   for (const auto& c : load_cases())
     for (const auto v : both_variants) {
-      auto options = verl::rloo();
+      auto options = std::get<cascade_rl::rloo_options>(verl::adv_estimator("rloo"));
       options.accumulation = accumulation_of(v, options.accumulation);
       std::vector<float> advantages(c.scores.size());
       cascade_rl::rloo_advantages(cascade_rl::exec::seq, std::span<const float>(c.scores),
@@ -328,7 +331,8 @@ TEST(VerlReference, Rloo) {
 }
 
 std::vector<float> reinforce_pp(const verl_case& c, accumulation_variant v) {
-  auto options = verl::reinforce_plus_plus(1.0);
+  auto options = std::get<cascade_rl::reinforce_plus_plus_options>(
+      verl::adv_estimator("reinforce_plus_plus", {.gamma = 1.0}));
   options.whitening.accumulation = accumulation_of(v, options.whitening.accumulation);
   std::vector<float> advantages(c.batch.mask.size());
   cascade_rl::reinforce_plus_plus_advantages(
@@ -345,7 +349,8 @@ TEST(VerlReference, ReinforcePlusPlus) {
 }
 
 std::vector<float> reinforce_pp_baseline(const verl_case& c, accumulation_variant v) {
-  auto options = verl::reinforce_plus_plus_baseline();
+  auto options = std::get<cascade_rl::reinforce_plus_plus_baseline_options>(
+      verl::adv_estimator("reinforce_plus_plus_baseline"));
   options.accumulation = accumulation_of(v, options.accumulation);
   options.whitening.accumulation = accumulation_of(v, options.whitening.accumulation);
   std::vector<float> advantages(c.batch.mask.size());
@@ -371,7 +376,7 @@ TEST(VerlReference, DoubleAccumulationStaysCentredWhereThePeerIsNoise) {
   std::size_t checked = 0;
   for (const auto& c : load_cases()) {
     if (largest(grpo_bound(c)) > ref::reference_atol) {
-      auto options = verl::grpo();
+      auto options = std::get<cascade_rl::grpo_options>(verl::adv_estimator("grpo"));
       options.accumulation = cascade_rl::mean_accumulation::double_precision;
       std::vector<float> advantages(c.scores.size());
       cascade_rl::grpo_advantages(cascade_rl::exec::seq, std::span<const float>(c.scores),

@@ -7,12 +7,14 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "cascade_rl/algorithms/kl_estimators.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/presets/verl_losses.hpp"
+#include "cascade_rl/presets/verl_names.hpp"
 #include "support/reference.hpp"
 
 namespace {
@@ -33,10 +35,13 @@ void check_policy_loss_vanilla(const nlohmann::json& entry, const std::string& c
   const auto advantages = flatten<T>(entry["advantages"]);
   std::vector<T> grad(layout.tokens(), T(-7));  // garbage: every entry must be written
 
-  const auto mode = verl::aggregation(entry["mode"].get<std::string>());
-  const auto options = verl::ppo_clip(mode, entry["clip_low"].get<double>(),
-                                      entry["clip_high"].get<double>(),
-                                      entry["clip_ratio_c"].get<double>());
+  // The options by veRL's own config names (presets/verl_names.hpp).
+  const std::string mode = entry["mode"].get<std::string>();
+  const auto options = std::get<cascade_rl::ppo_clip_options>(
+      verl::policy_loss("vanilla", {.loss_agg_mode = mode,
+                                    .clip_ratio_low = entry["clip_low"].get<double>(),
+                                    .clip_ratio_high = entry["clip_high"].get<double>(),
+                                    .clip_ratio_c = entry["clip_ratio_c"].get<double>()}));
   const auto normalizer = verl::single_rank_normalizer(cascade_rl::exec::seq, layout, batch.width);
   const auto result = cascade_rl::ppo_clip_loss(
       cascade_rl::exec::seq, layout, std::span<const T>(log_probs),

@@ -25,18 +25,20 @@
 
 namespace cascade_rl::presets::verl {
 
-// veRL's loss_agg_mode strings.
-[[nodiscard]] inline loss_aggregation aggregation(std::string_view loss_agg_mode) {
-  for (const auto mode : {loss_aggregation::token_mean, loss_aggregation::token_sum,
-                          loss_aggregation::seq_mean_token_sum,
-                          loss_aggregation::seq_mean_token_mean,
-                          loss_aggregation::seq_mean_token_sum_norm})
-    if (to_string(mode) == loss_agg_mode) return mode;
+// actor.loss_agg_mode: veRL's names are loss_aggregation's to_string.
+[[nodiscard]] inline loss_aggregation loss_agg_mode(std::string_view name) {
+  constexpr loss_aggregation modes[] = {
+      loss_aggregation::token_mean, loss_aggregation::token_sum,
+      loss_aggregation::seq_mean_token_sum, loss_aggregation::seq_mean_token_mean,
+      loss_aggregation::seq_mean_token_sum_norm};
+  for (const auto mode : modes)
+    if (to_string(mode) == name) return mode;
   // (Built with append: GCC 12 flags "literal" + std::string with a bogus -Wrestrict.)
   std::string problem = "is \"";
-  problem.append(loss_agg_mode)
-      .append("\", not a veRL mode (token-mean, token-sum, seq-mean-token-sum, "
-              "seq-mean-token-mean, seq-mean-token-sum-norm)");
+  problem.append(name).append("\", not a veRL mode (");
+  for (const auto mode : modes)
+    problem.append(mode == modes[0] ? "" : ", ").append(to_string(mode));
+  problem.append(")");
   detail::fail("loss_agg_mode", problem);
 }
 

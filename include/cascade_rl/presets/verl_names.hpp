@@ -1,0 +1,138 @@
+#pragma once
+// veRL's own config names, for people porting a veRL config: policy_loss(loss_mode),
+// adv_estimator(name) and loss_agg_mode(name) return cascade_rl's options with veRL's
+// conventions (the presets of verl_losses.hpp and verl_advantages.hpp), kl_penalty(type)
+// is in verl_losses.hpp. Each kind of name has one table; an unknown name is refused with
+// the valid ones listed, and a name veRL has that cascade_rl does not implement yet is
+// refused as such. A loss or estimator added later registers by adding a row (and an
+// alternative to the variant it returns).
+//
+// Names as veRL spells them at commit 1dda039: actor_rollout_ref.actor.policy_loss.loss_mode
+// (@register_policy_loss in verl/trainer/ppo/core_algos.py), algorithm.adv_estimator (the
+// AdvantageEstimator enum), actor_rollout_ref.actor.loss_agg_mode.
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "cascade_rl/algorithms/group_estimator_options.hpp"
+#include "cascade_rl/algorithms/policy_loss_options.hpp"
+#include "cascade_rl/core/error.hpp"
+#include "cascade_rl/presets/verl_advantages.hpp"
+#include "cascade_rl/presets/verl_losses.hpp"
+
+namespace cascade_rl::presets::verl {
+
+// The actor fields veRL's policy losses read, with veRL's defaults: clip_ratio_low and
+// clip_ratio_high fall back to clip_ratio when unset; tis_imp_ratio_cap set turns on
+// truncated importance sampling against the rollout log-probs.
+struct actor_config {
+  std::string_view loss_agg_mode = "token-mean";
+  double clip_ratio = 0.2;
+  std::optional<double> clip_ratio_low{};
+  std::optional<double> clip_ratio_high{};
+  double clip_ratio_c = 3.0;
+  std::optional<double> tis_imp_ratio_cap{};
+};
+
+// The algorithm fields veRL's advantage estimators read, with veRL's defaults.
+struct algorithm_config {
+  bool norm_adv_by_std_in_grpo = true;  // false: Dr. GRPO
+  double gamma = 1.0;                   // REINFORCE++'s discount
+};
+
+// What a name can stand for; each loss or estimator added later adds its options here.
+using policy_loss_options = std::variant<ppo_clip_options>;
+using advantage_estimator_options =
+    std::variant<grpo_options, rloo_options, reinforce_plus_plus_options,
+                 reinforce_plus_plus_baseline_options>;
+
+namespace registry {
+
+template <class Options, class Config>
+struct entry {
+  std::string_view name;
+  Options (*make)(const Config&);
+};
+
+inline policy_loss_options vanilla(const actor_config& c) {
+  const loss_aggregation mode = loss_agg_mode(c.loss_agg_mode);
+  const double low = c.clip_ratio_low.value_or(c.clip_ratio);
+  const double high = c.clip_ratio_high.value_or(c.clip_ratio);
+  if (c.tis_imp_ratio_cap)
+    return ppo_clip_with_tis(*c.tis_imp_ratio_cap, mode, low, high, c.clip_ratio_c);
+  return ppo_clip(mode, low, high, c.clip_ratio_c);
+}
+
+inline constexpr entry<policy_loss_options, actor_config> policy_losses[] = {
+    {"vanilla", &vanilla},
+};
+// Registered in veRL, not implemented here yet (the issue "Algorithms wave 2").
+inline constexpr std::string_view policy_losses_not_yet[] = {
+    "dppo_tv", "dppo_kl", "gspo", "sapo", "gpg", "clip_cov", "kl_cov", "geo_mean", "dro",
+    "cispo", "bypass_mode"};
+
+inline constexpr entry<advantage_estimator_options, algorithm_config> advantage_estimators[] = {
+    {"grpo",
+     [](const algorithm_config& c) -> advantage_estimator_options {
+       return grpo(c.norm_adv_by_std_in_grpo);
+     }},
+    {"rloo", [](const algorithm_config&) -> advantage_estimator_options { return rloo(); }},
+    {"reinforce_plus_plus",
+     [](const algorithm_config& c) -> advantage_estimator_options {
+       return reinforce_plus_plus(c.gamma);
+     }},
+    {"reinforce_plus_plus_baseline",
+     [](const algorithm_config&) -> advantage_estimator_options {
+       return reinforce_plus_plus_baseline();
+     }},
+};
+inline constexpr std::string_view advantage_estimators_not_yet[] = {
+    "gae", "remax", "opo", "grpo_passk", "gpg", "rloo_vectorized", "grpo_vectorized",
+    "optimal_token_baseline", "tir_optimal_token_baseline", "gdpo"};
+
+inline void append_list(std::string& out, std::span<const std::string_view> names) {
+  for (std::size_t i = 0; i < names.size(); ++i) out.append(i == 0 ? "" : ", ").append(names[i]);
+}
+
+// The entry named `name`, or an error on `argument` listing the valid names.
+template <class Options, class Config, std::size_t N, std::size_t M>
+Options make(std::string_view argument, std::string_view name,
+             const entry<Options, Config> (&table)[N], const std::string_view (&not_yet)[M],
+             const Config& config) {
+  for (const auto& e : table)
+    if (e.name == name) return e.make(config);
+  std::string problem = "is \"";
+  problem.append(name);
+  bool known_to_verl = false;
+  for (const auto n : not_yet) known_to_verl = known_to_verl || n == name;
+  problem.append(known_to_verl ? "\", a veRL name cascade_rl does not implement yet; implemented: "
+                               : "\", not a veRL name; implemented: ");
+  std::string_view names[N];
+  for (std::size_t i = 0; i < N; ++i) names[i] = table[i].name;
+  append_list(problem, names);
+  problem.append(" (veRL's ");
+  append_list(problem, not_yet);
+  problem.append(" are not implemented yet)");
+  cascade_rl::detail::fail(argument, problem);
+}
+
+}  // namespace registry
+
+// actor.policy_loss.loss_mode with the actor's clip fields and loss_agg_mode.
+[[nodiscard]] inline policy_loss_options policy_loss(std::string_view loss_mode,
+                                                     const actor_config& config = {}) {
+  return registry::make("loss_mode", loss_mode, registry::policy_losses,
+                        registry::policy_losses_not_yet, config);
+}
+
+// algorithm.adv_estimator with the algorithm's fields.
+[[nodiscard]] inline advantage_estimator_options adv_estimator(
+    std::string_view name, const algorithm_config& config = {}) {
+  return registry::make("adv_estimator", name, registry::advantage_estimators,
+                        registry::advantage_estimators_not_yet, config);
+}
+
+}  // namespace cascade_rl::presets::verl
