@@ -22,7 +22,7 @@ void grpo_advantages_group16(benchmark::State& state) {
   std::bernoulli_distribution correct(0.4);
   std::vector<float> rewards(n), advantages(n);
   for (auto& r : rewards) r = correct(rng) ? 1.0f : 0.0f;
-  const auto groups = cr::group_layout::uniform(n / group_size, group_size);
+  const auto groups = cr::group_layout::uniform({.groups = n / group_size, .size = group_size});
   cascade_rl::bench::bandwidth_meter meter(state, cascade_rl::bench::limit::copy);
   for (auto _ : state) {
     cr::grpo_advantages(cr::exec::par, std::span<const float>(rewards), groups,

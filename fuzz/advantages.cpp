@@ -28,9 +28,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                            .accumulation = static_cast<cr::mean_accumulation>((bits2 >> 3) % 3)};
   const std::size_t out_size = (bits2 & 64) ? n + 1 : n;
   try {
-    const auto groups = group_size == 0 || n % group_size != 0 || (bits2 & 128)
-                            ? cr::group_layout::uniform(group_size == 0 ? 0 : n / std::max<std::size_t>(group_size, 1), std::max<std::size_t>(group_size, 1))
-                            : cr::group_layout::uniform(n / group_size, group_size);
+    const auto groups =
+        group_size == 0 || n % group_size != 0 || (bits2 & 128)
+            ? cr::group_layout::uniform(
+                  {.groups = group_size == 0 ? 0 : n / std::max<std::size_t>(group_size, 1),
+                   .size = std::max<std::size_t>(group_size, 1)})
+            : cr::group_layout::uniform({.groups = n / group_size, .size = group_size});
     std::vector<float> a(out_size), b(out_size);
     cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a), o);
     cr::grpo_advantages(cr::exec::par, std::span<const float>(rewards), groups, std::span<float>(b), o);
@@ -39,7 +42,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const cr::error&) {
   }
   try {
-    const auto groups = cr::group_layout::uniform(group_size == 0 ? 0 : n / group_size, std::max<std::size_t>(group_size, 1));
+    const auto groups = cr::group_layout::uniform({.groups = group_size == 0 ? 0 : n / group_size,
+                                                   .size = std::max<std::size_t>(group_size, 1)});
     std::vector<float> a(out_size);
     cr::rloo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a),
                         {.singleton = o.singleton, .nonfinite = o.nonfinite, .accumulation = o.accumulation});

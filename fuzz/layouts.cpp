@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const cascade_rl::error&) {
   }
   try {
-    const auto groups = cascade_rl::group_layout::uniform(n_offsets, n_groups);
+    const auto groups = cascade_rl::group_layout::uniform({.groups = n_offsets, .size = n_groups});
     (void)groups.sequences();
   } catch (const cascade_rl::error&) {
   }

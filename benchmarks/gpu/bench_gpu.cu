@@ -92,7 +92,8 @@ void bench_group_advantages(std::size_t n, std::size_t group_size, double target
   float* d_rewards = device_fill(n, 0.0f);
   check(cudaMemcpy(d_rewards, rewards.data(), n * sizeof(float), cudaMemcpyHostToDevice), "copy");
   float* d_adv = device_fill(n, 0.0f);
-  const auto groups = cr::cuda::device_group_layout::uniform(n / group_size, group_size);
+  const auto groups =
+      cr::cuda::device_group_layout::uniform({.groups = n / group_size, .size = group_size});
   std::size_t bytes = 0;
   check(cr::cuda::grpo_advantages<float>(nullptr, bytes, d_rewards, groups, d_adv, nullptr, {}, nullptr), "query");
   void* temp = device_temp(bytes);
@@ -110,7 +111,7 @@ void bench_group_advantages(std::size_t n, std::size_t group_size, double target
 void bench_small_batch_latency(std::size_t n) {
   float* d_rewards = device_fill(n, 1.0f);
   float* d_adv = device_fill(n, 0.0f);
-  const auto groups = cr::cuda::device_group_layout::uniform(n / 16, 16);
+  const auto groups = cr::cuda::device_group_layout::uniform({.groups = n / 16, .size = 16});
   std::size_t bytes = 0;
   check(cr::cuda::grpo_advantages<float>(nullptr, bytes, d_rewards, groups, d_adv, nullptr, {}, nullptr), "query");
   void* temp = device_temp(bytes);

@@ -13,7 +13,7 @@ int main() {
   // Rewards of 2 groups x 3 responses, and each response's token count.
   const std::vector<float> rewards{1, 0, 0, 1, 1, 0};
   const std::vector<std::int64_t> offsets{0, 2, 5, 6, 8, 10, 14};  // cu_seqlens
-  const cr::group_layout groups = cr::group_layout::uniform(2, 3);
+  const cr::group_layout groups = cr::group_layout::uniform({.groups = 2, .size = 3});
   const cr::token_layout tokens(offsets);
 
   std::vector<float> advantages(rewards.size());

@@ -25,7 +25,7 @@ int main() {
   cr::cuda::check(cudaMemcpy(d_rewards, rewards.data(), rewards.size() * sizeof(float),
                              cudaMemcpyHostToDevice), "cudaMemcpy");
   cr::grpo_advantages(cr::exec::cuda{}, std::span<const float>(d_rewards, rewards.size()),
-                      cr::cuda::device_group_layout::uniform(2, 3),
+                      cr::cuda::device_group_layout::uniform({.groups = 2, .size = 3}),
                       std::span<float>(d_advantages, rewards.size()));
   std::vector<float> advantages(rewards.size());
   cr::cuda::check(cudaMemcpy(advantages.data(), d_advantages, advantages.size() * sizeof(float),

@@ -156,7 +156,7 @@ double greedy_accuracy(const tabular_policy& policy) {
 double grpo_stage(tabular_policy& policy, int steps, std::mt19937& rng) {
   std::printf("stage 1: GRPO, %d prompts x %d responses, on-policy REINFORCE, token-mean\n",
               prompts, group_size);
-  const auto groups = cr::group_layout::uniform(prompts, group_size);
+  const auto groups = cr::group_layout::uniform({.groups = prompts, .size = group_size});
   for (int step = 1; step <= steps; ++step) {
     const rollouts batch = sample(policy, rng);
     const cr::token_layout layout = batch.layout();

@@ -66,7 +66,9 @@ struct batch {
     }
   }
   [[nodiscard]] token_layout tokens() const { return token_layout(offsets, mask); }
-  [[nodiscard]] group_layout group() const { return group_layout::uniform(groups, group_size); }
+  [[nodiscard]] group_layout group() const {
+    return group_layout::uniform({.groups = groups, .size = group_size});
+  }
 };
 
 const batch& data() {

@@ -64,7 +64,7 @@ TEST(ZeroVarianceFilter, SelectionCompactsSequencesAndGroups) {
 TEST(ZeroVarianceFilter, AllDroppedGivesAnEmptyLayout) {
   const std::vector<float> constant{1, 1, 0, 0};
   const auto selection = cascade_rl::drop_zero_variance_groups(
-      exec::seq, std::span<const float>(constant), group_layout::uniform(2, 2));
+      exec::seq, std::span<const float>(constant), group_layout::uniform({.groups = 2, .size = 2}));
   EXPECT_TRUE(selection.kept_sequences.empty());
   EXPECT_EQ(selection.group_offsets, (std::vector<std::int64_t>{0}));
   EXPECT_EQ(selection.groups().groups(), 0u);
@@ -146,7 +146,7 @@ TEST(Overlong, DetectDropAndMask) {
                                            std::span<std::uint8_t>(flags), hard),
             2u);
 
-  const auto groups = group_layout::uniform(2, 3);
+  const auto groups = group_layout::uniform({.groups = 2, .size = 3});
   const auto selection = cascade_rl::drop_overlong(
       exec::seq, std::span<const std::int64_t>(lengths), std::span<const std::uint8_t>(truncated),
       groups, hard);
@@ -169,7 +169,7 @@ TEST(Overlong, DetectDropAndMask) {
 TEST(Overlong, ApplyDispatchesOnMode) {
   const std::vector<std::int64_t> lengths{5, 11, 8, 3};
   const std::vector<std::uint8_t> truncated;
-  const auto groups = group_layout::uniform(2, 2);
+  const auto groups = group_layout::uniform({.groups = 2, .size = 2});
   const std::vector<std::int64_t> token_offsets = cascade_rl::padded_offsets(4, 1);
   const token_layout tokens(token_offsets);
   std::vector<std::uint8_t> mask{1, 1, 1, 1};

@@ -72,7 +72,7 @@ TEST(GroupStatistics, Float32SequentialMeanReproducesTorchRounding) {
   const float b = std::nextafter(a, 1.0f);
   std::vector<float> r(7, a);
   r.push_back(b);
-  const auto groups = group_layout::uniform(1, 8);
+  const auto groups = group_layout::uniform({.groups = 1, .size = 8});
   std::vector<group_statistic> f32(1), f64(1);
   cascade_rl::group_statistics(exec::seq, std::span<const float>(r), groups,
                                std::span<group_statistic>(f32),

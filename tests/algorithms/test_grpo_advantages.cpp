@@ -115,8 +115,8 @@ TEST(Grpo, RefusesBadOptionsAndSizes) {
 TEST(Grpo, FloatRewardsAndUniformGroups) {
   const std::vector<float> r{1, 0, 0, 1, 2, 0, 1, 1};
   std::vector<float> a(8);
-  cascade_rl::grpo_advantages(exec::seq, std::span<const float>(r), group_layout::uniform(2, 4),
-                              std::span<float>(a));
+  cascade_rl::grpo_advantages(exec::seq, std::span<const float>(r),
+                              group_layout::uniform({.groups = 2, .size = 4}), std::span<float>(a));
   EXPECT_FLOAT_EQ(a[0], static_cast<float>(0.5 / (std::sqrt(1.0 / 3.0) + 1e-6)));
   EXPECT_FLOAT_EQ(a[4], static_cast<float>(1.0 / (std::sqrt(2.0 / 3.0) + 1e-6)));
 }
@@ -150,7 +150,8 @@ std::vector<T> grpo_by_layout(const std::vector<T>& r, std::size_t size, bool un
   const std::size_t groups = r.size() / size;
   std::vector<std::int64_t> offsets(groups + 1);
   for (std::size_t g = 0; g <= groups; ++g) offsets[g] = static_cast<std::int64_t>(g * size);
-  const group_layout layout = uniform ? group_layout::uniform(groups, size) : group_layout(offsets);
+  const group_layout layout =
+      uniform ? group_layout::uniform({.groups = groups, .size = size}) : group_layout(offsets);
   std::vector<T> a(r.size());
   cascade_rl::grpo_advantages(exec::par, std::span<const T>(r), layout, std::span<T>(a), options);
   return a;

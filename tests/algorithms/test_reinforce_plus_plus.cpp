@@ -100,9 +100,9 @@ TEST(ReinforcePlusPlusBaseline, GroupCentredScoresWhitened) {
   const token_layout tokens(o, m);
   const std::vector<double> scores{1, 0, 3, 3};
   std::vector<double> a(8);
-  cascade_rl::reinforce_plus_plus_baseline_advantages(exec::seq, std::span<const double>(scores),
-                                                      group_layout::uniform(2, 2), tokens,
-                                                      std::span<double>(a));
+  cascade_rl::reinforce_plus_plus_baseline_advantages(
+      exec::seq, std::span<const double>(scores), group_layout::uniform({.groups = 2, .size = 2}),
+      tokens, std::span<double>(a));
   // Valid values {.5, .5, -.5, -.5, 0, 0, 0}: mean 0, unbiased var 1 / 6.
   const double s = std::sqrt(1.0 / 6.0 + 1e-8);
   const std::vector<double> expected{0.5 / s, 0.5 / s, -0.5 / s, 0, -0.5 / s, 0, 0, 0};
@@ -193,11 +193,13 @@ TEST(ReinforcePlusPlus, RefusesBadInput) {
                                                tokens, std::span<double>(short_a));
   }, "advantages");
   const std::vector<double> three_scores{1, 2, 3};
-  expect_error_naming([&] {
-    cascade_rl::reinforce_plus_plus_baseline_advantages(
-        exec::seq, std::span<const double>(three_scores), group_layout::uniform(1, 3), tokens,
-        std::span<double>(a));
-  }, "tokens");
+  expect_error_naming(
+      [&] {
+        cascade_rl::reinforce_plus_plus_baseline_advantages(
+            exec::seq, std::span<const double>(three_scores),
+            group_layout::uniform({.groups = 1, .size = 3}), tokens, std::span<double>(a));
+      },
+      "tokens");
 }
 
 }  // namespace

@@ -206,7 +206,7 @@ void expect_step_exact(std::uint64_t seed, cr::loss_aggregation mode, Loss&& los
   const auto batch = cr::testing::make_random_batch<T>(
       seed, {.sequences = 12 * group_size, .max_length = 24, .log_ratio_spread = 0.5});
   const cr::token_layout whole_layout = batch.layout();
-  const cr::group_layout groups = cr::group_layout::uniform(12, group_size);
+  const cr::group_layout groups = cr::group_layout::uniform({.groups = 12, .size = group_size});
   std::mt19937_64 rng(seed * 7919 + 1);
   std::normal_distribution<double> normal(0.0, 1.0);
   std::vector<T> rewards(whole_layout.sequences());

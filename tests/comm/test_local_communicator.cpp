@@ -84,7 +84,7 @@ TEST(GlobalReductions, OneRankIsTheLocalResult) {
   EXPECT_EQ(s.max, 2.5);
 
   const std::vector<float> rewards{1, 0, 0, 1, 1, 0};
-  const auto groups = cr::group_layout::uniform(2, 3);
+  const auto groups = cr::group_layout::uniform({.groups = 2, .size = 3});
   std::vector<float> expected(6), actual(6);
   cr::grpo_advantages(exec::seq, std::span<const float>(rewards), groups, std::span<float>(expected));
   cr::per_sequence_across_ranks(comm, std::span<const float>(rewards), std::span<float>(actual),

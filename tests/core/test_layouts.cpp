@@ -108,13 +108,25 @@ TEST(TokenLayout, ErrorIsAStandardInvalidArgument) {
 }
 
 TEST(GroupLayout, UniformGroups) {
-  const auto groups = group_layout::uniform(3, 4);
+  const auto groups = group_layout::uniform({.groups = 3, .size = 4});
   EXPECT_EQ(groups.groups(), 3u);
   EXPECT_EQ(groups.sequences(), 12u);
   EXPECT_EQ(groups.begin(2), 8u);
   EXPECT_EQ(groups.end(2), 12u);
   EXPECT_TRUE(groups.is_uniform());
 }
+
+// The counts go by name: two bare counts, which a swap would pass unnoticed, do not compile.
+template <class Layout>
+concept takes_two_bare_counts = requires {
+  Layout::uniform(std::size_t{2}, std::size_t{3});
+};
+template <class Layout>
+concept takes_named_shape = requires {
+  Layout::uniform({.groups = 2, .size = 3});
+};
+static_assert(!takes_two_bare_counts<group_layout>);
+static_assert(takes_named_shape<group_layout>);
 
 TEST(GroupLayout, GroupsFromOffsets) {
   const std::vector<std::int64_t> offsets{0, 5, 6, 9};
@@ -126,7 +138,9 @@ TEST(GroupLayout, GroupsFromOffsets) {
 }
 
 TEST(GroupLayout, RefusesEmptyAndMalformedGroups) {
-  expect_error_naming([] { (void)group_layout::uniform(2, 0); }, "group_size");
+  expect_error_naming([] { (void)group_layout::uniform({.groups = 2, .size = 0}); },
+                      "uniform_groups.size");
+  expect_error_naming([] { (void)group_layout::uniform({.groups = 2}); }, "uniform_groups.size");
   const std::vector<std::int64_t> empty_group{0, 2, 2, 4};
   expect_error_naming([&] { group_layout{empty_group}; }, "group_offsets[2]");
   const std::vector<std::int64_t> not_from_zero{3, 4};

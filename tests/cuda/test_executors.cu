@@ -113,11 +113,13 @@ TEST_F(Gpu, GroupAdvantagesMatchHost) {
     for (bool variable : {false, true}) {
       const auto c = make_case(++seed, g > 1000 ? 5 : 203, g, variable);
       const cr::group_layout host_groups =
-          variable ? cr::group_layout(c.offsets) : cr::group_layout::uniform(c.groups, c.group_size);
+          variable ? cr::group_layout(c.offsets)
+                   : cr::group_layout::uniform({.groups = c.groups, .size = c.group_size});
       device_vector<std::int64_t> d_offsets(c.offsets);
       const device_group_layout groups =
-          variable ? device_group_layout::variable(d_offsets.data(), c.groups, c.rewards.size(), 2 * g)
-                   : device_group_layout::uniform(c.groups, c.group_size);
+          variable
+              ? device_group_layout::variable(d_offsets.data(), c.groups, c.rewards.size(), 2 * g)
+              : device_group_layout::uniform({.groups = c.groups, .size = c.group_size});
       device_vector<float> rewards(c.rewards), advantages(c.rewards.size());
       std::vector<float> want(c.rewards.size());
       for (auto accumulation : {cr::mean_accumulation::double_precision,
@@ -155,7 +157,11 @@ TEST_F(Gpu, RefusesWhatTheHostRefuses) {
   std::vector<float> r{1, 0, 1, 1, std::numeric_limits<float>::quiet_NaN(), 0};
   device_vector<float> rewards(r), advantages(r.size());
   cr::testing::expect_error_naming(
-      [&] { cr::grpo_advantages(cr::exec::cuda{}, rewards.cspan(), device_group_layout::uniform(2, 3), advantages.span()); },
+      [&] {
+        cr::grpo_advantages(cr::exec::cuda{}, rewards.cspan(),
+                            device_group_layout::uniform({.groups = 2, .size = 3}),
+                            advantages.span());
+      },
       "rewards[4]");
   std::vector<std::int64_t> offsets{0, 1, 6};
   device_vector<std::int64_t> d_offsets(offsets);
@@ -303,11 +309,13 @@ TEST_F(Gpu, LeaveOneOutAndZeroVarianceMatchHost) {
     for (bool variable : {false, true}) {
       const auto c = make_case(++seed, g > 1000 ? 5 : 150, g, variable);
       const cr::group_layout host_groups =
-          variable ? cr::group_layout(c.offsets) : cr::group_layout::uniform(c.groups, c.group_size);
+          variable ? cr::group_layout(c.offsets)
+                   : cr::group_layout::uniform({.groups = c.groups, .size = c.group_size});
       device_vector<std::int64_t> d_offsets(c.offsets);
       const device_group_layout groups =
-          variable ? device_group_layout::variable(d_offsets.data(), c.groups, c.rewards.size(), 2 * g)
-                   : device_group_layout::uniform(c.groups, c.group_size);
+          variable
+              ? device_group_layout::variable(d_offsets.data(), c.groups, c.rewards.size(), 2 * g)
+              : device_group_layout::uniform({.groups = c.groups, .size = c.group_size});
       const std::size_t n = c.rewards.size();
       device_vector<float> rewards(c.rewards), mean(n), spread(n);
       for (auto estimator : {cr::std_estimator::unbiased, cr::std_estimator::biased}) {
@@ -441,11 +449,14 @@ TEST_F(Gpu, ReinforcePlusPlusMatchesHost) {
   device_vector<float> scores(uniform.rewards);
   for (auto accumulation : {cr::mean_accumulation::double_precision, cr::mean_accumulation::float32_sequential}) {
     const cr::reinforce_plus_plus_baseline_options options{.accumulation = accumulation};
-    cr::reinforce_plus_plus_baseline_advantages(cr::exec::seq, std::span<const float>(uniform.rewards),
-                                                cr::group_layout::uniform(sequences / 4, 4), layout,
-                                                std::span<float>(want), options);
-    cr::reinforce_plus_plus_baseline_advantages(cr::exec::cuda{}, scores.cspan(), device_group_layout::uniform(sequences / 4, 4),
-                                                d_layout, out.span(), options);
+    cr::reinforce_plus_plus_baseline_advantages(
+        cr::exec::seq, std::span<const float>(uniform.rewards),
+        cr::group_layout::uniform({.groups = sequences / 4, .size = 4}), layout,
+        std::span<float>(want), options);
+    cr::reinforce_plus_plus_baseline_advantages(
+        cr::exec::cuda{}, scores.cspan(),
+        device_group_layout::uniform({.groups = sequences / 4, .size = 4}), d_layout, out.span(),
+        options);
     expect_same_bits(out.host(), want, "REINFORCE++-baseline");
   }
   std::vector<std::int64_t> group_offsets{0};
@@ -467,7 +478,11 @@ TEST_F(Gpu, NewAlgorithmsRefuseWhatTheHostRefuses) {
   std::vector<float> r{1, 0, 1, 1, std::numeric_limits<float>::quiet_NaN(), 0};
   device_vector<float> rewards(r), a(r.size()), b(r.size());
   cr::testing::expect_error_naming(
-      [&] { cr::leave_one_out_statistics(cr::exec::cuda{}, rewards.cspan(), device_group_layout::uniform(2, 3), a.span(), b.span()); },
+      [&] {
+        cr::leave_one_out_statistics(cr::exec::cuda{}, rewards.cspan(),
+                                     device_group_layout::uniform({.groups = 2, .size = 3}),
+                                     a.span(), b.span());
+      },
       "rewards[4]");
   std::vector<std::int64_t> offsets{0, 1, 6};
   device_vector<std::int64_t> d_offsets(offsets);
@@ -527,7 +542,7 @@ TEST_F(Gpu, NewAlgorithmsRefuseWhatTheHostRefuses) {
 TEST_F(Gpu, CubStyleCallsFollowTheTwoPhaseContract) {
   const std::vector<float> r{1, 0, 1, 1, std::numeric_limits<float>::infinity(), 0};
   device_vector<float> rewards(r), advantages(r.size());
-  const auto groups = device_group_layout::uniform(2, 3);
+  const auto groups = device_group_layout::uniform({.groups = 2, .size = 3});
   std::size_t bytes = 0;
   ASSERT_EQ(cudaSuccess, cr::cuda::grpo_advantages<float>(nullptr, bytes, rewards.data(), groups, advantages.data(),
                                                           nullptr, cr::grpo_options{}));
@@ -594,8 +609,8 @@ TEST_F(Gpu, NonFiniteInputsAreNamedAsTheHostNamesThem) {
     const std::span<const float> host_r(r);
     device_vector<float> rewards(r), out(r.size());
     std::vector<float> host_out(r.size());
-    const auto host_groups = cr::group_layout::uniform(2, 3);
-    const auto groups = device_group_layout::uniform(2, 3);
+    const auto host_groups = cr::group_layout::uniform({.groups = 2, .size = 3});
+    const auto groups = device_group_layout::uniform({.groups = 2, .size = 3});
     expect_same_refusal([&] { cr::grpo_advantages(cr::exec::cuda{}, rewards.cspan(), groups, out.span()); },
                         [&] { cr::grpo_advantages(cr::exec::seq, host_r, host_groups, std::span<float>(host_out)); },
                         "grpo_advantages");

@@ -48,10 +48,11 @@ struct group_case {
   std::size_t groups = 0;
 
   [[nodiscard]] cr::group_layout host() const {
-    return offsets.empty() ? cr::group_layout::uniform(groups, group_size) : cr::group_layout(offsets);
+    return offsets.empty() ? cr::group_layout::uniform({.groups = groups, .size = group_size})
+                           : cr::group_layout(offsets);
   }
   [[nodiscard]] device_group_layout device() const {
-    return offsets.empty() ? device_group_layout::uniform(groups, group_size)
+    return offsets.empty() ? device_group_layout::uniform({.groups = groups, .size = group_size})
                            : device_group_layout::variable(offsets.data(), groups, rewards.size());
   }
 };
@@ -93,6 +94,16 @@ void expect_same_bits(const std::vector<V>& a, const std::vector<V>& b, const ch
       ADD_FAILURE() << what << "[" << i << "]: " << a[i] << " vs host " << b[i];
       return;
     }
+}
+
+TEST(PortableGroups, UniformDeviceLayoutTakesItsShapeByName) {
+  const auto groups = device_group_layout::uniform({.groups = 3, .size = 4});
+  EXPECT_EQ(groups.groups, 3u);
+  EXPECT_EQ(groups.group_size, 4u);
+  EXPECT_EQ(groups.sequences, 12u);
+  EXPECT_EQ(groups.end(2), 12u);
+  cr::testing::expect_error_naming([] { (void)device_group_layout::uniform({.groups = 3}); },
+                                   "uniform_groups.size");
 }
 
 TEST(PortableGroups, GrpoMatchesHostBitForBit) {

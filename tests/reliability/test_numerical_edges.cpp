@@ -55,7 +55,7 @@ const cr::mean_accumulation accumulations[] = {cr::mean_accumulation::double_pre
 
 TEST(NearConstantGroup, GrpoAdvantagesStaySmallUnderEveryOption) {
   const auto rewards = near_constant_rewards();
-  const auto groups = cr::group_layout::uniform(1, 8);
+  const auto groups = cr::group_layout::uniform({.groups = 1, .size = 8});
   for (const auto accumulation : accumulations)
     for (const auto placement : {cr::epsilon_placement::added_to_std, cr::epsilon_placement::inside_sqrt})
       for (const auto estimator : {cr::std_estimator::biased, cr::std_estimator::unbiased})
@@ -85,7 +85,7 @@ TEST(NearConstantGroup, GrpoAdvantagesStaySmallUnderEveryOption) {
 
 TEST(NearConstantGroup, RlooAndBaselineStayAtTheUlpScale) {
   const auto rewards = near_constant_rewards();
-  const auto groups = cr::group_layout::uniform(1, 8);
+  const auto groups = cr::group_layout::uniform({.groups = 1, .size = 8});
   for (const auto accumulation : accumulations) {
     std::vector<float> a(8, 99.0f);
     cr::rloo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a),
@@ -100,8 +100,9 @@ TEST(ZeroVarianceGroup, GetsExactlyZeroEvenWithoutEpsilon) {
   for (const double eps : {1e-6, 0.0})
     for (const auto accumulation : accumulations) {
       std::vector<float> a(8, 99.0f);
-      cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards), cr::group_layout::uniform(1, 8),
-                          std::span<float>(a), {.epsilon = eps, .accumulation = accumulation});
+      cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards),
+                          cr::group_layout::uniform({.groups = 1, .size = 8}), std::span<float>(a),
+                          {.epsilon = eps, .accumulation = accumulation});
       for (float x : a) EXPECT_EQ(x, 0.0f);
     }
 }
@@ -116,7 +117,7 @@ TEST(NonfiniteRewards, ErrorRuleRefusesNamingTheIndex) {
     std::vector<float> rewards = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f};
     rewards[6] = bad;
     std::vector<float> a(8);
-    const auto groups = cr::group_layout::uniform(2, 4);
+    const auto groups = cr::group_layout::uniform({.groups = 2, .size = 4});
     cr::testing::expect_error_naming(
         [&] { cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a)); },
         "rewards", "6");
@@ -134,11 +135,12 @@ TEST(NonfiniteRewards, ZeroGroupRuleZeroesOnlyThatGroup) {
     for (const bool scale : {true, false}) {
       std::vector<float> rewards = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f};
       rewards[6] = bad;
-      const auto groups = cr::group_layout::uniform(2, 4);
+      const auto groups = cr::group_layout::uniform({.groups = 2, .size = 4});
       std::vector<float> a(8, 99.0f), clean(4);
       cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a),
                           {.scale_by_std = scale, .nonfinite = cr::nonfinite_rule::zero_group});
-      cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards).first(4), cr::group_layout::uniform(1, 4),
+      cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards).first(4),
+                          cr::group_layout::uniform({.groups = 1, .size = 4}),
                           std::span<float>(clean), {.scale_by_std = scale});
       for (int i = 0; i < 4; ++i) EXPECT_EQ(a[i], clean[i]);
       for (int i = 4; i < 8; ++i) EXPECT_EQ(a[i], 0.0f);
@@ -154,7 +156,7 @@ TEST(NonfiniteRewards, ZeroGroupRuleZeroesOnlyThatGroup) {
 
 TEST(GroupsOfOne, EachSingletonRule) {
   const std::vector<float> rewards = {0.25f, -1.5f, 3.0f};
-  const auto groups = cr::group_layout::uniform(3, 1);
+  const auto groups = cr::group_layout::uniform({.groups = 3, .size = 1});
   std::vector<float> a(3, 99.0f);
   cr::testing::expect_error_naming(
       [&] { cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a)); },
@@ -181,7 +183,7 @@ TEST(LargeGroup, G4096IsStandardisedAndExecutorsAgree) {
   const std::size_t g = 4096;
   std::vector<float> rewards(2 * g);
   for (std::size_t i = 0; i < rewards.size(); ++i) rewards[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f;
-  const auto groups = cr::group_layout::uniform(2, g);
+  const auto groups = cr::group_layout::uniform({.groups = 2, .size = g});
   std::vector<float> a(2 * g), b(2 * g);
   cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a));
   cr::grpo_advantages(cr::exec::par, std::span<const float>(rewards), groups, std::span<float>(b));
@@ -199,10 +201,10 @@ TEST(LargeGroup, G4096IsStandardisedAndExecutorsAgree) {
 TEST(EmptyBatch, AdvantagesLogProbsAndLossesAcceptIt) {
   const std::vector<float> none;
   std::vector<float> out;
-  cr::grpo_advantages(cr::exec::seq, std::span<const float>(none), cr::group_layout::uniform(0, 8),
-                      std::span<float>(out));
-  cr::rloo_advantages(cr::exec::par, std::span<const float>(none), cr::group_layout::uniform(0, 8),
-                      std::span<float>(out));
+  cr::grpo_advantages(cr::exec::seq, std::span<const float>(none),
+                      cr::group_layout::uniform({.groups = 0, .size = 8}), std::span<float>(out));
+  cr::rloo_advantages(cr::exec::par, std::span<const float>(none),
+                      cr::group_layout::uniform({.groups = 0, .size = 8}), std::span<float>(out));
   const std::vector<std::int64_t> labels;
   cr::log_probs_from_logits(cr::exec::seq, std::span<const float>(none), 16, 16, std::span<const std::int64_t>(labels),
                             std::span<float>(out), std::span<float>());

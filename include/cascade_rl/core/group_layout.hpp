@@ -11,17 +11,19 @@
 
 #include "cascade_rl/core/borrowed.hpp"
 #include "cascade_rl/core/error.hpp"
+#include "cascade_rl/core/uniform_groups.hpp"
 
 namespace cascade_rl {
 
 class group_layout {
  public:
-  // `group_count` groups of `group_size` sequences each; group_size must be >= 1.
-  [[nodiscard]] static group_layout uniform(std::size_t group_count, std::size_t group_size) {
-    if (group_size == 0) detail::fail("group_size", "must be at least 1");
+  // shape.groups groups of shape.size sequences each.
+  [[nodiscard]] static group_layout uniform(const uniform_groups& shape) {
+    if (shape.size == 0)
+      detail::fail("uniform_groups.size", "must be at least 1 (sequences per group)");
     group_layout layout;
-    layout.group_count_ = group_count;
-    layout.group_size_ = group_size;
+    layout.group_count_ = shape.groups;
+    layout.group_size_ = shape.size;
     return layout;
   }
 

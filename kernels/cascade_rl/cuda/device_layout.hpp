@@ -8,7 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/host_device.hpp"
+#include "cascade_rl/core/uniform_groups.hpp"
 
 // Code that reports into a device_report with atomics: nvcc's device pass, or the CPU
 // emulator of the tests (tests/cuda/emulator), which runs the kernels as host code.
@@ -42,8 +44,11 @@ struct device_group_layout {
   std::size_t sequences = 0;
   std::size_t max_group_size = 0;
 
-  [[nodiscard]] static device_group_layout uniform(std::size_t group_count, std::size_t size) {
-    return {nullptr, group_count, size, group_count * size, size};
+  // shape.groups groups of shape.size sequences each (host code: a size of 0 throws).
+  [[nodiscard]] static device_group_layout uniform(const uniform_groups& shape) {
+    if (shape.size == 0)
+      cascade_rl::detail::fail("uniform_groups.size", "must be at least 1 (sequences per group)");
+    return {nullptr, shape.groups, shape.size, shape.groups * shape.size, shape.size};
   }
   // offsets: group_count + 1 entries in device memory, offsets[group_count] == sequences.
   [[nodiscard]] static device_group_layout variable(const std::int64_t* offsets,
