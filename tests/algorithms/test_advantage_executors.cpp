@@ -33,7 +33,7 @@ using cascade_rl::token_layout;
 namespace exec = cascade_rl::exec;
 
 struct batch {
-  static constexpr std::size_t groups = 700;
+  static constexpr std::size_t groups = 4200;
   static constexpr std::size_t group_size = 16;
   std::vector<float> rewards;
   std::vector<std::int64_t> offsets{0};
@@ -165,6 +165,9 @@ TEST(AdvantageExecutors, BatchSpansManyBlocksAndGroups) {
   EXPECT_GT(data().mask.size(), 20 * cascade_rl::detail::reduce_block_size);
   EXPECT_GT(batch::groups, cascade_rl::detail::group_parallel_threshold);
   EXPECT_GT(data().rewards.size(), cascade_rl::detail::parallel_threshold);
+  // GRPO's group tiles go parallel too.
+  EXPECT_GE(batch::groups / cascade_rl::detail::grpo_group_tile,
+            cascade_rl::detail::grpo_parallel_tiles(batch::group_size));
 }
 
 TEST(AdvantageExecutors, ParallelEqualsSequentialBitForBit) {
