@@ -19,8 +19,7 @@ class group_layout {
  public:
   // shape.groups groups of shape.size sequences each.
   [[nodiscard]] static group_layout uniform(const uniform_groups& shape) {
-    if (shape.size == 0)
-      detail::fail("uniform_groups.size", "must be at least 1 (sequences per group)");
+    detail::require_valid(shape);
     group_layout layout;
     layout.group_count_ = shape.groups;
     layout.group_size_ = shape.size;

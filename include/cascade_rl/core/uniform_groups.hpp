@@ -4,6 +4,8 @@
 
 #include <cstddef>
 
+#include "cascade_rl/core/error.hpp"
+
 namespace cascade_rl {
 
 struct uniform_groups {
@@ -11,4 +13,12 @@ struct uniform_groups {
   std::size_t size = 0;    // sequences sampled per prompt, >= 1
 };
 
+namespace detail {
+
+// The check both layouts make when they are built (host code).
+inline void require_valid(const uniform_groups& shape) {
+  if (shape.size == 0) fail("uniform_groups.size", "must be at least 1 (sequences per group)");
+}
+
+}  // namespace detail
 }  // namespace cascade_rl

@@ -8,7 +8,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/host_device.hpp"
 #include "cascade_rl/core/uniform_groups.hpp"
 
@@ -46,8 +45,7 @@ struct device_group_layout {
 
   // shape.groups groups of shape.size sequences each (host code: a size of 0 throws).
   [[nodiscard]] static device_group_layout uniform(const uniform_groups& shape) {
-    if (shape.size == 0)
-      cascade_rl::detail::fail("uniform_groups.size", "must be at least 1 (sequences per group)");
+    cascade_rl::detail::require_valid(shape);
     return {nullptr, shape.groups, shape.size, shape.groups * shape.size, shape.size};
   }
   // offsets: group_count + 1 entries in device memory, offsets[group_count] == sequences.
