@@ -42,9 +42,9 @@ void reinforce_loss_token_mean(benchmark::State& state) {
   const cr::loss_normalizer normalizer{.tokens = static_cast<double>(n)};
   cascade_rl::bench::bandwidth_meter meter(state, cascade_rl::bench::limit::triad);
   for (auto _ : state) {
-    auto result = cr::reinforce_loss(cr::exec::par, layout, std::span<const float>(batch.log_probs),
-                                     std::span<const float>(batch.advantages),
-                                     std::span<float>(batch.grad), normalizer);
+    auto result = cr::reinforce_loss(cr::exec::par, layout,
+                                     {.log_probs = batch.log_probs, .advantages = batch.advantages},
+                                     batch.grad, normalizer);
     benchmark::DoNotOptimize(result);
   }
   meter.report(3 * n * sizeof(float));
@@ -58,10 +58,11 @@ void ppo_clip_loss_token_mean(benchmark::State& state) {
   const cr::ppo_clip_options options{.clip_low = 0.2, .clip_high = 0.28, .dual_clip = 3.0};
   cascade_rl::bench::bandwidth_meter meter(state, cascade_rl::bench::limit::triad);
   for (auto _ : state) {
-    auto result = cr::ppo_clip_loss(cr::exec::par, layout, std::span<const float>(batch.log_probs),
-                                    std::span<const float>(batch.old_log_probs),
-                                    std::span<const float>(batch.advantages),
-                                    std::span<float>(batch.grad), normalizer, options);
+    auto result = cr::ppo_clip_loss(cr::exec::par, layout,
+                                    {.log_probs = batch.log_probs,
+                                     .old_log_probs = batch.old_log_probs,
+                                     .advantages = batch.advantages},
+                                    batch.grad, normalizer, options);
     benchmark::DoNotOptimize(result);
   }
   meter.report(4 * n * sizeof(float));

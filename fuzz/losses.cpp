@@ -41,10 +41,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const cr::reinforce_options ro{.aggregation = aggregation,
                                    .surrogate = (bits & 8) ? cr::reinforce_surrogate::log_prob : cr::reinforce_surrogate::ratio,
                                    .importance = importance};
-    const auto r1 = cr::reinforce_loss(cr::exec::seq, layout, std::span<const float>(logp), std::span<const float>(adv),
-                                       std::span<const float>(behaviour), std::span<float>(g1), norm, ro);
-    const auto r2 = cr::reinforce_loss(cr::exec::par, layout, std::span<const float>(logp), std::span<const float>(adv),
-                                       std::span<const float>(behaviour), std::span<float>(g2), norm, ro);
+    const auto r1 = cr::reinforce_loss(
+        cr::exec::seq, layout,
+        {.log_probs = logp, .advantages = adv, .behaviour_log_probs = behaviour}, g1, norm, ro);
+    const auto r2 = cr::reinforce_loss(
+        cr::exec::par, layout,
+        {.log_probs = logp, .advantages = adv, .behaviour_log_probs = behaviour}, g2, norm, ro);
     if (!g1.empty() && std::memcmp(g1.data(), g2.data(), g1.size() * sizeof(float)) != 0) __builtin_trap();
     (void)r1;
     (void)r2;
@@ -59,8 +61,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                   .log_ratio_clamp = (bits2 & 4) ? 20.0 : 0.0,
                                   .aggregation = aggregation,
                                   .importance = importance};
-    cr::ppo_clip_loss(cr::exec::par, layout, std::span<const float>(logp), std::span<const float>(old_logp),
-                      std::span<const float>(adv), std::span<const float>(behaviour), std::span<float>(g), norm, po);
+    cr::ppo_clip_loss(cr::exec::par, layout,
+                      {.log_probs = logp,
+                       .old_log_probs = old_logp,
+                       .advantages = adv,
+                       .behaviour_log_probs = behaviour},
+                      g, norm, po);
   } catch (const cr::error&) {
   }
   try {

@@ -25,9 +25,9 @@ int main() {
   cr::broadcast_to_tokens(cr::exec::seq, std::span<const float>(advantages), tokens,
                           std::span<float>(token_advantages));
   const cr::loss_normalizer normalizer = cr::local_loss_counts(cr::exec::seq, tokens).normalizer();
-  const cr::policy_loss_result loss =
-      cr::reinforce_loss(cr::exec::par, tokens, std::span<const float>(log_probs),
-                         std::span<const float>(token_advantages), std::span<float>(dlogp), normalizer);
+  const cr::policy_loss_result loss = cr::reinforce_loss(
+      cr::exec::par, tokens, {.log_probs = log_probs, .advantages = token_advantages}, dlogp,
+      normalizer);
 
   // Group {1, 0, 0}: mean 1/3, unbiased std sqrt(1/3), so A = 2/sqrt(3), -1/sqrt(3), -1/sqrt(3).
   const double a = 1.0 / std::sqrt(3.0);

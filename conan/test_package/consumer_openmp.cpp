@@ -22,17 +22,16 @@ int main() {
   }
   const cr::loss_normalizer normalizer = cr::local_loss_counts(cr::exec::seq, tokens).normalizer();
   std::vector<float> grad_seq(tokens.tokens()), grad_omp(tokens.tokens());
-  const double seq = cr::reinforce_loss(cr::exec::seq, tokens, std::span<const float>(log_probs),
-                                        std::span<const float>(advantages),
-                                        std::span<float>(grad_seq), normalizer)
-                         .loss;
+  const double seq =
+      cr::reinforce_loss(cr::exec::seq, tokens, {.log_probs = log_probs, .advantages = advantages},
+                         grad_seq, normalizer)
+          .loss;
   bool ok = true;
   for (const int threads : {2, 3}) {
-    const double omp = cr::reinforce_loss(cr::exec::omp.with_threads(threads), tokens,
-                                          std::span<const float>(log_probs),
-                                          std::span<const float>(advantages),
-                                          std::span<float>(grad_omp), normalizer)
-                           .loss;
+    const double omp =
+        cr::reinforce_loss(cr::exec::omp.with_threads(threads), tokens,
+                           {.log_probs = log_probs, .advantages = advantages}, grad_omp, normalizer)
+            .loss;
     const bool same = std::memcmp(&seq, &omp, sizeof seq) == 0 &&
                       std::memcmp(grad_seq.data(), grad_omp.data(), grad_seq.size() * sizeof(float)) == 0;
     std::printf("exec::omp with %d threads: loss %.17g, %s exec::seq's bits\n", threads, omp,

@@ -177,9 +177,10 @@ double grpo_stage(tabular_policy& policy, int steps, std::mt19937& rng) {
     // On-policy: the trainer's log-probs are the sampler's (same parameters).
     std::vector<float> dlogp(batch.tokens.size());
     const cr::loss_normalizer normalizer = cr::local_loss_counts(cr::exec::seq, layout).normalizer();
-    const cr::policy_loss_result loss = cr::reinforce_loss(
-        cr::exec::seq, layout, std::span<const float>(batch.behaviour_log_probs),
-        std::span<const float>(token_advantages), std::span<float>(dlogp), normalizer);
+    const cr::policy_loss_result loss =
+        cr::reinforce_loss(cr::exec::seq, layout,
+                           {.log_probs = batch.behaviour_log_probs, .advantages = token_advantages},
+                           dlogp, normalizer);
     policy.apply_gradient(batch.prompt_of_sequence, batch.tokens, layout, dlogp, 0.05);
 
     double mean_reward = 0;
@@ -214,10 +215,12 @@ double mopd_stage(tabular_policy& student, const tabular_policy& teacher, int st
 
     std::vector<float> dlogp(batch.tokens.size());
     const cr::loss_normalizer normalizer = cr::local_loss_counts(cr::exec::seq, layout).normalizer();
-    const cr::policy_loss_result loss = cr::reinforce_loss(
-        cr::exec::seq, layout, std::span<const float>(student_logp), std::span<const float>(advantages),
-        std::span<const float>(batch.behaviour_log_probs), std::span<float>(dlogp), normalizer,
-        cr::mopd_options());
+    const cr::policy_loss_result loss =
+        cr::reinforce_loss(cr::exec::seq, layout,
+                           {.log_probs = student_logp,
+                            .advantages = advantages,
+                            .behaviour_log_probs = batch.behaviour_log_probs},
+                           dlogp, normalizer, cr::mopd_options());
     student.apply_gradient(batch.prompt_of_sequence, batch.tokens, layout, dlogp, 0.05);
 
     // Mean of log pi_student - log pi_teacher on sampled tokens: the reverse KL estimate.

@@ -139,37 +139,50 @@ void losses(const std::string& prefix, const batch<T>& b) {
     const std::string m = prefix + "." + std::string(cr::to_string(mode));
     const cr::ppo_clip_options ppo{.clip_high = 0.28, .dual_clip = 3.0, .aggregation = mode,
                                    .importance = {.mode = cr::importance_sampling::truncated, .cap = 1.5}};
-    print(m + ".ppo", cr::ppo_clip_loss(exec::seq, tokens, logp, old_logp, advantages, behaviour,
-                                        std::span<T>(grad), normalizer, ppo));
+    print(m + ".ppo", cr::ppo_clip_loss(exec::seq, tokens,
+                                        {.log_probs = logp,
+                                         .old_log_probs = old_logp,
+                                         .advantages = advantages,
+                                         .behaviour_log_probs = behaviour},
+                                        grad, normalizer, ppo));
     print(m + ".ppo.grad", grad);
     cr::reinforce_options reinforce{.aggregation = mode};
-    print(m + ".reinforce", cr::reinforce_loss(exec::seq, tokens, logp, advantages, std::span<T>(grad),
-                                               normalizer, reinforce));
+    print(m + ".reinforce",
+          cr::reinforce_loss(exec::seq, tokens, {.log_probs = logp, .advantages = advantages}, grad,
+                             normalizer, reinforce));
     print(m + ".reinforce.grad", grad);
     auto mopd = cr::mopd_options();
     mopd.aggregation = mode;
-    print(m + ".mopd", cr::reinforce_loss(exec::seq, tokens, logp, advantages, behaviour,
-                                          std::span<T>(grad), normalizer, mopd));
+    print(m + ".mopd",
+          cr::reinforce_loss(
+              exec::seq, tokens,
+              {.log_probs = logp, .advantages = advantages, .behaviour_log_probs = behaviour}, grad,
+              normalizer, mopd));
     print(m + ".mopd.grad", grad);
-    print(m + ".aggregate", cr::aggregate_token_losses(exec::seq, tokens, ref, advantages,
-                                                       std::span<T>(grad), normalizer, mode));
+    print(m + ".aggregate", cr::aggregate_token_losses(
+                                exec::seq, tokens, {.token_losses = ref, .token_grads = advantages},
+                                grad, normalizer, mode));
     print(m + ".aggregate.grad", grad);
   }
   for (const auto estimator : {cr::kl_estimator::k1, cr::kl_estimator::abs, cr::kl_estimator::k2,
                                cr::kl_estimator::k3}) {
     const std::string k = prefix + ".kl." + std::string(cr::to_string(estimator));
     const cr::kl_options kl{.estimator = estimator};
-    print(k + ".penalty", cr::kl_penalty(exec::seq, tokens, logp, ref, std::span<T>(values),
-                                         std::span<T>(grad), kl));
+    print(k + ".penalty",
+          cr::kl_penalty(exec::seq, tokens, {.log_probs = logp, .ref_log_probs = ref}, values, grad,
+                         kl));
     print(k + ".values", values);
     print(k + ".grad", grad);
-    print(k + ".loss", cr::kl_loss(exec::seq, tokens, logp, ref, std::span<T>(grad), normalizer,
-                                   {.kl = kl, .coefficient = 0.1,
+    print(k + ".loss", cr::kl_loss(exec::seq, tokens, {.log_probs = logp, .ref_log_probs = ref},
+                                   grad, normalizer,
+                                   {.kl = kl,
+                                    .coefficient = 0.1,
                                     .aggregation = cr::loss_aggregation::seq_mean_token_mean}));
     print(k + ".loss.grad", grad);
   }
-  const auto counts = cr::importance_weights(exec::seq, tokens, old_logp, behaviour, std::span<T>(values),
-                                             {.mode = cr::importance_sampling::band_mask});
+  const auto counts = cr::importance_weights(
+      exec::seq, tokens, {.target_log_probs = old_logp, .behaviour_log_probs = behaviour}, values,
+      {.mode = cr::importance_sampling::band_mask});
   print(prefix + ".importance_weights", values);
   print(prefix + ".importance_weights.masked", std::vector<std::size_t>{counts.masked});
 }

@@ -38,9 +38,8 @@ kl_result run(const std::vector<double>& log_probs, const std::vector<double>& r
   const token_layout layout(offsets, mask);
   kl_result r{std::vector<double>(log_probs.size(), -7.0),
               std::vector<double>(log_probs.size(), -7.0), 0};
-  r.sum = cascade_rl::kl_penalty(exec::seq, layout, std::span<const double>(log_probs),
-                                 std::span<const double>(ref), std::span<double>(r.values),
-                                 std::span<double>(r.grads), options);
+  r.sum = cascade_rl::kl_penalty(exec::seq, layout, {.log_probs = log_probs, .ref_log_probs = ref},
+                                 r.values, r.grads, options);
   return r;
 }
 
@@ -112,8 +111,8 @@ TEST(KlLoss, CoefficientTimesAggregatedEstimate) {
   std::vector<double> grad(3, -7.0);
   auto loss = [&](loss_aggregation mode, const loss_normalizer& normalizer) {
     return cascade_rl::kl_loss(
-        exec::seq, layout, std::span<const double>(log_probs),
-        std::span<const double>(ref_log_probs), std::span<double>(grad), normalizer,
+        exec::seq, layout, {.log_probs = log_probs, .ref_log_probs = ref_log_probs}, grad,
+        normalizer,
         {.kl = {.estimator = kl_estimator::k2}, .coefficient = 0.1, .aggregation = mode});
   };
   // k2 = 0.5, 0.5, 0 in sequences {0} and {1, 2}
@@ -155,9 +154,8 @@ TEST(KlEstimators, RefuseBadInputs) {
   std::vector<double> values(3), grad(3);
   kl_options options{};
   auto penalty = [&] {
-    cascade_rl::kl_penalty(exec::seq, layout, std::span<const double>(lp),
-                           std::span<const double>(ref), std::span<double>(values),
-                           std::span<double>(grad), options);
+    cascade_rl::kl_penalty(exec::seq, layout, {.log_probs = lp, .ref_log_probs = ref}, values, grad,
+                           options);
   };
   EXPECT_NO_THROW(penalty());
   ref[1] = nan;
@@ -182,9 +180,8 @@ TEST(KlEstimators, RefuseBadInputs) {
   cascade_rl::kl_loss_options loss_options{};
   loss_normalizer normalizer{.tokens = 3};
   auto loss = [&] {
-    cascade_rl::kl_loss(exec::seq, layout, std::span<const double>(lp),
-                        std::span<const double>(ref), std::span<double>(grad), normalizer,
-                        loss_options);
+    cascade_rl::kl_loss(exec::seq, layout, {.log_probs = lp, .ref_log_probs = ref}, grad,
+                        normalizer, loss_options);
   };
   EXPECT_NO_THROW(loss());
   loss_options.coefficient = nan;

@@ -81,9 +81,8 @@ TEST(LossAggregation, AggregateTokenLossesHandComputed) {
   std::vector<double> grad(layout.tokens(), -1.0);
   const loss_normalizer normalizer{.tokens = 10, .sequences = 4, .scale = 3};
   auto run = [&](loss_aggregation mode) {
-    return cascade_rl::aggregate_token_losses(exec::seq, layout, std::span<const double>(losses),
-                                              std::span<const double>(grads),
-                                              std::span<double>(grad), normalizer, mode);
+    return cascade_rl::aggregate_token_losses(
+        exec::seq, layout, {.token_losses = losses, .token_grads = grads}, grad, normalizer, mode);
   };
   EXPECT_DOUBLE_EQ(run(loss_aggregation::token_mean), 15.0 / 10);
   EXPECT_EQ(grad, (std::vector<double>{1, 0, 2, 3, 4, 5, 0, 0, 0}));
@@ -108,20 +107,22 @@ TEST(LossAggregation, GlobalNormaliserMakesSlicesAdd) {
   const token_layout whole(whole_offsets);
   const loss_normalizer normalizer{.tokens = 4, .sequences = 2};
   const double all = cascade_rl::aggregate_token_losses(
-      exec::seq, whole, std::span<const double>(losses), std::span<const double>(ones),
-      std::span<double>(grad), normalizer, loss_aggregation::token_mean);
+      exec::seq, whole, {.token_losses = losses, .token_grads = ones}, grad, normalizer,
+      loss_aggregation::token_mean);
   EXPECT_DOUBLE_EQ(all, 5.0);
 
   const std::vector<std::int64_t> first_offsets{0, 1};
   const std::vector<std::int64_t> second_offsets{0, 3};
   const double first = cascade_rl::aggregate_token_losses(
-      exec::seq, token_layout(first_offsets), std::span<const double>(losses).first(1),
-      std::span<const double>(ones).first(1), std::span<double>(grad).first(1), normalizer,
-      loss_aggregation::token_mean);
+      exec::seq, token_layout(first_offsets),
+      {.token_losses = std::span<const double>(losses).first(1),
+       .token_grads = std::span<const double>(ones).first(1)},
+      std::span<double>(grad).first(1), normalizer, loss_aggregation::token_mean);
   const double second = cascade_rl::aggregate_token_losses(
-      exec::seq, token_layout(second_offsets), std::span<const double>(losses).last(3),
-      std::span<const double>(ones).last(3), std::span<double>(grad).last(3), normalizer,
-      loss_aggregation::token_mean);
+      exec::seq, token_layout(second_offsets),
+      {.token_losses = std::span<const double>(losses).last(3),
+       .token_grads = std::span<const double>(ones).last(3)},
+      std::span<double>(grad).last(3), normalizer, loss_aggregation::token_mean);
   EXPECT_DOUBLE_EQ(first, 0.5);
   EXPECT_DOUBLE_EQ(second, 4.5);
   EXPECT_DOUBLE_EQ(first + second, all);
@@ -135,8 +136,8 @@ TEST(LossAggregation, BatchWithoutValidTokensAcceptsAnyNormaliser) {
   const std::vector<double> losses{nan, 1};
   std::vector<double> grad(2, -1.0);
   const double loss = cascade_rl::aggregate_token_losses(
-      exec::seq, layout, std::span<const double>(losses), std::span<const double>(losses),
-      std::span<double>(grad), loss_normalizer{}, loss_aggregation::seq_mean_token_mean);
+      exec::seq, layout, {.token_losses = losses, .token_grads = losses}, grad, loss_normalizer{},
+      loss_aggregation::seq_mean_token_mean);
   EXPECT_EQ(loss, 0.0);
   EXPECT_EQ(grad, (std::vector<double>{0, 0}));
 }
@@ -181,8 +182,8 @@ TEST(LossAggregation, RefusesBadNormalisersAndInputs) {
   std::vector<double> grads(9, 1.0);
   std::vector<double> grad(9);
   auto aggregate = [&] {
-    cascade_rl::aggregate_token_losses(exec::seq, layout, std::span<const double>(losses),
-                                       std::span<const double>(grads), std::span<double>(grad),
+    cascade_rl::aggregate_token_losses(exec::seq, layout,
+                                       {.token_losses = losses, .token_grads = grads}, grad,
                                        loss_normalizer{5, 2}, loss_aggregation::token_mean);
   };
   expect_error_naming(aggregate, "token_losses[4]");

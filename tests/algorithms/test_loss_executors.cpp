@@ -91,11 +91,12 @@ TYPED_TEST(LossExecutors, PpoClipBitIdentical) {
         .clip_high = 0.28, .dual_clip = 2.0, .aggregation = mode,
         .importance = {.mode = importance_sampling::truncated, .cap = 1.5}};
     auto run = [&](const auto& policy, std::vector<T>& grad) {
-      return cascade_rl::ppo_clip_loss(policy, layout, std::span<const T>(b.log_probs),
-                                       std::span<const T>(b.old_log_probs),
-                                       std::span<const T>(b.advantages),
-                                       std::span<const T>(b.behaviour_log_probs),
-                                       std::span<T>(grad), normalizer, options);
+      return cascade_rl::ppo_clip_loss(policy, layout,
+                                       {.log_probs = b.log_probs,
+                                        .old_log_probs = b.old_log_probs,
+                                        .advantages = b.advantages,
+                                        .behaviour_log_probs = b.behaviour_log_probs},
+                                       grad, normalizer, options);
     };
     std::vector<T> expected_grad(b.tokens());
     const auto expected = run(exec::seq, expected_grad);
@@ -121,10 +122,11 @@ TYPED_TEST(LossExecutors, ReinforceBitIdentical) {
     auto options = cascade_rl::mopd_options();
     options.aggregation = mode;
     auto run = [&](const auto& policy, std::vector<T>& grad) {
-      return cascade_rl::reinforce_loss(policy, layout, std::span<const T>(b.log_probs),
-                                        std::span<const T>(b.advantages),
-                                        std::span<const T>(b.behaviour_log_probs),
-                                        std::span<T>(grad), normalizer, options);
+      return cascade_rl::reinforce_loss(policy, layout,
+                                        {.log_probs = b.log_probs,
+                                         .advantages = b.advantages,
+                                         .behaviour_log_probs = b.behaviour_log_probs},
+                                        grad, normalizer, options);
     };
     std::vector<T> expected_grad(b.tokens());
     const auto expected = run(exec::seq, expected_grad);
@@ -150,27 +152,27 @@ TYPED_TEST(LossExecutors, KlBitIdentical) {
     const cascade_rl::kl_options kl{.estimator = estimator};
     std::vector<T> expected_values(b.tokens()), expected_grad(b.tokens());
     const double expected_sum = cascade_rl::kl_penalty(
-        exec::seq, layout, std::span<const T>(b.log_probs), std::span<const T>(b.ref_log_probs),
-        std::span<T>(expected_values), std::span<T>(expected_grad), kl);
+        exec::seq, layout, {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs},
+        expected_values, expected_grad, kl);
     std::vector<T> expected_loss_grad(b.tokens());
     const cascade_rl::kl_loss_options loss_options{
         .kl = kl, .coefficient = 0.1, .aggregation = loss_aggregation::seq_mean_token_mean};
     const double expected_loss = cascade_rl::kl_loss(
-        exec::seq, layout, std::span<const T>(b.log_probs), std::span<const T>(b.ref_log_probs),
-        std::span<T>(expected_loss_grad), normalizer, loss_options);
+        exec::seq, layout, {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs},
+        expected_loss_grad, normalizer, loss_options);
     for (const auto& policy : parallel_policies) {
       const std::string context = std::string(cascade_rl::to_string(estimator)) + " threads " +
                                   std::to_string(policy.threads);
       std::vector<T> values(b.tokens()), grad(b.tokens()), loss_grad(b.tokens());
       const double sum = cascade_rl::kl_penalty(
-          policy, layout, std::span<const T>(b.log_probs), std::span<const T>(b.ref_log_probs),
-          std::span<T>(values), std::span<T>(grad), kl);
+          policy, layout, {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs}, values,
+          grad, kl);
       EXPECT_TRUE(same_bits(sum, expected_sum)) << context;
       expect_same_bits(values, expected_values, context + " values");
       expect_same_bits(grad, expected_grad, context + " grad");
       const double loss = cascade_rl::kl_loss(
-          policy, layout, std::span<const T>(b.log_probs), std::span<const T>(b.ref_log_probs),
-          std::span<T>(loss_grad), normalizer, loss_options);
+          policy, layout, {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs}, loss_grad,
+          normalizer, loss_options);
       EXPECT_TRUE(same_bits(loss, expected_loss)) << context;
       expect_same_bits(loss_grad, expected_loss_grad, context + " loss grad");
     }
@@ -187,12 +189,12 @@ TYPED_TEST(LossExecutors, AggregationAndImportanceHelpersBitIdentical) {
   cascade_rl::aggregation_weights(exec::seq, layout, std::span<T>(expected_weights), normalizer,
                                   loss_aggregation::seq_mean_token_mean);
   const auto expected_counts = cascade_rl::importance_weights(
-      exec::seq, layout, std::span<const T>(b.old_log_probs),
-      std::span<const T>(b.behaviour_log_probs), std::span<T>(expected_is),
-      {.mode = importance_sampling::band_mask});
+      exec::seq, layout,
+      {.target_log_probs = b.old_log_probs, .behaviour_log_probs = b.behaviour_log_probs},
+      expected_is, {.mode = importance_sampling::band_mask});
   const double expected_loss = cascade_rl::aggregate_token_losses(
-      exec::seq, layout, std::span<const T>(b.ref_log_probs), std::span<const T>(b.advantages),
-      std::span<T>(expected_grad), normalizer, loss_aggregation::token_mean);
+      exec::seq, layout, {.token_losses = b.ref_log_probs, .token_grads = b.advantages},
+      expected_grad, normalizer, loss_aggregation::token_mean);
   for (const auto& policy : parallel_policies) {
     const std::string context = "threads " + std::to_string(policy.threads);
     const auto c = cascade_rl::local_loss_counts(policy, layout);
@@ -203,14 +205,14 @@ TYPED_TEST(LossExecutors, AggregationAndImportanceHelpersBitIdentical) {
                                     loss_aggregation::seq_mean_token_mean);
     expect_same_bits(weights, expected_weights, context + " weights");
     const auto is_counts = cascade_rl::importance_weights(
-        policy, layout, std::span<const T>(b.old_log_probs),
-        std::span<const T>(b.behaviour_log_probs), std::span<T>(is),
+        policy, layout,
+        {.target_log_probs = b.old_log_probs, .behaviour_log_probs = b.behaviour_log_probs}, is,
         {.mode = importance_sampling::band_mask});
     expect_same_bits(is, expected_is, context + " importance");
     EXPECT_EQ(is_counts.masked, expected_counts.masked);
     const double loss = cascade_rl::aggregate_token_losses(
-        policy, layout, std::span<const T>(b.ref_log_probs), std::span<const T>(b.advantages),
-        std::span<T>(grad), normalizer, loss_aggregation::token_mean);
+        policy, layout, {.token_losses = b.ref_log_probs, .token_grads = b.advantages}, grad,
+        normalizer, loss_aggregation::token_mean);
     EXPECT_TRUE(same_bits(loss, expected_loss)) << context;
     expect_same_bits(grad, expected_grad, context + " aggregate");
   }
@@ -239,8 +241,8 @@ TYPED_TEST(LossExecutors, ErrorsNameTheFirstBadIndexUnderPar) {
   for (const auto& policy : parallel_policies)
     cascade_rl::testing::expect_error_naming(
         [&] {
-          cascade_rl::reinforce_loss(policy, layout, std::span<const T>(b.log_probs),
-                                     std::span<const T>(b.advantages), std::span<T>(grad),
+          cascade_rl::reinforce_loss(policy, layout,
+                                     {.log_probs = b.log_probs, .advantages = b.advantages}, grad,
                                      cascade_rl::loss_normalizer{.tokens = 1});
         },
         "advantages[" + std::to_string(first) + "]");

@@ -76,11 +76,12 @@ void check_ppo(const ppo_clip_options& options, std::uint64_t seed, const std::s
   const auto layout = batch.layout();
   const auto normalizer = normalizer_of(batch);
   const auto ppo = [&](const std::vector<double>& lp, std::vector<double>& grad) {
-    return cascade_rl::ppo_clip_loss(exec::seq, layout, std::span<const double>(lp),
-                                     std::span<const double>(batch.old_log_probs),
-                                     std::span<const double>(batch.advantages),
-                                     std::span<const double>(batch.behaviour_log_probs),
-                                     std::span<double>(grad), normalizer, options);
+    return cascade_rl::ppo_clip_loss(exec::seq, layout,
+                                     {.log_probs = lp,
+                                      .old_log_probs = batch.old_log_probs,
+                                      .advantages = batch.advantages,
+                                      .behaviour_log_probs = batch.behaviour_log_probs},
+                                     grad, normalizer, options);
   };
   const loss_fn loss = [&](const std::vector<double>& lp, std::vector<double>& grad) {
     return ppo(lp, grad).loss;
@@ -139,8 +140,8 @@ TEST(LossGradients, ReinforceLogProbSurrogateMatchesFiniteDifferences) {
     const auto normalizer = normalizer_of(batch);
     const loss_fn loss = [&](const std::vector<double>& lp, std::vector<double>& grad) {
       return cascade_rl::reinforce_loss(
-                 exec::seq, layout, std::span<const double>(lp),
-                 std::span<const double>(batch.advantages), std::span<double>(grad), normalizer,
+                 exec::seq, layout, {.log_probs = lp, .advantages = batch.advantages}, grad,
+                 normalizer,
                  {.aggregation = mode, .surrogate = cascade_rl::reinforce_surrogate::log_prob})
           .loss;
     };
@@ -148,10 +149,9 @@ TEST(LossGradients, ReinforceLogProbSurrogateMatchesFiniteDifferences) {
                                         "reinforce " + std::string(cascade_rl::to_string(mode)));
 
     std::vector<double> ratio_grad(batch.tokens()), log_prob_grad(batch.tokens());
-    cascade_rl::reinforce_loss(exec::seq, layout, std::span<const double>(batch.log_probs),
-                               std::span<const double>(batch.advantages),
-                               std::span<double>(ratio_grad), normalizer,
-                               {.aggregation = mode});
+    cascade_rl::reinforce_loss(exec::seq, layout,
+                               {.log_probs = batch.log_probs, .advantages = batch.advantages},
+                               ratio_grad, normalizer, {.aggregation = mode});
     (void)loss(batch.log_probs, log_prob_grad);
     EXPECT_EQ(ratio_grad, log_prob_grad);
   }
@@ -170,9 +170,9 @@ TEST(LossGradients, KlLossEveryEstimatorMatchesFiniteDifferences) {
       const cascade_rl::kl_loss_options options{
           .kl = {.estimator = estimator}, .coefficient = 0.7, .aggregation = mode};
       const loss_fn loss = [&](const std::vector<double>& lp, std::vector<double>& grad) {
-        return cascade_rl::kl_loss(exec::seq, layout, std::span<const double>(lp),
-                                   std::span<const double>(batch.ref_log_probs),
-                                   std::span<double>(grad), normalizer, options);
+        return cascade_rl::kl_loss(exec::seq, layout,
+                                   {.log_probs = lp, .ref_log_probs = batch.ref_log_probs}, grad,
+                                   normalizer, options);
       };
       const skip_fn near_kink = [&](std::size_t t) {
         const double x = batch.ref_log_probs[t] - batch.log_probs[t];

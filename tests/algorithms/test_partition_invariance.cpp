@@ -107,10 +107,13 @@ TEST(PartitionInvariance, PpoClipEveryModeAndCorrection) {
         auto sub = [&](const std::vector<double>& v) {
           return std::span<const double>(v).subspan(b, e - b);
         };
-        const auto r = cascade_rl::ppo_clip_loss(exec::seq, layout, sub(batch.log_probs),
-                                                 sub(batch.old_log_probs), sub(batch.advantages),
-                                                 sub(batch.behaviour_log_probs), grad, normalizer,
-                                                 options);
+        const auto r =
+            cascade_rl::ppo_clip_loss(exec::seq, layout,
+                                      {.log_probs = sub(batch.log_probs),
+                                       .old_log_probs = sub(batch.old_log_probs),
+                                       .advantages = sub(batch.advantages),
+                                       .behaviour_log_probs = sub(batch.behaviour_log_probs)},
+                                      grad, normalizer, options);
         return run_result{r.loss, r.metrics.clipped + 1000 * r.metrics.dual_clipped +
                                       100000 * r.metrics.importance_masked +
                                       10000000 * r.metrics.importance_truncated};
@@ -135,10 +138,12 @@ TEST(PartitionInvariance, ReinforceEveryMode) {
         auto sub = [&](const std::vector<double>& v) {
           return std::span<const double>(v).subspan(b, e - b);
         };
-        const auto r = cascade_rl::reinforce_loss(exec::seq, layout, sub(batch.log_probs),
-                                                  sub(batch.advantages),
-                                                  sub(batch.behaviour_log_probs), grad,
-                                                  normalizer, options);
+        const auto r =
+            cascade_rl::reinforce_loss(exec::seq, layout,
+                                       {.log_probs = sub(batch.log_probs),
+                                        .advantages = sub(batch.advantages),
+                                        .behaviour_log_probs = sub(batch.behaviour_log_probs)},
+                                       grad, normalizer, options);
         return run_result{r.loss, r.metrics.valid_tokens + 1000 * r.metrics.importance_masked};
       };
       expect_partition_invariant(batch, loss, seed++,
@@ -160,9 +165,10 @@ TEST(PartitionInvariance, KlLossEveryEstimatorAndMode) {
         auto sub = [&](const std::vector<double>& v) {
           return std::span<const double>(v).subspan(b, e - b);
         };
-        return run_result{cascade_rl::kl_loss(exec::seq, layout, sub(batch.log_probs),
-                                               sub(batch.ref_log_probs), grad, normalizer,
-                                               options),
+        return run_result{cascade_rl::kl_loss(exec::seq, layout,
+                                              {.log_probs = sub(batch.log_probs),
+                                               .ref_log_probs = sub(batch.ref_log_probs)},
+                                              grad, normalizer, options),
                           0};
       };
       expect_partition_invariant(batch, loss, seed++,
@@ -181,9 +187,11 @@ TEST(PartitionInvariance, LocalNormalisersWouldNotBeInvariant) {
   std::vector<double> whole(n), sliced(n);
   auto run = [&](const token_layout& l, std::size_t b, std::size_t e, std::span<double> grad) {
     const auto normalizer = cascade_rl::local_loss_counts(exec::seq, l).normalizer();
-    cascade_rl::reinforce_loss(exec::seq, l, std::span<const double>(batch.log_probs).subspan(b, e - b),
-                               std::span<const double>(batch.advantages).subspan(b, e - b), grad,
-                               normalizer);
+    cascade_rl::reinforce_loss(
+        exec::seq, l,
+        {.log_probs = std::span<const double>(batch.log_probs).subspan(b, e - b),
+         .advantages = std::span<const double>(batch.advantages).subspan(b, e - b)},
+        grad, normalizer);
   };
   run(layout, 0, n, whole);
   const auto first = cascade_rl::testing::slice_sequences(layout, 0, 3);

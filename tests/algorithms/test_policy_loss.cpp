@@ -43,9 +43,9 @@ struct reinforce_batch {
 TEST(ReinforceLoss, ValueIsMinusAdvantageAndGradientMinusAdvantage) {
   const reinforce_batch b;
   std::vector<double> grad(5, -7.0);
-  const auto result = cascade_rl::reinforce_loss(exec::seq, b.layout(), in(b.log_probs),
-                                                 in(b.advantages), out(grad),
-                                                 loss_normalizer{.tokens = 4});
+  const auto result = cascade_rl::reinforce_loss(
+      exec::seq, b.layout(), {.log_probs = in(b.log_probs), .advantages = in(b.advantages)},
+      out(grad), loss_normalizer{.tokens = 4});
   // (-2 - 2 + 1 + 1) / 4
   EXPECT_DOUBLE_EQ(result.loss, -0.5);
   EXPECT_EQ(grad, (std::vector<double>{-0.5, -0.5, 0.25, 0, 0.25}));
@@ -58,8 +58,8 @@ TEST(ReinforceLoss, LogProbSurrogateChangesTheValueNotTheGradient) {
   const reinforce_batch b;
   std::vector<double> grad(5);
   const auto result = cascade_rl::reinforce_loss(
-      exec::seq, b.layout(), in(b.log_probs), in(b.advantages), out(grad),
-      loss_normalizer{.tokens = 4},
+      exec::seq, b.layout(), {.log_probs = in(b.log_probs), .advantages = in(b.advantages)},
+      out(grad), loss_normalizer{.tokens = 4},
       reinforce_options{.surrogate = cascade_rl::reinforce_surrogate::log_prob});
   // -A * logp: 2 + 4 - 0.5 - 3
   EXPECT_DOUBLE_EQ(result.loss, 2.5 / 4);
@@ -70,8 +70,8 @@ TEST(ReinforceLoss, SequenceMeanModes) {
   const reinforce_batch b;
   std::vector<double> grad(5);
   const auto result = cascade_rl::reinforce_loss(
-      exec::seq, b.layout(), in(b.log_probs), in(b.advantages), out(grad),
-      loss_normalizer{.sequences = 2},
+      exec::seq, b.layout(), {.log_probs = in(b.log_probs), .advantages = in(b.advantages)},
+      out(grad), loss_normalizer{.sequences = 2},
       reinforce_options{.aggregation = loss_aggregation::seq_mean_token_mean});
   // ((-2 - 2) / 2 + (1 + 1) / 2) / 2
   EXPECT_DOUBLE_EQ(result.loss, -0.5);
@@ -85,10 +85,13 @@ TEST(ReinforceLoss, TruncatedImportanceWeightIsAConstantFactor) {
                                       -3 - std::log(1.2)};
   std::vector<double> grad(5);
   const auto result = cascade_rl::reinforce_loss(
-      exec::seq, b.layout(), in(b.log_probs), in(b.advantages), in(behaviour), out(grad),
-      loss_normalizer{}, reinforce_options{.aggregation = loss_aggregation::token_sum,
-                                           .importance = {.mode = importance_sampling::truncated,
-                                                          .cap = 1.5}});
+      exec::seq, b.layout(),
+      {.log_probs = in(b.log_probs),
+       .advantages = in(b.advantages),
+       .behaviour_log_probs = in(behaviour)},
+      out(grad), loss_normalizer{},
+      reinforce_options{.aggregation = loss_aggregation::token_sum,
+                        .importance = {.mode = importance_sampling::truncated, .cap = 1.5}});
   // -2 * 1.5 - 2 * 0.5 + 1 * 1 + 1 * 1.2
   EXPECT_NEAR(result.loss, -1.8, 1e-12);
   EXPECT_NEAR(grad[0], -3.0, 1e-12);
@@ -111,9 +114,11 @@ TEST(ReinforceLoss, MopdBandMaskDropsTokensOutsideTheBand) {
                                       -0.7 - std::log(0.25)};
   std::vector<double> grad(4);
   const token_layout layout(offsets);
-  const auto result = cascade_rl::reinforce_loss(exec::seq, layout, in(log_probs), in(advantages),
-                                                 in(behaviour), out(grad),
-                                                 loss_normalizer{.tokens = 4},
+  const auto result = cascade_rl::reinforce_loss(exec::seq, layout,
+                                                 {.log_probs = in(log_probs),
+                                                  .advantages = in(advantages),
+                                                  .behaviour_log_probs = in(behaviour)},
+                                                 out(grad), loss_normalizer{.tokens = 4},
                                                  cascade_rl::mopd_options());
   // -(1/|V|) sum w a logp, |V| = 4 valid tokens (dropped ones included)
   EXPECT_NEAR(result.loss, -(1 * 0.5 * -1 + 0.8 * 0.2 * -0.5) / 4, 1e-12);
@@ -130,9 +135,12 @@ TEST(ReinforceLoss, BandBoundsAreInclusive) {
   const std::vector<double> log_probs{-1};
   const std::vector<double> advantages{2};
   std::vector<double> grad(1);
-  const auto result = cascade_rl::reinforce_loss(
-      exec::seq, token_layout(offsets), in(log_probs), in(advantages), in(log_probs), out(grad),
-      loss_normalizer{.tokens = 1}, cascade_rl::mopd_options(1.0, 1.0));
+  const auto result = cascade_rl::reinforce_loss(exec::seq, token_layout(offsets),
+                                                 {.log_probs = in(log_probs),
+                                                  .advantages = in(advantages),
+                                                  .behaviour_log_probs = in(log_probs)},
+                                                 out(grad), loss_normalizer{.tokens = 1},
+                                                 cascade_rl::mopd_options(1.0, 1.0));
   EXPECT_EQ(grad[0], -2.0);
   EXPECT_EQ(result.metrics.importance_masked, 0u);
 }
@@ -157,11 +165,16 @@ TEST(PpoClipLoss, EveryClipRegimeHandComputed) {
   const ppo_batch b;
   const auto log_probs = b.log_probs();
   std::vector<double> grad(8, -7.0);
-  const auto result = cascade_rl::ppo_clip_loss(
-      exec::seq, b.layout(), in(log_probs), in(b.old_log_probs), in(b.advantages), out(grad),
-      loss_normalizer{},
-      ppo_clip_options{.clip_low = 0.2, .clip_high = 0.28, .dual_clip = 3.0,
-                       .aggregation = loss_aggregation::token_sum});
+  const auto result =
+      cascade_rl::ppo_clip_loss(exec::seq, b.layout(),
+                                {.log_probs = in(log_probs),
+                                 .old_log_probs = in(b.old_log_probs),
+                                 .advantages = in(b.advantages)},
+                                out(grad), loss_normalizer{},
+                                ppo_clip_options{.clip_low = 0.2,
+                                                 .clip_high = 0.28,
+                                                 .dual_clip = 3.0,
+                                                 .aggregation = loss_aggregation::token_sum});
   // t0 unclipped -1.1 | t1 upper clip -1.28 | t2 lower clip 0.8 | t3 dual clip 3 |
   // t4 inside (tie l1 == l2) 2.4 | t5 clamp + upper clip -0.64 | t6 clamp + lower clip 0.4
   EXPECT_NEAR(result.loss, -1.1 - 1.28 + 0.8 + 3 + 2.4 - 0.64 + 0.4, 1e-12);
@@ -190,9 +203,13 @@ TEST(PpoClipLoss, WithoutDualClipTheLossIsUnbounded) {
   const ppo_batch b;
   const auto log_probs = b.log_probs();
   std::vector<double> grad(8);
-  const auto result = cascade_rl::ppo_clip_loss(
-      exec::seq, b.layout(), in(log_probs), in(b.old_log_probs), in(b.advantages), out(grad),
-      loss_normalizer{.tokens = 7}, ppo_clip_options{.clip_low = 0.2, .clip_high = 0.28});
+  const auto result =
+      cascade_rl::ppo_clip_loss(exec::seq, b.layout(),
+                                {.log_probs = in(log_probs),
+                                 .old_log_probs = in(b.old_log_probs),
+                                 .advantages = in(b.advantages)},
+                                out(grad), loss_normalizer{.tokens = 7},
+                                ppo_clip_options{.clip_low = 0.2, .clip_high = 0.28});
   EXPECT_NEAR(result.loss, (-1.1 - 1.28 + 0.8 + 4 + 2.4 - 0.64 + 0.4) / 7, 1e-12);
   EXPECT_NEAR(grad[3], 4.0 / 7, 1e-12);
   EXPECT_EQ(result.metrics.dual_clipped, 0u);
@@ -205,10 +222,13 @@ TEST(PpoClipLoss, LogRatioClampZeroesTheGradient) {
   const std::vector<double> advantages{1, 1};
   std::vector<double> grad(2);
   const auto result = cascade_rl::ppo_clip_loss(
-      exec::seq, token_layout(offsets), in(log_probs), in(old_log_probs), in(advantages),
+      exec::seq, token_layout(offsets),
+      {.log_probs = in(log_probs),
+       .old_log_probs = in(old_log_probs),
+       .advantages = in(advantages)},
       out(grad), loss_normalizer{},
-      ppo_clip_options{.clip_low = 0.9, .clip_high = 1e12,
-                       .aggregation = loss_aggregation::token_sum});
+      ppo_clip_options{
+          .clip_low = 0.9, .clip_high = 1e12, .aggregation = loss_aggregation::token_sum});
   EXPECT_NEAR(result.loss, -std::exp(20.0) - std::exp(-1.0), 1e-6);
   EXPECT_EQ(grad[0], 0.0);
   EXPECT_NEAR(grad[1], -std::exp(-1.0), 1e-15);
@@ -221,12 +241,15 @@ TEST(PpoClipLoss, OnPolicyEqualsReinforce) {
   const reinforce_batch b;
   std::vector<double> ppo_grad(5), reinforce_grad(5);
   const loss_normalizer normalizer{.tokens = 4, .sequences = 2};
-  const auto ppo = cascade_rl::ppo_clip_loss(exec::seq, b.layout(), in(b.log_probs),
-                                             in(b.log_probs), in(b.advantages), out(ppo_grad),
-                                             normalizer, ppo_clip_options{.dual_clip = 3.0});
-  const auto reinforce = cascade_rl::reinforce_loss(exec::seq, b.layout(), in(b.log_probs),
-                                                    in(b.advantages), out(reinforce_grad),
-                                                    normalizer);
+  const auto ppo =
+      cascade_rl::ppo_clip_loss(exec::seq, b.layout(),
+                                {.log_probs = in(b.log_probs),
+                                 .old_log_probs = in(b.log_probs),
+                                 .advantages = in(b.advantages)},
+                                out(ppo_grad), normalizer, ppo_clip_options{.dual_clip = 3.0});
+  const auto reinforce = cascade_rl::reinforce_loss(
+      exec::seq, b.layout(), {.log_probs = in(b.log_probs), .advantages = in(b.advantages)},
+      out(reinforce_grad), normalizer);
   EXPECT_EQ(ppo.loss, reinforce.loss);
   EXPECT_EQ(ppo_grad, reinforce_grad);
   EXPECT_EQ(ppo.metrics.clipped, 0u);
@@ -242,8 +265,12 @@ TEST(PpoClipLoss, TruncatedImportanceUsesOldLogProbs) {
   const std::vector<double> advantages{1, 1};
   std::vector<double> grad(2);
   const auto result = cascade_rl::ppo_clip_loss(
-      exec::seq, token_layout(offsets), in(log_probs), in(old_log_probs), in(advantages),
-      in(behaviour), out(grad), loss_normalizer{},
+      exec::seq, token_layout(offsets),
+      {.log_probs = in(log_probs),
+       .old_log_probs = in(old_log_probs),
+       .advantages = in(advantages),
+       .behaviour_log_probs = in(behaviour)},
+      out(grad), loss_normalizer{},
       ppo_clip_options{.aggregation = loss_aggregation::token_sum,
                        .importance = {.mode = importance_sampling::truncated, .cap = 2.0}});
   // t0: w = min(4, 2) = 2, l = -1.1; t1: w = 0.5, upper clip l = -1.2
@@ -261,35 +288,41 @@ TEST(ImportanceWeights, WritesWeightsAndCounts) {
   std::vector<double> w(4, -1.0);
   const token_layout layout(offsets, mask);
   auto counts = cascade_rl::importance_weights(
-      exec::seq, layout, in(target), in(behaviour), out(w),
-      {.mode = importance_sampling::truncated, .cap = 2.0});
+      exec::seq, layout, {.target_log_probs = in(target), .behaviour_log_probs = in(behaviour)},
+      out(w), {.mode = importance_sampling::truncated, .cap = 2.0});
   EXPECT_NEAR(w[0], 2.0, 0);
   EXPECT_NEAR(w[1], 0.25, 1e-15);
   EXPECT_NEAR(w[2], 1.5, 1e-15);
   EXPECT_EQ(w[3], 0.0);
   EXPECT_EQ(counts.truncated, 1u);
-  counts = cascade_rl::importance_weights(exec::seq, layout, in(target), in(behaviour), out(w),
-                                          {.mode = importance_sampling::band_mask});
+  counts = cascade_rl::importance_weights(
+      exec::seq, layout, {.target_log_probs = in(target), .behaviour_log_probs = in(behaviour)},
+      out(w), {.mode = importance_sampling::band_mask});
   EXPECT_EQ(w[0], 0.0);
   EXPECT_EQ(w[1], 0.0);
   EXPECT_NEAR(w[2], 1.5, 1e-15);
   EXPECT_EQ(counts.masked, 2u);
-  counts = cascade_rl::importance_weights(exec::seq, layout, in(target), {}, out(w), {});
+  counts = cascade_rl::importance_weights(exec::seq, layout, {.target_log_probs = in(target)},
+                                          out(w), {});
   EXPECT_EQ(w, (std::vector<double>{1, 1, 1, 0}));
   std::vector<double> bad_behaviour = behaviour;
   bad_behaviour[1] = nan;
   expect_error_naming(
       [&] {
-        cascade_rl::importance_weights(exec::seq, layout, in(target), in(bad_behaviour), out(w),
-                                       {.mode = importance_sampling::band_mask});
+        cascade_rl::importance_weights(
+            exec::seq, layout,
+            {.target_log_probs = in(target), .behaviour_log_probs = in(bad_behaviour)}, out(w),
+            {.mode = importance_sampling::band_mask});
       },
       "behaviour_log_probs[1]");
   std::vector<double> bad_target = target;
   bad_target[2] = -inf;
   expect_error_naming(
       [&] {
-        cascade_rl::importance_weights(exec::seq, layout, in(bad_target), in(behaviour), out(w),
-                                       {.mode = importance_sampling::band_mask});
+        cascade_rl::importance_weights(
+            exec::seq, layout,
+            {.target_log_probs = in(bad_target), .behaviour_log_probs = in(behaviour)}, out(w),
+            {.mode = importance_sampling::band_mask});
       },
       "target_log_probs[2]");
 }
@@ -305,8 +338,12 @@ TEST(PolicyLosses, RefuseBadInputsNamingArgumentAndIndex) {
   loss_normalizer normalizer{.tokens = 7};
   const auto layout = b.layout();
   auto ppo = [&] {
-    cascade_rl::ppo_clip_loss(exec::seq, layout, in(log_probs), in(old_log_probs), in(advantages),
-                              in(behaviour), out(grad), normalizer, options);
+    cascade_rl::ppo_clip_loss(exec::seq, layout,
+                              {.log_probs = in(log_probs),
+                               .old_log_probs = in(old_log_probs),
+                               .advantages = in(advantages),
+                               .behaviour_log_probs = in(behaviour)},
+                              out(grad), normalizer, options);
   };
   EXPECT_NO_THROW(ppo());
 
@@ -363,7 +400,8 @@ TEST(PolicyLosses, RefuseBadInputsNamingArgumentAndIndex) {
   std::vector<double> r_grad(5);
   reinforce_options r_options{};
   auto reinforce = [&] {
-    cascade_rl::reinforce_loss(exec::seq, r.layout(), in(r_log_probs), in(r_advantages),
+    cascade_rl::reinforce_loss(exec::seq, r.layout(),
+                               {.log_probs = in(r_log_probs), .advantages = in(r_advantages)},
                                out(r_grad), loss_normalizer{.tokens = 4}, r_options);
   };
   EXPECT_NO_THROW(reinforce());
@@ -378,9 +416,11 @@ TEST(PolicyLosses, RefuseBadInputsNamingArgumentAndIndex) {
   const std::vector<double> short_behaviour{-1, -1};
   expect_error_naming(
       [&] {
-        cascade_rl::reinforce_loss(exec::seq, r.layout(), in(r_log_probs), in(r_advantages),
-                                   in(short_behaviour), out(r_grad),
-                                   loss_normalizer{.tokens = 4});
+        cascade_rl::reinforce_loss(exec::seq, r.layout(),
+                                   {.log_probs = in(r_log_probs),
+                                    .advantages = in(r_advantages),
+                                    .behaviour_log_probs = in(short_behaviour)},
+                                   out(r_grad), loss_normalizer{.tokens = 4});
       },
       "behaviour_log_probs");  // not read without a correction, but the wrong size
   r_options.importance = {.mode = importance_sampling::truncated, .cap = -1};

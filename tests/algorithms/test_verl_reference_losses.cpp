@@ -44,8 +44,8 @@ void check_policy_loss_vanilla(const nlohmann::json& entry, const std::string& c
                                     .clip_ratio_c = entry["clip_ratio_c"].get<double>()}));
   const auto normalizer = verl::single_rank_normalizer(cascade_rl::exec::seq, layout, batch.width);
   const auto result = cascade_rl::ppo_clip_loss(
-      cascade_rl::exec::seq, layout, std::span<const T>(log_probs),
-      std::span<const T>(old_log_probs), std::span<const T>(advantages), std::span<T>(grad),
+      cascade_rl::exec::seq, layout,
+      {.log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages}, grad,
       normalizer, options);
 
   expect_close(result.loss, entry["loss"].get<double>(), context + " loss");
@@ -149,9 +149,8 @@ void check_kl_penalty(const nlohmann::json& entry, const std::string& context) {
   std::vector<T> values(layout.tokens(), T(-7));
   std::vector<T> grad(layout.tokens(), T(-7));
   const double sum = cascade_rl::kl_penalty(
-      cascade_rl::exec::seq, layout, std::span<const T>(log_probs),
-      std::span<const T>(ref_log_probs), std::span<T>(values), std::span<T>(grad),
-      verl::kl_penalty(entry["type"].get<std::string>()));
+      cascade_rl::exec::seq, layout, {.log_probs = log_probs, .ref_log_probs = ref_log_probs},
+      values, grad, verl::kl_penalty(entry["type"].get<std::string>()));
   const auto expected_values = flatten<double>(entry["value"]);
   expect_all_close(std::span<const T>(values), expected_values, context + " value");
   expect_all_close(std::span<const T>(grad), flatten<double>(entry["grad_log_prob_of_sum"]),

@@ -149,9 +149,10 @@ TEST(MopdStage, DistilsTowardTheRoutedTeacherWithTheBand) {
     kl += s[k] - t[k];
   }
   const auto layout = batch.layout();
-  cr::reinforce_loss(cr::exec::seq, layout, std::span<const float>(s), std::span<const float>(a),
-                     std::span<const float>(batch.behaviour_log_probs), std::span<float>(dlogp),
-                     cr::local_loss_counts(cr::exec::seq, layout).normalizer(), cr::mopd_options());
+  cr::reinforce_loss(
+      cr::exec::seq, layout,
+      {.log_probs = s, .advantages = a, .behaviour_log_probs = batch.behaviour_log_probs}, dlogp,
+      cr::local_loss_counts(cr::exec::seq, layout).normalizer(), cr::mopd_options());
   double sum = 0;
   for (float d : dlogp) sum += d;
   EXPECT_DOUBLE_EQ(student.update_calls[0].dlogp_sum, sum);

@@ -299,8 +299,9 @@ void run_exactness() {
           [&](const cr::testing::random_batch<T>& batch, const cr::token_layout& layout,
               std::size_t b, std::size_t e, std::span<const T> adv, std::span<T> grad,
               const cr::loss_normalizer& norm) {
-            return cr::reinforce_loss(exec::seq, layout, sub(batch.log_probs, b, e), adv, grad, norm,
-                                      {.aggregation = mode});
+            return cr::reinforce_loss(exec::seq, layout,
+                                      {.log_probs = sub(batch.log_probs, b, e), .advantages = adv},
+                                      grad, norm, {.aggregation = mode});
           },
           "reinforce");
       expect_step_exact<T>(
@@ -308,12 +309,17 @@ void run_exactness() {
           [&](const cr::testing::random_batch<T>& batch, const cr::token_layout& layout,
               std::size_t b, std::size_t e, std::span<const T> adv, std::span<T> grad,
               const cr::loss_normalizer& norm) {
-            return cr::ppo_clip_loss(exec::seq, layout, sub(batch.log_probs, b, e),
-                                     sub(batch.old_log_probs, b, e), adv,
-                                     sub(batch.behaviour_log_probs, b, e), grad, norm,
-                                     {.clip_high = 0.28, .dual_clip = 3.0, .aggregation = mode,
-                                      .importance = {.mode = cr::importance_sampling::truncated,
-                                                     .cap = 2.0}});
+            return cr::ppo_clip_loss(
+                exec::seq, layout,
+                {.log_probs = sub(batch.log_probs, b, e),
+                 .old_log_probs = sub(batch.old_log_probs, b, e),
+                 .advantages = adv,
+                 .behaviour_log_probs = sub(batch.behaviour_log_probs, b, e)},
+                grad, norm,
+                {.clip_high = 0.28,
+                 .dual_clip = 3.0,
+                 .aggregation = mode,
+                 .importance = {.mode = cr::importance_sampling::truncated, .cap = 2.0}});
           },
           "ppo_clip");
     }
@@ -326,8 +332,10 @@ void run_exactness() {
           std::vector<T> distill(e - b);
           for (std::size_t t = b; t < e; ++t)
             distill[t - b] = batch.ref_log_probs[t] - batch.log_probs[t];
-          return cr::reinforce_loss(exec::seq, layout, sub(batch.log_probs, b, e),
-                                    std::span<const T>(distill), sub(batch.behaviour_log_probs, b, e),
+          return cr::reinforce_loss(exec::seq, layout,
+                                    {.log_probs = sub(batch.log_probs, b, e),
+                                     .advantages = distill,
+                                     .behaviour_log_probs = sub(batch.behaviour_log_probs, b, e)},
                                     grad, norm, cr::mopd_options());
         },
         "mopd");

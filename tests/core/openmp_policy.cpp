@@ -57,17 +57,17 @@ TEST(OpenMpPolicy, CanonicalSumsAndLossesHaveSequentialBits) {
   const cr::loss_normalizer normalizer = cr::local_loss_counts(exec::seq, layout).normalizer();
   std::vector<float> grad_seq(n), grad_omp(n);
   const cr::ppo_clip_options options{.dual_clip = 3.0};
-  const auto seq = cr::ppo_clip_loss(exec::seq, layout, std::span<const float>(log_probs),
-                                     std::span<const float>(old_log_probs),
-                                     std::span<const float>(advantages), std::span<float>(grad_seq),
-                                     normalizer, options);
+  const auto seq = cr::ppo_clip_loss(
+      exec::seq, layout,
+      {.log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages}, grad_seq,
+      normalizer, options);
   for (int threads : {1, 2, 7}) {
     const auto policy = exec::omp.with_threads(threads);
     EXPECT_TRUE(same_bits(sum, detail::blocked_sum(policy, n, term))) << threads << " threads";
-    const auto omp = cr::ppo_clip_loss(policy, layout, std::span<const float>(log_probs),
-                                       std::span<const float>(old_log_probs),
-                                       std::span<const float>(advantages), std::span<float>(grad_omp),
-                                       normalizer, options);
+    const auto omp = cr::ppo_clip_loss(
+        policy, layout,
+        {.log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages},
+        grad_omp, normalizer, options);
     EXPECT_TRUE(same_bits(seq.loss, omp.loss)) << threads << " threads";
     EXPECT_TRUE(same_bits(seq.metrics.approx_kl_sum, omp.metrics.approx_kl_sum)) << threads << " threads";
     EXPECT_EQ(seq.metrics.clipped, omp.metrics.clipped);

@@ -187,10 +187,15 @@ TEST_F(Gpu, LossesMatchHostInEveryMode) {
   for (auto mode : cr::testing::all_aggregation_modes)
     for (const auto& is : importance) {
       const cr::reinforce_options ro{.aggregation = mode, .importance = is};
-      const auto h = cr::reinforce_loss(cr::exec::seq, layout, std::span<const float>(b.log_probs),
-                                        std::span<const float>(b.advantages), std::span<const float>(b.behaviour_log_probs),
-                                        std::span<float>(want), normalizer, ro);
-      const auto d = cr::reinforce_loss(cr::exec::cuda{}, d_layout, logp.cspan(), adv.cspan(), behaviour.cspan(),
+      const auto h = cr::reinforce_loss(cr::exec::seq, layout,
+                                        {.log_probs = b.log_probs,
+                                         .advantages = b.advantages,
+                                         .behaviour_log_probs = b.behaviour_log_probs},
+                                        want, normalizer, ro);
+      const auto d = cr::reinforce_loss(cr::exec::cuda{}, d_layout,
+                                        {.log_probs = logp.cspan(),
+                                         .advantages = adv.cspan(),
+                                         .behaviour_log_probs = behaviour.cspan()},
                                         grad.span(), normalizer, ro);
       expect_same_sum(d.loss, h.loss, "reinforce loss");
       EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
@@ -199,40 +204,58 @@ TEST_F(Gpu, LossesMatchHostInEveryMode) {
       expect_same_bits(grad.host(), want, "reinforce grad");
 
       cr::ppo_clip_options po{.clip_high = 0.28, .dual_clip = 3.0, .aggregation = mode, .importance = is};
-      const auto hp = cr::ppo_clip_loss(cr::exec::seq, layout, std::span<const float>(b.log_probs),
-                                        std::span<const float>(b.old_log_probs), std::span<const float>(b.advantages),
-                                        std::span<const float>(b.behaviour_log_probs), std::span<float>(want), normalizer, po);
-      const auto dp = cr::ppo_clip_loss(cr::exec::cuda{}, d_layout, logp.cspan(), old.cspan(), adv.cspan(),
-                                        behaviour.cspan(), grad.span(), normalizer, po);
+      const auto hp = cr::ppo_clip_loss(cr::exec::seq, layout,
+                                        {.log_probs = b.log_probs,
+                                         .old_log_probs = b.old_log_probs,
+                                         .advantages = b.advantages,
+                                         .behaviour_log_probs = b.behaviour_log_probs},
+                                        want, normalizer, po);
+      const auto dp = cr::ppo_clip_loss(cr::exec::cuda{}, d_layout,
+                                        {.log_probs = logp.cspan(),
+                                         .old_log_probs = old.cspan(),
+                                         .advantages = adv.cspan(),
+                                         .behaviour_log_probs = behaviour.cspan()},
+                                        grad.span(), normalizer, po);
       expect_same_sum(dp.loss, hp.loss, "ppo loss");
       EXPECT_EQ(dp.metrics.clipped, hp.metrics.clipped);
       EXPECT_EQ(dp.metrics.dual_clipped, hp.metrics.dual_clipped);
       expect_same_sum(dp.metrics.approx_kl_sum, hp.metrics.approx_kl_sum, "ppo approx_kl_sum");
       expect_same_bits(grad.host(), want, "ppo grad");
-      const auto again = cr::ppo_clip_loss(cr::exec::cuda{}, d_layout, logp.cspan(), old.cspan(), adv.cspan(),
-                                           behaviour.cspan(), grad.span(), normalizer, po);
+      const auto again = cr::ppo_clip_loss(cr::exec::cuda{}, d_layout,
+                                           {.log_probs = logp.cspan(),
+                                            .old_log_probs = old.cspan(),
+                                            .advantages = adv.cspan(),
+                                            .behaviour_log_probs = behaviour.cspan()},
+                                           grad.span(), normalizer, po);
       EXPECT_EQ(again.loss, dp.loss) << "not deterministic";
     }
   for (auto estimator : {cr::kl_estimator::k1, cr::kl_estimator::abs, cr::kl_estimator::k2, cr::kl_estimator::k3}) {
     const cr::kl_options kl{.estimator = estimator, .input_clamp = 1.0, .output_clamp = 0.9};
-    const double h = cr::kl_penalty(cr::exec::seq, layout, std::span<const float>(b.log_probs), std::span<const float>(b.ref_log_probs),
-                                    std::span<float>(want_values), std::span<float>(want), kl);
-    const double d = cr::kl_penalty(cr::exec::cuda{}, d_layout, logp.cspan(), ref.cspan(), values.span(), grad.span(), kl);
+    const double h = cr::kl_penalty(cr::exec::seq, layout,
+                                    {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs},
+                                    want_values, want, kl);
+    const double d = cr::kl_penalty(cr::exec::cuda{}, d_layout,
+                                    {.log_probs = logp.cspan(), .ref_log_probs = ref.cspan()},
+                                    values.span(), grad.span(), kl);
     expect_same_sum(d, h, "kl penalty sum");
     expect_same_bits(values.host(), want_values, "kl values");
     expect_same_bits(grad.host(), want, "kl grad");
     const cr::kl_loss_options lo{.kl = kl, .coefficient = 0.1, .aggregation = cr::loss_aggregation::seq_mean_token_mean};
-    const double hl = cr::kl_loss(cr::exec::seq, layout, std::span<const float>(b.log_probs), std::span<const float>(b.ref_log_probs),
-                                  std::span<float>(want), normalizer, lo);
-    const double dl = cr::kl_loss(cr::exec::cuda{}, d_layout, logp.cspan(), ref.cspan(), grad.span(), normalizer, lo);
+    const double hl = cr::kl_loss(cr::exec::seq, layout,
+                                  {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs},
+                                  want, normalizer, lo);
+    const double dl = cr::kl_loss(cr::exec::cuda{}, d_layout,
+                                  {.log_probs = logp.cspan(), .ref_log_probs = ref.cspan()},
+                                  grad.span(), normalizer, lo);
     expect_same_sum(dl, hl, "kl loss");
     expect_same_bits(grad.host(), want, "kl loss grad");
   }
-  const double ha = cr::aggregate_token_losses(cr::exec::seq, layout, std::span<const float>(b.ref_log_probs),
-                                               std::span<const float>(b.advantages), std::span<float>(want), normalizer,
-                                               cr::loss_aggregation::seq_mean_token_sum_norm);
-  const double da = cr::aggregate_token_losses(cr::exec::cuda{}, d_layout, ref.cspan(), adv.cspan(), grad.span(),
-                                               normalizer, cr::loss_aggregation::seq_mean_token_sum_norm);
+  const double ha = cr::aggregate_token_losses(
+      cr::exec::seq, layout, {.token_losses = b.ref_log_probs, .token_grads = b.advantages}, want,
+      normalizer, cr::loss_aggregation::seq_mean_token_sum_norm);
+  const double da = cr::aggregate_token_losses(
+      cr::exec::cuda{}, d_layout, {.token_losses = ref.cspan(), .token_grads = adv.cspan()},
+      grad.span(), normalizer, cr::loss_aggregation::seq_mean_token_sum_norm);
   expect_same_sum(da, ha, "aggregate_token_losses");
   expect_same_bits(grad.host(), want, "aggregate grad");
 }
@@ -654,12 +677,17 @@ TEST_F(Gpu, NonFiniteInputsAreNamedAsTheHostNamesThem) {
     const auto normalizer = cr::local_loss_counts(cr::exec::seq, host_layout).normalizer(1.0);
     expect_same_refusal(
         [&] {
-          cr::reinforce_loss(cr::exec::cuda{}, layout, d_finite.cspan(), rewards.cspan(), d_finite.cspan(),
+          cr::reinforce_loss(cr::exec::cuda{}, layout,
+                             {.log_probs = d_finite.cspan(),
+                              .advantages = rewards.cspan(),
+                              .behaviour_log_probs = d_finite.cspan()},
                              out.span(), normalizer);
         },
         [&] {
-          cr::reinforce_loss(cr::exec::seq, host_layout, host_finite, host_r, host_finite,
-                             std::span<float>(host_out), normalizer);
+          cr::reinforce_loss(
+              cr::exec::seq, host_layout,
+              {.log_probs = host_finite, .advantages = host_r, .behaviour_log_probs = host_finite},
+              host_out, normalizer);
         },
         "reinforce_loss");
   }

@@ -208,10 +208,11 @@ TEST(PortableLosses, ReinforceEveryModeMatchesHost) {
       for (const auto& importance : importance_variants()) {
         const cr::reinforce_options options{.aggregation = mode, .surrogate = surrogate, .importance = importance};
         std::vector<float> hg(b.tokens()), dg(b.tokens());
-        const auto h = cr::reinforce_loss(cr::exec::seq, layout, std::span<const float>(b.log_probs),
-                                          std::span<const float>(b.advantages),
-                                          std::span<const float>(b.behaviour_log_probs),
-                                          std::span<float>(hg), normalizer, options);
+        const auto h = cr::reinforce_loss(cr::exec::seq, layout,
+                                          {.log_probs = b.log_probs,
+                                           .advantages = b.advantages,
+                                           .behaviour_log_probs = b.behaviour_log_probs},
+                                          hg, normalizer, options);
         portable::reinforce_loss(system, device_layout(b), b.log_probs.data(), b.advantages.data(),
                                  b.behaviour_log_probs.data(), dg.data(), normalizer, options,
                                  scratch.data());
@@ -235,11 +236,12 @@ TEST(PortableLosses, PpoClipEveryModeMatchesHost) {
         options.aggregation = mode;
         options.importance = importance;
         std::vector<float> hg(b.tokens()), dg(b.tokens());
-        const auto h = cr::ppo_clip_loss(cr::exec::seq, layout, std::span<const float>(b.log_probs),
-                                         std::span<const float>(b.old_log_probs),
-                                         std::span<const float>(b.advantages),
-                                         std::span<const float>(b.behaviour_log_probs),
-                                         std::span<float>(hg), normalizer, options);
+        const auto h = cr::ppo_clip_loss(cr::exec::seq, layout,
+                                         {.log_probs = b.log_probs,
+                                          .old_log_probs = b.old_log_probs,
+                                          .advantages = b.advantages,
+                                          .behaviour_log_probs = b.behaviour_log_probs},
+                                         hg, normalizer, options);
         portable::ppo_clip_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
                                 b.advantages.data(), b.behaviour_log_probs.data(), dg.data(),
                                 normalizer, options, scratch.data());
@@ -264,8 +266,7 @@ TEST(PortableLosses, UnmaskedReinforceAndPpoMatchHost) {
       const cr::reinforce_options options{.aggregation = mode, .surrogate = surrogate};
       std::vector<float> hg(b.tokens()), dg(b.tokens());
       const auto h = cr::reinforce_loss(cr::exec::par.with_threads(3), layout,
-                                        std::span<const float>(b.log_probs),
-                                        std::span<const float>(b.advantages), std::span<float>(hg),
+                                        {.log_probs = b.log_probs, .advantages = b.advantages}, hg,
                                         normalizer, options);
       portable::reinforce_loss(system, dlayout, b.log_probs.data(), b.advantages.data(),
                                no_behaviour, dg.data(), normalizer, options, scratch.data());
@@ -274,11 +275,10 @@ TEST(PortableLosses, UnmaskedReinforceAndPpoMatchHost) {
     }
   const cr::ppo_clip_options ppo{.clip_high = 0.28, .dual_clip = 3.0};
   std::vector<float> hg(b.tokens()), dg(b.tokens());
-  const auto h = cr::ppo_clip_loss(cr::exec::par.with_threads(2), layout,
-                                   std::span<const float>(b.log_probs),
-                                   std::span<const float>(b.old_log_probs),
-                                   std::span<const float>(b.advantages), std::span<float>(hg),
-                                   normalizer, ppo);
+  const auto h = cr::ppo_clip_loss(
+      cr::exec::par.with_threads(2), layout,
+      {.log_probs = b.log_probs, .old_log_probs = b.old_log_probs, .advantages = b.advantages}, hg,
+      normalizer, ppo);
   portable::ppo_clip_loss(system, dlayout, b.log_probs.data(), b.old_log_probs.data(),
                           b.advantages.data(), no_behaviour, dg.data(), normalizer, ppo,
                           scratch.data());
@@ -294,9 +294,9 @@ TEST(PortableLosses, KlEstimatorsAndAggregationMatchHost) {
   for (auto estimator : {cr::kl_estimator::k1, cr::kl_estimator::abs, cr::kl_estimator::k2, cr::kl_estimator::k3}) {
     const cr::kl_options kl{.estimator = estimator, .input_clamp = 1.0, .output_clamp = 0.9};
     std::vector<float> hv(b.tokens()), hg(b.tokens()), dv(b.tokens()), dg(b.tokens());
-    const double h = cr::kl_penalty(cr::exec::seq, layout, std::span<const float>(b.log_probs),
-                                    std::span<const float>(b.ref_log_probs), std::span<float>(hv),
-                                    std::span<float>(hg), kl);
+    const double h =
+        cr::kl_penalty(cr::exec::seq, layout,
+                       {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs}, hv, hg, kl);
     portable::kl_penalty(system, device_layout(b), b.log_probs.data(), b.ref_log_probs.data(),
                          dv.data(), dg.data(), kl, scratch.data());
     EXPECT_EQ(scratch[portable::result_index(b.tokens())].loss, h);
@@ -304,17 +304,17 @@ TEST(PortableLosses, KlEstimatorsAndAggregationMatchHost) {
     expect_same_bits(dg, hg, "kl gradient");
     for (auto mode : cr::testing::all_aggregation_modes) {
       const cr::kl_loss_options options{.kl = kl, .coefficient = 0.25, .aggregation = mode};
-      const double hl = cr::kl_loss(cr::exec::seq, layout, std::span<const float>(b.log_probs),
-                                    std::span<const float>(b.ref_log_probs), std::span<float>(hg),
-                                    normalizer, options);
+      const double hl = cr::kl_loss(cr::exec::seq, layout,
+                                    {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs},
+                                    hg, normalizer, options);
       portable::kl_loss(system, device_layout(b), b.log_probs.data(), b.ref_log_probs.data(),
                         dg.data(), normalizer, options, scratch.data());
       EXPECT_EQ(scratch[portable::result_index(b.tokens())].loss, hl);
       expect_same_bits(dg, hg, "kl loss gradient");
 
       const double ha = cr::aggregate_token_losses(
-          cr::exec::seq, layout, std::span<const float>(b.ref_log_probs),
-          std::span<const float>(b.advantages), std::span<float>(hg), normalizer, mode);
+          cr::exec::seq, layout, {.token_losses = b.ref_log_probs, .token_grads = b.advantages}, hg,
+          normalizer, mode);
       portable::aggregate_token_losses(system, device_layout(b), b.ref_log_probs.data(),
                                        b.advantages.data(), dg.data(), normalizer, mode, scratch.data());
       EXPECT_EQ(scratch[portable::result_index(b.tokens())].loss, ha);

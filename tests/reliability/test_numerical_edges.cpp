@@ -211,12 +211,13 @@ TEST(EmptyBatch, AdvantagesLogProbsAndLossesAcceptIt) {
   const std::vector<std::int64_t> offsets = {0};
   const cr::token_layout layout(offsets);
   const cr::loss_normalizer norm{.tokens = 1, .sequences = 1};
-  const auto r = cr::reinforce_loss(cr::exec::seq, layout, std::span<const float>(none), std::span<const float>(none),
-                                    std::span<float>(out), norm);
+  const auto r =
+      cr::reinforce_loss(cr::exec::seq, layout, {.log_probs = none, .advantages = none}, out, norm);
   EXPECT_EQ(r.loss, 0.0);
-  const auto p = cr::ppo_clip_loss(cr::exec::par, layout, std::span<const float>(none), std::span<const float>(none),
-                                   std::span<const float>(none), std::span<const float>(none), std::span<float>(out),
-                                   norm);
+  const auto p = cr::ppo_clip_loss(
+      cr::exec::par, layout,
+      {.log_probs = none, .old_log_probs = none, .advantages = none, .behaviour_log_probs = none},
+      out, norm);
   EXPECT_EQ(p.loss, 0.0);
 }
 
@@ -323,9 +324,10 @@ TEST(FullyMasked, EveryLossEveryAggregation) {
           const cr::reinforce_options o{.aggregation = aggregation, .surrogate = surrogate, .importance = importance};
           expect_masked_tokens_silent(
               [&](const batch& b, const cr::token_layout& layout, std::vector<float>& grad) {
-                return cr::reinforce_loss(cr::exec::seq, layout, std::span<const float>(b.logp),
-                                          std::span<const float>(b.adv), std::span<const float>(b.behaviour),
-                                          std::span<float>(grad), norm, o);
+                return cr::reinforce_loss(
+                    cr::exec::seq, layout,
+                    {.log_probs = b.logp, .advantages = b.adv, .behaviour_log_probs = b.behaviour},
+                    grad, norm, o);
               },
               all_masked);
         }
@@ -335,9 +337,12 @@ TEST(FullyMasked, EveryLossEveryAggregation) {
           expect_masked_tokens_silent(
               [&](const batch& b, const cr::token_layout& layout, std::vector<float>& grad) {
                 const auto call = [&](const auto& exec) {
-                  return cr::ppo_clip_loss(exec, layout, std::span<const float>(b.logp),
-                                           std::span<const float>(b.old_logp), std::span<const float>(b.adv),
-                                           std::span<const float>(b.behaviour), std::span<float>(grad), norm, o);
+                  return cr::ppo_clip_loss(exec, layout,
+                                           {.log_probs = b.logp,
+                                            .old_log_probs = b.old_logp,
+                                            .advantages = b.adv,
+                                            .behaviour_log_probs = b.behaviour},
+                                           grad, norm, o);
                 };
                 return policy_par ? call(cr::exec::par) : call(cr::exec::seq);
               },

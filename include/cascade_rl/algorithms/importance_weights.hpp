@@ -19,7 +19,9 @@
 #include <span>
 #include <string>
 
+#include "cascade_rl/algorithms/loss_inputs.hpp"
 #include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/contiguous_output.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"
@@ -91,11 +93,14 @@ void validate_behaviour(const Policy& policy, const token_layout& layout,
 // Writes w_t for every token (0 on masked tokens) and returns how many valid tokens
 // the cap truncated or the band dropped. For logging, or for a backend that applies the
 // weights itself; the losses compute the same weights inline.
-template <exec::host_policy Policy, std::floating_point T>
+template <exec::host_policy Policy, contiguous_output Out>
 importance_counts importance_weights(const Policy& policy, const token_layout& layout,
-                                     std::span<const T> target_log_probs,
-                                     std::span<const T> behaviour_log_probs,
-                                     std::span<T> weights_out, const importance_options& options) {
+                                     const importance_inputs<output_value_t<Out>>& inputs,
+                                     Out&& weights, const importance_options& options) {
+  using T = output_value_t<Out>;
+  const std::span<const T> target_log_probs = inputs.target_log_probs;
+  const std::span<const T> behaviour_log_probs = inputs.behaviour_log_probs;
+  const std::span<T> weights_out = output_span(weights);
   const std::size_t n = layout.tokens();
   detail::validate_importance(options, "options");
   detail::require_size(target_log_probs.size(), n, "target_log_probs", "one per token");

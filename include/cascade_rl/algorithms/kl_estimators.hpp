@@ -10,10 +10,13 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "cascade_rl/algorithms/kl_loss_options.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
+#include "cascade_rl/algorithms/loss_inputs.hpp"
 #include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/contiguous_output.hpp"
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
@@ -77,11 +80,16 @@ void validate_kl_inputs(const Policy& policy, const token_layout& layout,
 
 // Per-token estimates k_t and d k_t / d logp_t (both 0 on masked tokens). Returns the
 // sum of k_t over valid tokens, whose gradient is grad_out.
-template <exec::host_policy Policy, std::floating_point T>
-double kl_penalty(const Policy& policy, const token_layout& layout, std::span<const T> log_probs,
-                  std::span<const T> ref_log_probs, std::span<T> values_out, std::span<T> grad_out,
+template <exec::host_policy Policy, contiguous_output Out>
+double kl_penalty(const Policy& policy, const token_layout& layout,
+                  const kl_inputs<output_value_t<Out>>& inputs, Out&& values,
+                  std::type_identity_t<std::span<output_value_t<Out>>> grad_out,
                   const kl_options& options = {}) {
+  using T = output_value_t<Out>;
   detail::validate_kl_options(options, "options");
+  const std::span<const T> log_probs = inputs.log_probs;
+  const std::span<const T> ref_log_probs = inputs.ref_log_probs;
+  const std::span<T> values_out = output_span(values);
   const auto term = [&](std::size_t t) {
     if (!layout.valid(t)) {
       values_out[t] = T(0);
@@ -141,10 +149,14 @@ double kl_penalty(const Policy& policy, const token_layout& layout, std::span<co
 }
 
 // coefficient * aggregate(k_t) with its gradient dL/dlogp in grad_out.
-template <exec::host_policy Policy, std::floating_point T>
-double kl_loss(const Policy& policy, const token_layout& layout, std::span<const T> log_probs,
-               std::span<const T> ref_log_probs, std::span<T> grad_out,
+template <exec::host_policy Policy, contiguous_output Out>
+double kl_loss(const Policy& policy, const token_layout& layout,
+               const kl_inputs<output_value_t<Out>>& inputs, Out&& grad,
                const loss_normalizer& normalizer, const kl_loss_options& options = {}) {
+  using T = output_value_t<Out>;
+  const std::span<const T> log_probs = inputs.log_probs;
+  const std::span<const T> ref_log_probs = inputs.ref_log_probs;
+  const std::span<T> grad_out = output_span(grad);
   detail::validate_kl_options(options.kl, "options.kl");
   if (!std::isfinite(options.coefficient))
     detail::fail("options.coefficient", "is not finite");

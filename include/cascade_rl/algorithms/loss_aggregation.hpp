@@ -22,17 +22,19 @@
 // local_loss_counts below.
 
 #include <array>
-#include <concepts>
 #include <cmath>
+#include <concepts>
 #include <cstddef>
-#include <type_traits>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "cascade_rl/algorithms/loss_counts.hpp"
+#include "cascade_rl/algorithms/loss_inputs.hpp"
 #include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/contiguous_output.hpp"
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
@@ -316,10 +318,10 @@ bool nonfinite_at(std::span<const T> values, std::size_t t) {
 }  // namespace detail
 
 // Writes the aggregation weight c_t of every token (0 on masked tokens).
-template <exec::host_policy Policy, std::floating_point T>
-void aggregation_weights(const Policy& policy, const token_layout& layout,
-                         std::span<T> weights_out, const loss_normalizer& normalizer,
-                         loss_aggregation mode) {
+template <exec::host_policy Policy, contiguous_output Out>
+void aggregation_weights(const Policy& policy, const token_layout& layout, Out&& weights,
+                         const loss_normalizer& normalizer, loss_aggregation mode) {
+  const auto weights_out = output_span(weights);
   detail::require_size(weights_out.size(), layout.tokens(), "weights_out", "one per token");
   detail::validate_normalizer(policy, layout, normalizer, mode);
   detail::write_aggregation_weights(policy, layout, normalizer, mode, weights_out);
@@ -328,11 +330,14 @@ void aggregation_weights(const Policy& policy, const token_layout& layout,
 // Aggregates a loss the caller computed per token (an entropy bonus, a custom term):
 // returns sum_t c_t * token_losses[t] and writes grad_out[t] = c_t * token_grads[t],
 // the gradient of the aggregated loss with respect to log-prob t.
-template <exec::host_policy Policy, std::floating_point T>
+template <exec::host_policy Policy, contiguous_output Out>
 double aggregate_token_losses(const Policy& policy, const token_layout& layout,
-                              std::span<const T> token_losses, std::span<const T> token_grads,
-                              std::span<T> grad_out, const loss_normalizer& normalizer,
-                              loss_aggregation mode) {
+                              const token_loss_inputs<output_value_t<Out>>& inputs, Out&& grad,
+                              const loss_normalizer& normalizer, loss_aggregation mode) {
+  using T = output_value_t<Out>;
+  const std::span<const T> token_losses = inputs.token_losses;
+  const std::span<const T> token_grads = inputs.token_grads;
+  const std::span<T> grad_out = output_span(grad);
   const std::size_t n = layout.tokens();
   T weight{};
   if (token_losses.size() == n && token_grads.size() == n && grad_out.size() == n &&

@@ -24,8 +24,10 @@
 
 #include "cascade_rl/algorithms/importance_weights.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
+#include "cascade_rl/algorithms/loss_inputs.hpp"
 #include "cascade_rl/algorithms/policy_loss_options.hpp"
 #include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/contiguous_output.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/token_layout.hpp"
@@ -147,14 +149,16 @@ policy_loss_result policy_loss_passes(const Policy& policy, const token_layout& 
 
 // Strictly on-policy REINFORCE: l_t = -w_t * A_t * ratio_t with ratio_t =
 // exp(logp_t - stopgrad(logp_t)) == 1, so dl_t/dlogp_t = -w_t * A_t; no old log-probs.
-// behaviour_log_probs (the sampler's) are read only when options.importance asks.
-template <exec::host_policy Policy, std::floating_point T>
+// inputs.behaviour_log_probs (the sampler's) are read only when options.importance asks.
+template <exec::host_policy Policy, contiguous_output Out>
 policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layout,
-                                  std::span<const T> log_probs, std::span<const T> advantages,
-                                  std::span<const T> behaviour_log_probs, std::span<T> grad_out,
-                                  const loss_normalizer& normalizer,
+                                  const reinforce_inputs<output_value_t<Out>>& inputs,
+                                  Out&& grad_out, const loss_normalizer& normalizer,
                                   const reinforce_options& options = {}) {
+  using T = output_value_t<Out>;
   detail::validate_importance(options.importance, "options.importance");
+  const std::span<const T> log_probs = inputs.log_probs;
+  const std::span<const T> advantages = inputs.advantages;
   const bool log_prob_surrogate = options.surrogate == reinforce_surrogate::log_prob;
   const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
     ++m.valid_tokens;
@@ -166,34 +170,28 @@ policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layo
       policy, layout,
       std::array{detail::token_input<T>{log_probs, "log_probs"},
                  detail::token_input<T>{advantages, "advantages"}},
-      log_probs, behaviour_log_probs, grad_out, normalizer, options.aggregation,
+      log_probs, inputs.behaviour_log_probs, output_span(grad_out), normalizer, options.aggregation,
       options.importance,
-      [&](std::size_t t) { return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(advantages, t); },
+      [&](std::size_t t) {
+        return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(advantages, t);
+      },
       unweighted);
 }
 
-// Without behaviour log-probs: options.importance must be none.
-template <exec::host_policy Policy, std::floating_point T>
-policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layout,
-                                  std::span<const T> log_probs, std::span<const T> advantages,
-                                  std::span<T> grad_out, const loss_normalizer& normalizer,
-                                  const reinforce_options& options = {}) {
-  return reinforce_loss(policy, layout, log_probs, advantages, std::span<const T>{}, grad_out,
-                        normalizer, options);
-}
-
 // PPO clipped surrogate with clip-higher, dual clip and an optional importance
-// correction against behaviour log-probs (applied to the clipped token loss, as veRL's
-// truncated IS does).
-template <exec::host_policy Policy, std::floating_point T>
+// correction against inputs.behaviour_log_probs (applied to the clipped token loss, as
+// veRL's truncated IS does).
+template <exec::host_policy Policy, contiguous_output Out>
 policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layout,
-                                 std::span<const T> log_probs, std::span<const T> old_log_probs,
-                                 std::span<const T> advantages,
-                                 std::span<const T> behaviour_log_probs, std::span<T> grad_out,
+                                 const ppo_clip_inputs<output_value_t<Out>>& inputs, Out&& grad_out,
                                  const loss_normalizer& normalizer,
                                  const ppo_clip_options& options = {}) {
+  using T = output_value_t<Out>;
   detail::validate_ppo_options(options);
   const terms::ppo_clip_params params = detail::ppo_params_of(options);
+  const std::span<const T> log_probs = inputs.log_probs;
+  const std::span<const T> old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
   const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
     ++m.valid_tokens;
     const terms::ppo_clip_token_result r =
@@ -213,23 +211,13 @@ policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layou
       std::array{detail::token_input<T>{log_probs, "log_probs"},
                  detail::token_input<T>{old_log_probs, "old_log_probs"},
                  detail::token_input<T>{advantages, "advantages"}},
-      old_log_probs, behaviour_log_probs, grad_out, normalizer, options.aggregation,
-      options.importance,
+      old_log_probs, inputs.behaviour_log_probs, output_span(grad_out), normalizer,
+      options.aggregation, options.importance,
       [&](std::size_t t) {
         return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
                detail::nonfinite_at(advantages, t);
       },
       unweighted);
-}
-
-template <exec::host_policy Policy, std::floating_point T>
-policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layout,
-                                 std::span<const T> log_probs, std::span<const T> old_log_probs,
-                                 std::span<const T> advantages, std::span<T> grad_out,
-                                 const loss_normalizer& normalizer,
-                                 const ppo_clip_options& options = {}) {
-  return ppo_clip_loss(policy, layout, log_probs, old_log_probs, advantages, std::span<const T>{},
-                       grad_out, normalizer, options);
 }
 
 }  // namespace cascade_rl

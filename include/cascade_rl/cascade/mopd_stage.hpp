@@ -132,10 +132,12 @@ class mopd_stage {
                               layout, std::span<float>(advantages));
       reverse_kl_sum(layout, advantages, kl_sum, kl_count);
       if (config_.mopd.outcome_weight != 0.0) mix_outcome(batch, layout, rewards, advantages);
-      loss = reinforce_loss(
-          exec::par, layout, std::span<const float>(student), std::span<const float>(advantages),
-          std::span<const float>(batch.behaviour_log_probs), std::span<float>(dlogp), normalizer,
-          mopd_options(config_.mopd.band_low, config_.mopd.band_high));
+      loss = reinforce_loss(exec::par, layout,
+                            {.log_probs = student,
+                             .advantages = advantages,
+                             .behaviour_log_probs = batch.behaviour_log_probs},
+                            dlogp, normalizer,
+                            mopd_options(config_.mopd.band_low, config_.mopd.band_high));
     }
     kl_sum = sum_in_rank_order(comm, kl_sum);
     kl_count = sum_counts(comm, kl_count);

@@ -89,14 +89,17 @@ policy_loss_result on_policy_update(P& policy, const rollout_batch& batch,
     // Nothing here (data-parallel: other ranks hold the step); still a collective.
   } else if (options.importance.mode == importance_sampling::none) {
     // At ratio 1 the loss reads the log-probs only for validation: the sampler's serve.
-    result = reinforce_loss(exec::par, layout, std::span<const float>(batch.behaviour_log_probs),
-                            token_advantages, std::span<float>(dlogp), normalizer, options);
+    result = reinforce_loss(
+        exec::par, layout, {.log_probs = batch.behaviour_log_probs, .advantages = token_advantages},
+        dlogp, normalizer, options);
   } else {
     std::vector<float> log_probs(batch.token_count());
     policy.log_probs(batch, std::span<float>(log_probs));
-    result = reinforce_loss(exec::par, layout, std::span<const float>(log_probs), token_advantages,
-                            std::span<const float>(batch.behaviour_log_probs),
-                            std::span<float>(dlogp), normalizer, options);
+    result = reinforce_loss(exec::par, layout,
+                            {.log_probs = log_probs,
+                             .advantages = token_advantages,
+                             .behaviour_log_probs = batch.behaviour_log_probs},
+                            dlogp, normalizer, options);
   }
   policy.apply_gradient(batch, std::span<const float>(dlogp), lr);
   return result;
@@ -138,10 +141,11 @@ void ppo_update(P& policy, const rollout_batch& batch, std::span<const float> ad
         broadcast_to_tokens(exec::par, std::span<const float>(mini_advantages), layout,
                             std::span<float>(token_advantages));
         policy.log_probs(mini, std::span<float>(log_probs));
-        result = ppo_clip_loss(exec::par, layout, std::span<const float>(log_probs),
-                               std::span<const float>(mini.behaviour_log_probs),
-                               std::span<const float>(token_advantages), std::span<float>(dlogp),
-                               normalizer, config.update.ppo_clip());
+        result = ppo_clip_loss(exec::par, layout,
+                               {.log_probs = log_probs,
+                                .old_log_probs = mini.behaviour_log_probs,
+                                .advantages = token_advantages},
+                               dlogp, normalizer, config.update.ppo_clip());
       }
       totals.add(comm, result);
       policy.apply_gradient(mini, std::span<const float>(dlogp), lr);

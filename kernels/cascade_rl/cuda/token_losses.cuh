@@ -15,9 +15,11 @@
 #include <cmath>
 #include <cstddef>
 #include <span>
+#include <type_traits>
 
 #include "cascade_rl/algorithms/kl_estimators.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
+#include "cascade_rl/algorithms/loss_inputs.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/device/token_losses.cuh"
@@ -76,10 +78,11 @@ inline loss_counts local_loss_counts(exec::cuda_policy policy, const cuda::devic
 
 template <std::floating_point T>
 policy_loss_result reinforce_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
-                                  std::span<const T> log_probs, std::span<const T> advantages,
-                                  std::span<const T> behaviour_log_probs, std::span<T> grad_out,
+                                  const reinforce_inputs<T>& inputs, std::span<T> grad_out,
                                   const loss_normalizer& normalizer,
                                   const reinforce_options& options = {}) {
+  const std::span<const T> log_probs = inputs.log_probs, advantages = inputs.advantages;
+  const std::span<const T> behaviour_log_probs = inputs.behaviour_log_probs;
   detail::validate_importance(options.importance, "options.importance");
   cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
   cuda::detail::require_tokens(advantages.size(), layout, "advantages");
@@ -95,11 +98,12 @@ policy_loss_result reinforce_loss(exec::cuda_policy policy, const cuda::device_t
 
 template <std::floating_point T>
 policy_loss_result ppo_clip_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
-                                 std::span<const T> log_probs, std::span<const T> old_log_probs,
-                                 std::span<const T> advantages,
-                                 std::span<const T> behaviour_log_probs, std::span<T> grad_out,
+                                 const ppo_clip_inputs<T>& inputs, std::span<T> grad_out,
                                  const loss_normalizer& normalizer,
                                  const ppo_clip_options& options = {}) {
+  const std::span<const T> log_probs = inputs.log_probs, old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  const std::span<const T> behaviour_log_probs = inputs.behaviour_log_probs;
   detail::validate_ppo_options(options);
   cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
   cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
@@ -116,8 +120,9 @@ policy_loss_result ppo_clip_loss(exec::cuda_policy policy, const cuda::device_to
 
 template <std::floating_point T>
 double kl_penalty(exec::cuda_policy policy, const cuda::device_token_layout& layout,
-                  std::span<const T> log_probs, std::span<const T> ref_log_probs,
-                  std::span<T> values_out, std::span<T> grad_out, const kl_options& options = {}) {
+                  const kl_inputs<T>& inputs, std::span<T> values_out,
+                  std::type_identity_t<std::span<T>> grad_out, const kl_options& options = {}) {
+  const std::span<const T> log_probs = inputs.log_probs, ref_log_probs = inputs.ref_log_probs;
   detail::validate_kl_options(options, "options");
   cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
   cuda::detail::require_tokens(ref_log_probs.size(), layout, "ref_log_probs");
@@ -135,9 +140,9 @@ double kl_penalty(exec::cuda_policy policy, const cuda::device_token_layout& lay
 
 template <std::floating_point T>
 double kl_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
-               std::span<const T> log_probs, std::span<const T> ref_log_probs,
-               std::span<T> grad_out, const loss_normalizer& normalizer,
+               const kl_inputs<T>& inputs, std::span<T> grad_out, const loss_normalizer& normalizer,
                const kl_loss_options& options = {}) {
+  const std::span<const T> log_probs = inputs.log_probs, ref_log_probs = inputs.ref_log_probs;
   detail::validate_kl_options(options.kl, "options.kl");
   if (!std::isfinite(options.coefficient)) detail::fail("options.coefficient", "is not finite");
   cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
@@ -154,9 +159,9 @@ double kl_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout
 
 template <std::floating_point T>
 double aggregate_token_losses(exec::cuda_policy policy, const cuda::device_token_layout& layout,
-                              std::span<const T> token_losses, std::span<const T> token_grads,
-                              std::span<T> grad_out, const loss_normalizer& normalizer,
-                              loss_aggregation mode) {
+                              const token_loss_inputs<T>& inputs, std::span<T> grad_out,
+                              const loss_normalizer& normalizer, loss_aggregation mode) {
+  const std::span<const T> token_losses = inputs.token_losses, token_grads = inputs.token_grads;
   cuda::detail::require_tokens(token_losses.size(), layout, "token_losses");
   cuda::detail::require_tokens(token_grads.size(), layout, "token_grads");
   cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");

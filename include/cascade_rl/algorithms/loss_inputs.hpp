@@ -1,0 +1,60 @@
+#pragma once
+// The per-token inputs of the losses, by name. Two spans of one type in a row are a swap
+// waiting to compile (ppo_clip_loss used to take log_probs, old_log_probs in the reverse
+// of veRL's order); written as designated initializers, a swap shows at the call site:
+//
+//   ppo_clip_loss(exec::par, layout,
+//                 {.log_probs = lp, .old_log_probs = old_lp, .advantages = adv},
+//                 grad, normalizer, options);
+//
+// Each is a plain aggregate of spans (device spans for the CUDA overloads), borrowed for
+// the call: the caller keeps the data alive. The value type comes from the output range
+// (contiguous_output.hpp); an input of another type does not convert.
+
+#include <concepts>
+#include <span>
+
+namespace cascade_rl {
+
+// reinforce_loss. behaviour_log_probs (the sampler's) are read only when
+// options.importance asks for a correction; empty otherwise.
+template <std::floating_point T>
+struct reinforce_inputs {
+  std::span<const T> log_probs;
+  std::span<const T> advantages;
+  std::span<const T> behaviour_log_probs = {};
+};
+
+// ppo_clip_loss. behaviour_log_probs as for reinforce_inputs (veRL's rollout_log_probs).
+template <std::floating_point T>
+struct ppo_clip_inputs {
+  std::span<const T> log_probs;
+  std::span<const T> old_log_probs;
+  std::span<const T> advantages;
+  std::span<const T> behaviour_log_probs = {};
+};
+
+// kl_penalty and kl_loss: the policy's log-probs and the reference policy's.
+template <std::floating_point T>
+struct kl_inputs {
+  std::span<const T> log_probs;
+  std::span<const T> ref_log_probs;
+};
+
+// aggregate_token_losses: a loss the caller computed per token, and its gradient with
+// respect to each token's log-prob.
+template <std::floating_point T>
+struct token_loss_inputs {
+  std::span<const T> token_losses;
+  std::span<const T> token_grads;
+};
+
+// importance_weights: the ratio's target log-probs and the behaviour (sampler) log-probs,
+// which importance_sampling::none does not read.
+template <std::floating_point T>
+struct importance_inputs {
+  std::span<const T> target_log_probs;
+  std::span<const T> behaviour_log_probs = {};
+};
+
+}  // namespace cascade_rl
