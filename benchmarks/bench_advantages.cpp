@@ -25,8 +25,7 @@ void grpo_advantages_group16(benchmark::State& state) {
   const auto groups = cr::group_layout::uniform({.groups = n / group_size, .size = group_size});
   cascade_rl::bench::bandwidth_meter meter(state, cascade_rl::bench::limit::copy);
   for (auto _ : state) {
-    cr::grpo_advantages(cr::exec::par, std::span<const float>(rewards), groups,
-                        std::span<float>(advantages));
+    cr::grpo_advantages(cr::exec::par, groups, rewards, advantages);
     benchmark::DoNotOptimize(advantages.data());
     benchmark::ClobberMemory();
   }

@@ -35,8 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                    .size = std::max<std::size_t>(group_size, 1)})
             : cr::group_layout::uniform({.groups = n / group_size, .size = group_size});
     std::vector<float> a(out_size), b(out_size);
-    cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a), o);
-    cr::grpo_advantages(cr::exec::par, std::span<const float>(rewards), groups, std::span<float>(b), o);
+    cr::grpo_advantages(cr::exec::seq, groups, rewards, a, o);
+    cr::grpo_advantages(cr::exec::par, groups, rewards, b, o);
     for (std::size_t i = 0; i < a.size(); ++i)
       if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) __builtin_trap();
   } catch (const cr::error&) {
@@ -45,8 +45,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto groups = cr::group_layout::uniform({.groups = group_size == 0 ? 0 : n / group_size,
                                                    .size = std::max<std::size_t>(group_size, 1)});
     std::vector<float> a(out_size);
-    cr::rloo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a),
-                        {.singleton = o.singleton, .nonfinite = o.nonfinite, .accumulation = o.accumulation});
+    cr::rloo_advantages(
+        cr::exec::seq, groups, rewards, a,
+        {.singleton = o.singleton, .nonfinite = o.nonfinite, .accumulation = o.accumulation});
   } catch (const cr::error&) {
   }
   return 0;

@@ -17,13 +17,11 @@ int main() {
   const cr::token_layout tokens(offsets);
 
   std::vector<float> advantages(rewards.size());
-  cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards), groups,
-                      std::span<float>(advantages));
+  cr::grpo_advantages(cr::exec::seq, groups, rewards, advantages);
 
   std::vector<float> token_advantages(tokens.tokens()), log_probs(tokens.tokens(), -1.0f),
       dlogp(tokens.tokens());
-  cr::broadcast_to_tokens(cr::exec::seq, std::span<const float>(advantages), tokens,
-                          std::span<float>(token_advantages));
+  cr::broadcast_to_tokens(cr::exec::seq, tokens, advantages, token_advantages);
   const cr::loss_normalizer normalizer = cr::local_loss_counts(cr::exec::seq, tokens).normalizer();
   const cr::policy_loss_result loss = cr::reinforce_loss(
       cr::exec::par, tokens, {.log_probs = log_probs, .advantages = token_advantages}, dlogp,

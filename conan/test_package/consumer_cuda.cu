@@ -24,8 +24,9 @@ int main() {
   cr::cuda::check(cudaMalloc(&d_advantages, rewards.size() * sizeof(float)), "cudaMalloc");
   cr::cuda::check(cudaMemcpy(d_rewards, rewards.data(), rewards.size() * sizeof(float),
                              cudaMemcpyHostToDevice), "cudaMemcpy");
-  cr::grpo_advantages(cr::exec::cuda{}, std::span<const float>(d_rewards, rewards.size()),
+  cr::grpo_advantages(cr::exec::cuda{},
                       cr::cuda::device_group_layout::uniform({.groups = 2, .size = 3}),
+                      std::span<const float>(d_rewards, rewards.size()),
                       std::span<float>(d_advantages, rewards.size()));
   std::vector<float> advantages(rewards.size());
   cr::cuda::check(cudaMemcpy(advantages.data(), d_advantages, advantages.size() * sizeof(float),

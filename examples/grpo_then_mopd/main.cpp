@@ -162,17 +162,15 @@ double grpo_stage(tabular_policy& policy, int steps, std::mt19937& rng) {
     const cr::token_layout layout = batch.layout();
 
     std::vector<cr::group_statistic> statistics(prompts);
-    cr::group_statistics(cr::exec::seq, std::span<const float>(batch.rewards), groups,
+    cr::group_statistics(cr::exec::seq, groups, batch.rewards,
                          std::span<cr::group_statistic>(statistics));
     const auto zero_variance = std::count_if(statistics.begin(), statistics.end(),
                                              [](const auto& s) { return s.zero_variance; });
 
     std::vector<float> advantages(batch.rewards.size());
-    cr::grpo_advantages(cr::exec::seq, std::span<const float>(batch.rewards), groups,
-                        std::span<float>(advantages));
+    cr::grpo_advantages(cr::exec::seq, groups, batch.rewards, advantages);
     std::vector<float> token_advantages(batch.tokens.size());
-    cr::broadcast_to_tokens(cr::exec::seq, std::span<const float>(advantages), layout,
-                            std::span<float>(token_advantages));
+    cr::broadcast_to_tokens(cr::exec::seq, layout, advantages, token_advantages);
 
     // On-policy: the trainer's log-probs are the sampler's (same parameters).
     std::vector<float> dlogp(batch.tokens.size());
@@ -210,8 +208,9 @@ double mopd_stage(tabular_policy& student, const tabular_policy& teacher, int st
         student_logp[t] = student.log_prob(batch.prompt_of_sequence[s], position, batch.tokens[t]);
       }
     std::vector<float> advantages(batch.tokens.size());
-    cr::distillation_advantages(cr::exec::seq, std::span<const float>(teacher_logp),
-                                std::span<const float>(student_logp), layout, std::span<float>(advantages));
+    cr::distillation_advantages(
+        cr::exec::seq, layout,
+        {.teacher_log_probs = teacher_logp, .student_log_probs = student_logp}, advantages);
 
     std::vector<float> dlogp(batch.tokens.size());
     const cr::loss_normalizer normalizer = cr::local_loss_counts(cr::exec::seq, layout).normalizer();

@@ -194,31 +194,30 @@ void advantages(const std::string& prefix, const batch<T>& b) {
   const std::span<const T> rewards(b.rewards);
   const std::size_t s = b.rewards.size(), n = tokens.tokens();
   std::vector<cr::group_statistic> stats(groups.groups());
-  cr::group_statistics(exec::seq, rewards, groups, std::span<cr::group_statistic>(stats));
+  cr::group_statistics(exec::seq, groups, rewards, std::span<cr::group_statistic>(stats));
   std::vector<double> fields;  // field by field: padding bytes are unspecified
   for (const auto& g : stats) fields.insert(fields.end(), {g.mean, g.std, g.min, g.max});
   print(prefix + ".group_statistics", fields);
   std::vector<T> a(s), b2(s);
-  cr::leave_one_out_statistics(exec::seq, rewards, groups, std::span<T>(a), std::span<T>(b2));
+  cr::leave_one_out_statistics(exec::seq, groups, rewards, a, b2);
   print(prefix + ".leave_one_out.mean", a);
   print(prefix + ".leave_one_out.std", b2);
-  cr::grpo_advantages(exec::seq, rewards, groups, std::span<T>(a));
+  cr::grpo_advantages(exec::seq, groups, rewards, a);
   print(prefix + ".grpo", a);
-  cr::grpo_advantages(exec::seq, rewards, groups, std::span<T>(a), cr::presets::verl::grpo());
+  cr::grpo_advantages(exec::seq, groups, rewards, a, cr::presets::verl::grpo());
   print(prefix + ".grpo.verl", a);
-  cr::rloo_advantages(exec::seq, rewards, groups, std::span<T>(a));
+  cr::rloo_advantages(exec::seq, groups, rewards, a);
   print(prefix + ".rloo", a);
   std::vector<T> placed(n), out(n);
-  cr::place_on_last_valid_token(exec::seq, rewards, tokens, std::span<T>(placed));
-  cr::reinforce_plus_plus_advantages(exec::seq, std::span<const T>(placed), tokens, std::span<T>(out),
-                                     {.gamma = 0.9});
+  cr::place_on_last_valid_token(exec::seq, tokens, rewards, placed);
+  cr::reinforce_plus_plus_advantages(exec::seq, tokens, placed, out, {.gamma = 0.9});
   print(prefix + ".reinforce_plus_plus", out);
-  cr::reinforce_plus_plus_baseline_advantages(exec::seq, rewards, groups, tokens, std::span<T>(out));
+  cr::reinforce_plus_plus_baseline_advantages(exec::seq, groups, tokens, rewards, out);
   print(prefix + ".reinforce_plus_plus_baseline", out);
-  cr::masked_whiten(exec::seq, std::span<const T>(b.advantages), tokens, std::span<T>(out));
+  cr::masked_whiten(exec::seq, tokens, b.advantages, out);
   print(prefix + ".masked_whiten", out);
-  cr::distillation_advantages(exec::seq, std::span<const T>(b.teacher), std::span<const T>(b.log_probs),
-                              tokens, std::span<T>(out));
+  cr::distillation_advantages(
+      exec::seq, tokens, {.teacher_log_probs = b.teacher, .student_log_probs = b.log_probs}, out);
   print(prefix + ".distillation", out);
 }
 

@@ -99,7 +99,8 @@ outputs run_all(const Policy& policy) {
   outputs out;
 
   std::vector<cascade_rl::group_statistic> stats(batch::groups);
-  cascade_rl::group_statistics(policy, rewards, groups, std::span<cascade_rl::group_statistic>(stats));
+  cascade_rl::group_statistics(policy, groups, rewards,
+                               std::span<cascade_rl::group_statistic>(stats));
   std::vector<double> fields;  // field by field: the struct's padding bytes are unspecified
   for (const auto& g : stats)
     fields.insert(fields.end(), {g.mean, g.std, g.min, g.max, static_cast<double>(g.count),
@@ -107,43 +108,38 @@ outputs run_all(const Policy& policy) {
   out.add("group_statistics", fields);
 
   std::vector<float> loo_mean(n), loo_std(n);
-  cascade_rl::leave_one_out_statistics(policy, rewards, groups, std::span<float>(loo_mean),
-                                       std::span<float>(loo_std));
+  cascade_rl::leave_one_out_statistics(policy, groups, rewards, loo_mean, loo_std);
   out.add("loo_mean", loo_mean);
   out.add("loo_std", loo_std);
 
   std::vector<float> a(n);
-  cascade_rl::grpo_advantages(policy, rewards, groups, std::span<float>(a));
+  cascade_rl::grpo_advantages(policy, groups, rewards, a);
   out.add("grpo", a);
-  cascade_rl::grpo_advantages(policy, rewards, groups, std::span<float>(a),
-                              cascade_rl::presets::verl::grpo());
+  cascade_rl::grpo_advantages(policy, groups, rewards, a, cascade_rl::presets::verl::grpo());
   out.add("grpo_verl", a);
-  cascade_rl::rloo_advantages(policy, rewards, groups, std::span<float>(a));
+  cascade_rl::rloo_advantages(policy, groups, rewards, a);
   out.add("rloo", a);
 
   std::vector<float> on_tokens(t), placed(t), adv(t);
-  cascade_rl::broadcast_to_tokens(policy, std::span<const float>(a), tokens, std::span<float>(on_tokens));
+  cascade_rl::broadcast_to_tokens(policy, tokens, a, on_tokens);
   out.add("broadcast", on_tokens);
-  cascade_rl::place_on_last_valid_token(policy, rewards, tokens, std::span<float>(placed));
+  cascade_rl::place_on_last_valid_token(policy, tokens, rewards, placed);
   out.add("place_on_last_valid_token", placed);
-  cascade_rl::reinforce_plus_plus_advantages(policy, std::span<const float>(placed), tokens,
-                                             std::span<float>(adv), {.gamma = 0.9});
+  cascade_rl::reinforce_plus_plus_advantages(policy, tokens, placed, adv, {.gamma = 0.9});
   out.add("reinforce_plus_plus", adv);
-  cascade_rl::reinforce_plus_plus_baseline_advantages(policy, rewards, groups, tokens,
-                                                      std::span<float>(adv));
+  cascade_rl::reinforce_plus_plus_baseline_advantages(policy, groups, tokens, rewards, adv);
   out.add("reinforce_plus_plus_baseline", adv);
-  cascade_rl::masked_whiten(policy, std::span<const float>(b.teacher), tokens, std::span<float>(adv));
+  cascade_rl::masked_whiten(policy, tokens, b.teacher, adv);
   out.add("masked_whiten", adv);
-  cascade_rl::distillation_advantages(policy, std::span<const float>(b.teacher),
-                                      std::span<const float>(b.student), tokens,
-                                      std::span<float>(adv));
+  cascade_rl::distillation_advantages(
+      policy, tokens, {.teacher_log_probs = b.teacher, .student_log_probs = b.student}, adv);
   out.add("distillation", adv);
 
-  const auto selection = cascade_rl::drop_zero_variance_groups(policy, rewards, groups);
+  const auto selection = cascade_rl::drop_zero_variance_groups(policy, groups, rewards);
   out.add("selection.kept_sequences", selection.kept_sequences);
   out.add("selection.group_offsets", selection.group_offsets);
   std::vector<float> gathered(selection.kept_sequences.size());
-  cascade_rl::gather_sequences(policy, rewards, selection, std::span<float>(gathered));
+  cascade_rl::gather_sequences(policy, selection, rewards, gathered);
   out.add("gathered", gathered);
 
   const cascade_rl::overlong_options overlong{.max_length = 20, .buffer_length = 6};

@@ -27,8 +27,8 @@ TEST(Distillation, TeacherMinusStudentOnValidTokens) {
   const std::vector<float> teacher{-0.5f, -2.0f, -inf, -0.25f, -3.0f};
   const std::vector<float> student{-1.0f, -0.5f, -inf, -0.25f, -1.0f};
   std::vector<float> a(5, 9.0f);
-  cascade_rl::distillation_advantages(exec::seq, std::span<const float>(teacher),
-                                      std::span<const float>(student), tokens, std::span<float>(a));
+  cascade_rl::distillation_advantages(
+      exec::seq, tokens, {.teacher_log_probs = teacher, .student_log_probs = student}, a);
   EXPECT_EQ(a, (std::vector<float>{0.5f, -1.5f, 0.0f, 0.0f, -2.0f}));
 }
 
@@ -38,26 +38,33 @@ TEST(Distillation, RefusesNonfiniteValidTokensAndBadSizes) {
   std::vector<float> bad = good;
   bad[3] = -inf;
   std::vector<float> a(5);
-  expect_error_naming([&] {
-    cascade_rl::distillation_advantages(exec::seq, std::span<const float>(good),
-                                        std::span<const float>(bad), tokens, std::span<float>(a));
-  }, "student_logp[3]", "infinite");
+  expect_error_naming(
+      [&] {
+        cascade_rl::distillation_advantages(
+            exec::seq, tokens, {.teacher_log_probs = good, .student_log_probs = bad}, a);
+      },
+      "student_log_probs[3]", "infinite");
   bad[3] = std::nanf("");
-  expect_error_naming([&] {
-    cascade_rl::distillation_advantages(exec::seq, std::span<const float>(bad),
-                                        std::span<const float>(good), tokens, std::span<float>(a));
-  }, "teacher_logp[3]", "NaN");
+  expect_error_naming(
+      [&] {
+        cascade_rl::distillation_advantages(
+            exec::seq, tokens, {.teacher_log_probs = bad, .student_log_probs = good}, a);
+      },
+      "teacher_log_probs[3]", "NaN");
   const std::vector<float> four{-1, -1, -1, -1};
-  expect_error_naming([&] {
-    cascade_rl::distillation_advantages(exec::seq, std::span<const float>(four),
-                                        std::span<const float>(good), tokens, std::span<float>(a));
-  }, "teacher_logp");
+  expect_error_naming(
+      [&] {
+        cascade_rl::distillation_advantages(
+            exec::seq, tokens, {.teacher_log_probs = four, .student_log_probs = good}, a);
+      },
+      "teacher_log_probs");
   std::vector<float> short_a(4);
-  expect_error_naming([&] {
-    cascade_rl::distillation_advantages(exec::seq, std::span<const float>(good),
-                                        std::span<const float>(good), tokens,
-                                        std::span<float>(short_a));
-  }, "advantages");
+  expect_error_naming(
+      [&] {
+        cascade_rl::distillation_advantages(
+            exec::seq, tokens, {.teacher_log_probs = good, .student_log_probs = good}, short_a);
+      },
+      "advantages");
 }
 
 }  // namespace

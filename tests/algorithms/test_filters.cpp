@@ -27,14 +27,14 @@ const std::vector<std::int64_t> offsets{0, 3, 5, 6, 10};
 
 TEST(ZeroVarianceFilter, FlagsConstantGroupsAndSingletons) {
   std::vector<std::uint8_t> flags(4);
-  cascade_rl::zero_variance_groups(exec::seq, std::span<const float>(rewards),
-                                   group_layout(offsets), std::span<std::uint8_t>(flags));
+  cascade_rl::zero_variance_groups(exec::seq, group_layout(offsets), rewards,
+                                   std::span<std::uint8_t>(flags));
   EXPECT_EQ(flags, (std::vector<std::uint8_t>{0, 1, 1, 0}));
 }
 
 TEST(ZeroVarianceFilter, SelectionCompactsSequencesAndGroups) {
-  const auto selection = cascade_rl::drop_zero_variance_groups(
-      exec::seq, std::span<const float>(rewards), group_layout(offsets));
+  const auto selection =
+      cascade_rl::drop_zero_variance_groups(exec::seq, group_layout(offsets), rewards);
   EXPECT_EQ(selection.kept_groups, (std::vector<std::uint8_t>{1, 0, 0, 1}));
   EXPECT_EQ(selection.kept_sequences, (std::vector<std::size_t>{0, 1, 2, 6, 7, 8, 9}));
   EXPECT_EQ(selection.group_offsets, (std::vector<std::int64_t>{0, 3, 7}));
@@ -46,25 +46,20 @@ TEST(ZeroVarianceFilter, SelectionCompactsSequencesAndGroups) {
   EXPECT_EQ(kept.size(1), 4u);
 
   std::vector<float> gathered(7);
-  cascade_rl::gather_sequences(exec::seq, std::span<const float>(rewards), selection,
-                               std::span<float>(gathered));
+  cascade_rl::gather_sequences(exec::seq, selection, rewards, gathered);
   EXPECT_EQ(gathered, (std::vector<float>{1, 0, 1, 0, 0, 0, 3}));
   std::vector<float> wrong(6);
-  expect_error_naming([&] {
-    cascade_rl::gather_sequences(exec::seq, std::span<const float>(rewards), selection,
-                                 std::span<float>(wrong));
-  }, "out");
+  expect_error_naming([&] { cascade_rl::gather_sequences(exec::seq, selection, rewards, wrong); },
+                      "out");
   const std::vector<float> shorter(5);
-  expect_error_naming([&] {
-    cascade_rl::gather_sequences(exec::seq, std::span<const float>(shorter), selection,
-                                 std::span<float>(gathered));
-  }, "in[6]");
+  expect_error_naming(
+      [&] { cascade_rl::gather_sequences(exec::seq, selection, shorter, gathered); }, "in[6]");
 }
 
 TEST(ZeroVarianceFilter, AllDroppedGivesAnEmptyLayout) {
   const std::vector<float> constant{1, 1, 0, 0};
   const auto selection = cascade_rl::drop_zero_variance_groups(
-      exec::seq, std::span<const float>(constant), group_layout::uniform({.groups = 2, .size = 2}));
+      exec::seq, group_layout::uniform({.groups = 2, .size = 2}), constant);
   EXPECT_TRUE(selection.kept_sequences.empty());
   EXPECT_EQ(selection.group_offsets, (std::vector<std::int64_t>{0}));
   EXPECT_EQ(selection.groups().groups(), 0u);
@@ -74,19 +69,19 @@ TEST(ZeroVarianceFilter, AllDroppedGivesAnEmptyLayout) {
 TEST(ZeroVarianceFilter, NonfiniteRewards) {
   std::vector<float> bad = rewards;
   bad[8] = std::nanf("");
-  expect_error_naming([&] {
-    cascade_rl::drop_zero_variance_groups(exec::seq, std::span<const float>(bad),
-                                          group_layout(offsets));
-  }, "rewards[8]", "NaN");
+  expect_error_naming(
+      [&] { cascade_rl::drop_zero_variance_groups(exec::seq, group_layout(offsets), bad); },
+      "rewards[8]", "NaN");
   const auto selection = cascade_rl::drop_zero_variance_groups(
-      exec::seq, std::span<const float>(bad), group_layout(offsets),
-      {.nonfinite = cascade_rl::nonfinite_rule::zero_group});
+      exec::seq, group_layout(offsets), bad, {.nonfinite = cascade_rl::nonfinite_rule::zero_group});
   EXPECT_EQ(selection.kept_groups, (std::vector<std::uint8_t>{1, 0, 0, 0}));
   std::vector<std::uint8_t> flags(3);
-  expect_error_naming([&] {
-    cascade_rl::zero_variance_groups(exec::seq, std::span<const float>(rewards),
-                                     group_layout(offsets), std::span<std::uint8_t>(flags));
-  }, "flags");
+  expect_error_naming(
+      [&] {
+        cascade_rl::zero_variance_groups(exec::seq, group_layout(offsets), rewards,
+                                         std::span<std::uint8_t>(flags));
+      },
+      "flags");
 }
 
 TEST(Selection, SelectSequencesShrinksGroupsAndDropsEmptyOnes) {

@@ -24,7 +24,7 @@ const std::vector<std::int64_t> offsets{0, 4, 6, 7};
 
 std::vector<group_statistic> stats_of(const cascade_rl::group_statistics_options& options = {}) {
   std::vector<group_statistic> out(3);
-  cascade_rl::group_statistics(exec::seq, std::span<const double>(rewards), group_layout(offsets),
+  cascade_rl::group_statistics(exec::seq, group_layout(offsets), rewards,
                                std::span<group_statistic>(out), options);
   return out;
 }
@@ -58,7 +58,7 @@ TEST(GroupStatistics, ZeroVarianceIsExactNotThresholded) {
   const std::vector<float> r{a, a, b};
   const std::vector<std::int64_t> one_group{0, 3};
   std::vector<group_statistic> s(1);
-  cascade_rl::group_statistics(exec::seq, std::span<const float>(r), group_layout(one_group),
+  cascade_rl::group_statistics(exec::seq, group_layout(one_group), r,
                                std::span<group_statistic>(s));
   EXPECT_FALSE(s[0].zero_variance);
   EXPECT_GT(s[0].std, 0.0);
@@ -74,11 +74,9 @@ TEST(GroupStatistics, Float32SequentialMeanReproducesTorchRounding) {
   r.push_back(b);
   const auto groups = group_layout::uniform({.groups = 1, .size = 8});
   std::vector<group_statistic> f32(1), f64(1);
-  cascade_rl::group_statistics(exec::seq, std::span<const float>(r), groups,
-                               std::span<group_statistic>(f32),
+  cascade_rl::group_statistics(exec::seq, groups, r, std::span<group_statistic>(f32),
                                {.accumulation = cascade_rl::mean_accumulation::float32_sequential});
-  cascade_rl::group_statistics(exec::seq, std::span<const float>(r), groups,
-                               std::span<group_statistic>(f64));
+  cascade_rl::group_statistics(exec::seq, groups, r, std::span<group_statistic>(f64));
   const double ulp = static_cast<double>(b) - static_cast<double>(a);
   EXPECT_EQ(f32[0].mean, static_cast<double>(std::nextafter(a, 0.0f)));
   EXPECT_DOUBLE_EQ(f64[0].mean, static_cast<double>(a) + ulp / 8);
@@ -90,9 +88,7 @@ TEST(GroupStatistics, LeaveOneOutMeanAndStd) {
   const std::vector<double> r{1, 2, 3, 4, 5, 5};
   const std::vector<std::int64_t> two_groups{0, 4, 6};
   std::vector<double> mean(6), std(6);
-  cascade_rl::leave_one_out_statistics(exec::seq, std::span<const double>(r),
-                                       group_layout(two_groups), std::span<double>(mean),
-                                       std::span<double>(std));
+  cascade_rl::leave_one_out_statistics(exec::seq, group_layout(two_groups), r, mean, std);
   EXPECT_DOUBLE_EQ(mean[0], 3.0);  // mean of {2, 3, 4}
   EXPECT_DOUBLE_EQ(mean[1], 8.0 / 3.0);
   EXPECT_DOUBLE_EQ(mean[2], 7.0 / 3.0);
@@ -104,8 +100,7 @@ TEST(GroupStatistics, LeaveOneOutMeanAndStd) {
   EXPECT_EQ(std[4], 0.0);  // one other value
   // Skipping the std.
   std::vector<double> mean_only(6);
-  cascade_rl::leave_one_out_statistics(exec::seq, std::span<const double>(r),
-                                       group_layout(two_groups), std::span<double>(mean_only),
+  cascade_rl::leave_one_out_statistics(exec::seq, group_layout(two_groups), r, mean_only,
                                        std::span<double>());
   EXPECT_EQ(mean_only, mean);
 }
@@ -114,37 +109,47 @@ TEST(GroupStatistics, RefusesBadInput) {
   std::vector<group_statistic> out(3);
   std::vector<double> bad = rewards;
   bad[2] = std::numeric_limits<double>::quiet_NaN();
-  expect_error_naming([&] {
-    cascade_rl::group_statistics(exec::seq, std::span<const double>(bad), group_layout(offsets),
-                                 std::span<group_statistic>(out));
-  }, "rewards[2]", "NaN");
+  expect_error_naming(
+      [&] {
+        cascade_rl::group_statistics(exec::seq, group_layout(offsets), bad,
+                                     std::span<group_statistic>(out));
+      },
+      "rewards[2]", "NaN");
   bad[2] = std::numeric_limits<double>::infinity();
-  expect_error_naming([&] {
-    cascade_rl::group_statistics(exec::seq, std::span<const double>(bad), group_layout(offsets),
-                                 std::span<group_statistic>(out));
-  }, "rewards[2]", "infinite");
+  expect_error_naming(
+      [&] {
+        cascade_rl::group_statistics(exec::seq, group_layout(offsets), bad,
+                                     std::span<group_statistic>(out));
+      },
+      "rewards[2]", "infinite");
   std::vector<group_statistic> short_out(2);
-  expect_error_naming([&] {
-    cascade_rl::group_statistics(exec::seq, std::span<const double>(rewards),
-                                 group_layout(offsets), std::span<group_statistic>(short_out));
-  }, "statistics");
+  expect_error_naming(
+      [&] {
+        cascade_rl::group_statistics(exec::seq, group_layout(offsets), rewards,
+                                     std::span<group_statistic>(short_out));
+      },
+      "statistics");
   const std::vector<double> too_few{1, 2, 3};
-  expect_error_naming([&] {
-    cascade_rl::group_statistics(exec::seq, std::span<const double>(too_few),
-                                 group_layout(offsets), std::span<group_statistic>(out));
-  }, "rewards");
+  expect_error_naming(
+      [&] {
+        cascade_rl::group_statistics(exec::seq, group_layout(offsets), too_few,
+                                     std::span<group_statistic>(out));
+      },
+      "rewards");
   std::vector<double> mean(7);
-  expect_error_naming([&] {
-    cascade_rl::leave_one_out_statistics(exec::seq, std::span<const double>(rewards),
-                                         group_layout(offsets), std::span<double>(mean),
-                                         std::span<double>());
-  }, "groups[2]", "leave-one-out");
+  expect_error_naming(
+      [&] {
+        cascade_rl::leave_one_out_statistics(exec::seq, group_layout(offsets), rewards, mean,
+                                             std::span<double>());
+      },
+      "groups[2]", "leave-one-out");
   std::vector<double> short_std(3);
-  expect_error_naming([&] {
-    cascade_rl::leave_one_out_statistics(exec::seq, std::span<const double>(rewards),
-                                         group_layout(offsets), std::span<double>(mean),
-                                         std::span<double>(short_std));
-  }, "loo_std");
+  expect_error_naming(
+      [&] {
+        cascade_rl::leave_one_out_statistics(exec::seq, group_layout(offsets), rewards, mean,
+                                             short_std);
+      },
+      "loo_std");
 }
 
 }  // namespace

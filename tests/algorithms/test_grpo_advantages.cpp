@@ -30,8 +30,7 @@ const std::vector<std::int64_t> offsets{0, 4, 6, 9};
 std::vector<double> grpo(const std::vector<double>& r, const std::vector<std::int64_t>& o,
                          const grpo_options& options = {}) {
   std::vector<double> a(r.size());
-  cascade_rl::grpo_advantages(exec::seq, std::span<const double>(r), group_layout(o),
-                              std::span<double>(a), options);
+  cascade_rl::grpo_advantages(exec::seq, group_layout(o), r, a, options);
   return a;
 }
 
@@ -104,10 +103,9 @@ TEST(Grpo, RefusesBadOptionsAndSizes) {
   expect_error_naming([&] { grpo(rewards, offsets, {.epsilon = -1e-6}); }, "epsilon");
   expect_error_naming([&] { grpo(rewards, offsets, {.epsilon = std::nan("")}); }, "epsilon");
   std::vector<double> short_out(8);
-  expect_error_naming([&] {
-    cascade_rl::grpo_advantages(exec::seq, std::span<const double>(rewards), group_layout(offsets),
-                                std::span<double>(short_out));
-  }, "advantages");
+  expect_error_naming(
+      [&] { cascade_rl::grpo_advantages(exec::seq, group_layout(offsets), rewards, short_out); },
+      "advantages");
   const std::vector<double> r{1, 2};
   expect_error_naming([&] { grpo(r, offsets); }, "rewards");
 }
@@ -115,8 +113,7 @@ TEST(Grpo, RefusesBadOptionsAndSizes) {
 TEST(Grpo, FloatRewardsAndUniformGroups) {
   const std::vector<float> r{1, 0, 0, 1, 2, 0, 1, 1};
   std::vector<float> a(8);
-  cascade_rl::grpo_advantages(exec::seq, std::span<const float>(r),
-                              group_layout::uniform({.groups = 2, .size = 4}), std::span<float>(a));
+  cascade_rl::grpo_advantages(exec::seq, group_layout::uniform({.groups = 2, .size = 4}), r, a);
   EXPECT_FLOAT_EQ(a[0], static_cast<float>(0.5 / (std::sqrt(1.0 / 3.0) + 1e-6)));
   EXPECT_FLOAT_EQ(a[4], static_cast<float>(1.0 / (std::sqrt(2.0 / 3.0) + 1e-6)));
 }
@@ -153,7 +150,7 @@ std::vector<T> grpo_by_layout(const std::vector<T>& r, std::size_t size, bool un
   const group_layout layout =
       uniform ? group_layout::uniform({.groups = groups, .size = size}) : group_layout(offsets);
   std::vector<T> a(r.size());
-  cascade_rl::grpo_advantages(exec::par, std::span<const T>(r), layout, std::span<T>(a), options);
+  cascade_rl::grpo_advantages(exec::par, layout, r, a, options);
   return a;
 }
 
@@ -211,19 +208,14 @@ TEST(Broadcast, PerSequenceValueOnValidTokensZeroOnMasked) {
   const cascade_rl::token_layout tokens(offsets3, mask);
   const std::vector<float> values{2.5f, 7.0f, -1.0f};
   std::vector<float> out(5, 9.0f);
-  cascade_rl::broadcast_to_tokens(exec::seq, std::span<const float>(values), tokens,
-                                  std::span<float>(out));
+  cascade_rl::broadcast_to_tokens(exec::seq, tokens, values, out);
   EXPECT_EQ(out, (std::vector<float>{2.5f, 0.0f, 2.5f, -1.0f, -1.0f}));
   std::vector<float> short_out(4);
-  expect_error_naming([&] {
-    cascade_rl::broadcast_to_tokens(exec::seq, std::span<const float>(values), tokens,
-                                    std::span<float>(short_out));
-  }, "per_token");
+  expect_error_naming(
+      [&] { cascade_rl::broadcast_to_tokens(exec::seq, tokens, values, short_out); }, "per_token");
   const std::vector<float> two{1.0f, 2.0f};
-  expect_error_naming([&] {
-    cascade_rl::broadcast_to_tokens(exec::seq, std::span<const float>(two), tokens,
-                                    std::span<float>(out));
-  }, "per_sequence");
+  expect_error_naming([&] { cascade_rl::broadcast_to_tokens(exec::seq, tokens, two, out); },
+                      "per_sequence");
 }
 
 }  // namespace

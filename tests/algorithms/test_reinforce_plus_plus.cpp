@@ -28,14 +28,12 @@ const std::vector<double> token_rewards{0, 0, 1, 5, 0, 2, 3};
 TEST(DiscountedReturns, RunBackwardsAndResetAtMaskedTokens) {
   const token_layout tokens(offsets, mask);
   std::vector<double> returns(7);
-  cascade_rl::discounted_returns(exec::seq, std::span<const double>(token_rewards), tokens,
-                                 std::span<double>(returns), 0.5);
+  cascade_rl::discounted_returns(exec::seq, tokens, token_rewards, returns, 0.5);
   // Sequence 0: the masked 5 does not flow back; 1 discounts to 0.5, 0.25.
   // Sequence 1: 3 stays on its token; the masked token holds 2 + 0.5 * 3 (as veRL)
   // and cuts the return, so token 4 gets 0.
   EXPECT_EQ(returns, (std::vector<double>{0.25, 0.5, 1, 5, 0, 3.5, 3}));
-  cascade_rl::discounted_returns(exec::seq, std::span<const double>(token_rewards), tokens,
-                                 std::span<double>(returns), 1.0);
+  cascade_rl::discounted_returns(exec::seq, tokens, token_rewards, returns, 1.0);
   EXPECT_EQ(returns, (std::vector<double>{1, 1, 1, 5, 0, 5, 3}));
 }
 
@@ -45,30 +43,26 @@ TEST(MaskedWhiten, UnbiasedVarianceOverValidTokens) {
   const token_layout tokens(o, m);
   const std::vector<double> values{1, 2, 3, 100};
   std::vector<double> out(4);
-  cascade_rl::masked_whiten(exec::seq, std::span<const double>(values), tokens,
-                            std::span<double>(out));
+  cascade_rl::masked_whiten(exec::seq, tokens, values, out);
   const double s = std::sqrt(1.0 + 1e-8);  // mean 2, unbiased var 1
   EXPECT_DOUBLE_EQ(out[0], -1.0 / s);
   EXPECT_EQ(out[1], 0.0);
   EXPECT_DOUBLE_EQ(out[2], 1.0 / s);
   EXPECT_EQ(out[3], 0.0);
-  cascade_rl::masked_whiten(exec::seq, std::span<const double>(values), tokens,
-                            std::span<double>(out),
-                            {.epsilon = 0.0, .estimator = cascade_rl::std_estimator::biased,
-                             .shift_mean = false});
+  cascade_rl::masked_whiten(
+      exec::seq, tokens, values, out,
+      {.epsilon = 0.0, .estimator = cascade_rl::std_estimator::biased, .shift_mean = false});
   EXPECT_DOUBLE_EQ(out[0], -1.0 / std::sqrt(2.0 / 3.0) + 2.0);
   // In place.
   std::vector<double> inplace = values;
-  cascade_rl::masked_whiten(exec::seq, std::span<const double>(inplace), tokens,
-                            std::span<double>(inplace));
+  cascade_rl::masked_whiten(exec::seq, tokens, inplace, inplace);
   EXPECT_DOUBLE_EQ(inplace[2], 1.0 / s);
 }
 
 TEST(ReinforcePlusPlus, ReturnsWhitenedOverTheBatch) {
   const token_layout tokens(offsets, mask);
   std::vector<double> a(7);
-  cascade_rl::reinforce_plus_plus_advantages(exec::seq, std::span<const double>(token_rewards),
-                                             tokens, std::span<double>(a), {.gamma = 0.5});
+  cascade_rl::reinforce_plus_plus_advantages(exec::seq, tokens, token_rewards, a, {.gamma = 0.5});
   // Valid returns {0.25, 0.5, 1, 0, 3}: mean 0.95, unbiased var 5.8 / 4 = 1.45.
   const double s = std::sqrt(1.45 + 1e-8);
   const std::vector<double> expected{(0.25 - 0.95) / s, (0.5 - 0.95) / s, (1 - 0.95) / s, 0,
@@ -82,15 +76,13 @@ TEST(ReinforcePlusPlus, OutcomeScoreOnTheLastValidToken) {
   const token_layout tokens(o, m);
   const std::vector<float> scores{0.5f, -1.0f, 2.0f};
   std::vector<float> placed(8, 9.0f);
-  cascade_rl::place_on_last_valid_token(exec::seq, std::span<const float>(scores), tokens,
-                                        std::span<float>(placed));
+  cascade_rl::place_on_last_valid_token(exec::seq, tokens, scores, placed);
   EXPECT_EQ(placed, (std::vector<float>{0, 0.5f, 0, 0, -1.0f, 0, 2.0f, 0}));
   const std::vector<std::uint8_t> empty_row{1, 1, 0, 0, 0, 1, 1, 1};
   const token_layout with_empty(o, empty_row);
-  expect_error_naming([&] {
-    cascade_rl::place_on_last_valid_token(exec::seq, std::span<const float>(scores), with_empty,
-                                          std::span<float>(placed));
-  }, "per_sequence[1]", "no valid token");
+  expect_error_naming(
+      [&] { cascade_rl::place_on_last_valid_token(exec::seq, with_empty, scores, placed); },
+      "per_sequence[1]", "no valid token");
 }
 
 TEST(ReinforcePlusPlusBaseline, GroupCentredScoresWhitened) {
@@ -101,8 +93,7 @@ TEST(ReinforcePlusPlusBaseline, GroupCentredScoresWhitened) {
   const std::vector<double> scores{1, 0, 3, 3};
   std::vector<double> a(8);
   cascade_rl::reinforce_plus_plus_baseline_advantages(
-      exec::seq, std::span<const double>(scores), group_layout::uniform({.groups = 2, .size = 2}),
-      tokens, std::span<double>(a));
+      exec::seq, group_layout::uniform({.groups = 2, .size = 2}), tokens, scores, a);
   // Valid values {.5, .5, -.5, -.5, 0, 0, 0}: mean 0, unbiased var 1 / 6.
   const double s = std::sqrt(1.0 / 6.0 + 1e-8);
   const std::vector<double> expected{0.5 / s, 0.5 / s, -0.5 / s, 0, -0.5 / s, 0, 0, 0};
@@ -116,27 +107,29 @@ TEST(ReinforcePlusPlusBaseline, SingletonAndNonfiniteRules) {
   const std::vector<std::int64_t> groups_offsets{0, 2, 3};  // {2, 0}, {1}
   const group_layout groups(groups_offsets);
   std::vector<double> a(3);
-  expect_error_naming([&] {
-    cascade_rl::reinforce_plus_plus_baseline_advantages(exec::seq, std::span<const double>(scores),
-                                                        groups, tokens, std::span<double>(a));
-  }, "groups[1]", "REINFORCE++-baseline");
+  expect_error_naming(
+      [&] {
+        cascade_rl::reinforce_plus_plus_baseline_advantages(exec::seq, groups, tokens, scores, a);
+      },
+      "groups[1]", "REINFORCE++-baseline");
   // raw_score: values {1, -1, 1}, mean 1/3, unbiased var 4/3.
   cascade_rl::reinforce_plus_plus_baseline_advantages(
-      exec::seq, std::span<const double>(scores), groups, tokens, std::span<double>(a),
-      {.singleton = cascade_rl::singleton_rule::raw_score});
+      exec::seq, groups, tokens, scores, a, {.singleton = cascade_rl::singleton_rule::raw_score});
   const double s = std::sqrt(4.0 / 3.0 + 1e-8);
   EXPECT_NEAR(a[0], (1 - 1.0 / 3) / s, 1e-14);
   EXPECT_NEAR(a[1], (-1 - 1.0 / 3) / s, 1e-14);
   EXPECT_NEAR(a[2], (1 - 1.0 / 3) / s, 1e-14);
   std::vector<double> bad{2, std::nan(""), 1};
-  expect_error_naming([&] {
-    cascade_rl::reinforce_plus_plus_baseline_advantages(
-        exec::seq, std::span<const double>(bad), groups, tokens, std::span<double>(a),
-        {.singleton = cascade_rl::singleton_rule::raw_score});
-  }, "scores[1]", "NaN");
+  expect_error_naming(
+      [&] {
+        cascade_rl::reinforce_plus_plus_baseline_advantages(
+            exec::seq, groups, tokens, bad, a,
+            {.singleton = cascade_rl::singleton_rule::raw_score});
+      },
+      "scores[1]", "NaN");
   // zero_group: values {0, 0, 1}: mean 1/3, var 1/3.
   cascade_rl::reinforce_plus_plus_baseline_advantages(
-      exec::seq, std::span<const double>(bad), groups, tokens, std::span<double>(a),
+      exec::seq, groups, tokens, bad, a,
       {.singleton = cascade_rl::singleton_rule::raw_score,
        .nonfinite = cascade_rl::nonfinite_rule::zero_group});
   EXPECT_NEAR(a[0], (0 - 1.0 / 3) / std::sqrt(1.0 / 3 + 1e-8), 1e-14);
@@ -150,54 +143,55 @@ TEST(ReinforcePlusPlus, EdgeCounts) {
   const std::vector<std::uint8_t> one{0, 1, 0};
   const std::vector<double> r{1, 2, 3};
   std::vector<double> a(3, 7.0);
-  cascade_rl::reinforce_plus_plus_advantages(exec::seq, std::span<const double>(r),
-                                             token_layout(o, none), std::span<double>(a));
+  cascade_rl::reinforce_plus_plus_advantages(exec::seq, token_layout(o, none), r, a);
   EXPECT_EQ(a, (std::vector<double>{0, 0, 0}));
-  expect_error_naming([&] {
-    cascade_rl::reinforce_plus_plus_advantages(exec::seq, std::span<const double>(r),
-                                               token_layout(o, one), std::span<double>(a));
-  }, "tokens", "1 valid token");
+  expect_error_naming(
+      [&] { cascade_rl::reinforce_plus_plus_advantages(exec::seq, token_layout(o, one), r, a); },
+      "tokens", "1 valid token");
 }
 
 TEST(ReinforcePlusPlus, RefusesBadInput) {
   const token_layout tokens(offsets, mask);
   std::vector<double> a(7);
   for (double gamma : {-0.1, 1.5, std::nan("")})
-    expect_error_naming([&] {
-      cascade_rl::reinforce_plus_plus_advantages(exec::seq, std::span<const double>(token_rewards),
-                                                 tokens, std::span<double>(a), {.gamma = gamma});
-    }, "gamma");
-  expect_error_naming([&] {
-    cascade_rl::reinforce_plus_plus_advantages(exec::seq, std::span<const double>(token_rewards),
-                                               tokens, std::span<double>(a),
-                                               {.whitening = {.epsilon = -1.0}});
-  }, "whitening.epsilon");
-  expect_error_naming([&] {
-    cascade_rl::reinforce_plus_plus_advantages(
-        exec::seq, std::span<const double>(token_rewards), tokens, std::span<double>(a),
-        {.whitening = {.accumulation = cascade_rl::mean_accumulation::float32_sequential}});
-  }, "whitening.accumulation");
+    expect_error_naming(
+        [&] {
+          cascade_rl::reinforce_plus_plus_advantages(exec::seq, tokens, token_rewards, a,
+                                                     {.gamma = gamma});
+        },
+        "gamma");
+  expect_error_naming(
+      [&] {
+        cascade_rl::reinforce_plus_plus_advantages(exec::seq, tokens, token_rewards, a,
+                                                   {.whitening = {.epsilon = -1.0}});
+      },
+      "whitening.epsilon");
+  expect_error_naming(
+      [&] {
+        cascade_rl::reinforce_plus_plus_advantages(
+            exec::seq, tokens, token_rewards, a,
+            {.whitening = {.accumulation = cascade_rl::mean_accumulation::float32_sequential}});
+      },
+      "whitening.accumulation");
   std::vector<double> bad = token_rewards;
   bad[3] = std::nan("");  // masked: ignored
-  EXPECT_NO_THROW(cascade_rl::reinforce_plus_plus_advantages(
-      exec::seq, std::span<const double>(bad), tokens, std::span<double>(a)));
+  EXPECT_NO_THROW(cascade_rl::reinforce_plus_plus_advantages(exec::seq, tokens, bad, a));
   EXPECT_EQ(a[3], 0.0);
   bad[6] = std::numeric_limits<double>::infinity();
-  expect_error_naming([&] {
-    cascade_rl::reinforce_plus_plus_advantages(exec::seq, std::span<const double>(bad), tokens,
-                                               std::span<double>(a));
-  }, "token_rewards[6]", "infinite");
+  expect_error_naming(
+      [&] { cascade_rl::reinforce_plus_plus_advantages(exec::seq, tokens, bad, a); },
+      "token_rewards[6]", "infinite");
   std::vector<double> short_a(6);
-  expect_error_naming([&] {
-    cascade_rl::reinforce_plus_plus_advantages(exec::seq, std::span<const double>(token_rewards),
-                                               tokens, std::span<double>(short_a));
-  }, "advantages");
+  expect_error_naming(
+      [&] {
+        cascade_rl::reinforce_plus_plus_advantages(exec::seq, tokens, token_rewards, short_a);
+      },
+      "advantages");
   const std::vector<double> three_scores{1, 2, 3};
   expect_error_naming(
       [&] {
         cascade_rl::reinforce_plus_plus_baseline_advantages(
-            exec::seq, std::span<const double>(three_scores),
-            group_layout::uniform({.groups = 1, .size = 3}), tokens, std::span<double>(a));
+            exec::seq, group_layout::uniform({.groups = 1, .size = 3}), tokens, three_scores, a);
       },
       "tokens");
 }

@@ -24,8 +24,7 @@ const std::vector<std::int64_t> offsets{0, 4, 6, 9};
 std::vector<double> rloo(const std::vector<double>& r, const std::vector<std::int64_t>& o,
                          const rloo_options& options = {}) {
   std::vector<double> a(r.size());
-  cascade_rl::rloo_advantages(exec::seq, std::span<const double>(r), group_layout(o),
-                              std::span<double>(a), options);
+  cascade_rl::rloo_advantages(exec::seq, group_layout(o), r, a, options);
   return a;
 }
 
@@ -44,8 +43,8 @@ TEST(Rloo, AgreesWithLeaveOneOutStatistics) {
   const std::vector<double> r{0.3, -1.2, 2.7, 0.9, 4.1, -0.4};
   const std::vector<std::int64_t> o{0, 4, 6};
   std::vector<double> loo_mean(6);
-  cascade_rl::leave_one_out_statistics(exec::seq, std::span<const double>(r), group_layout(o),
-                                       std::span<double>(loo_mean), std::span<double>());
+  cascade_rl::leave_one_out_statistics(exec::seq, group_layout(o), r, loo_mean,
+                                       std::span<double>());
   const auto a = rloo(r, o);
   for (std::size_t i = 0; i < r.size(); ++i) EXPECT_NEAR(a[i], r[i] - loo_mean[i], 1e-14) << i;
 }
@@ -69,10 +68,9 @@ TEST(Rloo, NonfiniteRewards) {
 
 TEST(Rloo, RefusesMismatchedSizes) {
   std::vector<double> a(3);
-  expect_error_naming([&] {
-    cascade_rl::rloo_advantages(exec::seq, std::span<const double>(rewards), group_layout(offsets),
-                                std::span<double>(a));
-  }, "advantages");
+  expect_error_naming(
+      [&] { cascade_rl::rloo_advantages(exec::seq, group_layout(offsets), rewards, a); },
+      "advantages");
 }
 
 }  // namespace

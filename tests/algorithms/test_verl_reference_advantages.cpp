@@ -65,8 +65,7 @@ std::vector<verl_case> load_cases() {
 // Per-sequence advantages on the [N][T] grid, 0 on masked tokens.
 std::vector<float> on_tokens(const verl_case& c, const std::vector<float>& per_sequence) {
   std::vector<float> tokens(c.batch.mask.size());
-  cascade_rl::broadcast_to_tokens(cascade_rl::exec::seq, std::span<const float>(per_sequence),
-                                  c.batch.layout(), std::span<float>(tokens));
+  cascade_rl::broadcast_to_tokens(cascade_rl::exec::seq, c.batch.layout(), per_sequence, tokens);
   return tokens;
 }
 
@@ -261,8 +260,8 @@ TEST(VerlReference, ConditioningBoundIsTightWhereGroupsSpread) {
 TEST(VerlReference, TokenLevelRewardsAreTheScoreOnTheLastValidToken) {
   for (const auto& c : load_cases()) {
     std::vector<float> placed(c.batch.mask.size());
-    cascade_rl::place_on_last_valid_token(cascade_rl::exec::seq, std::span<const float>(c.scores),
-                                          c.batch.layout(), std::span<float>(placed));
+    cascade_rl::place_on_last_valid_token(cascade_rl::exec::seq, c.batch.layout(), c.scores,
+                                          placed);
     EXPECT_EQ(placed, c.token_level_rewards) << c.name;
   }
 }
@@ -274,8 +273,8 @@ cascade_rl::mean_accumulation accumulation_of(accumulation_variant v,
 
 std::vector<float> grpo_on_tokens(const verl_case& c, cascade_rl::grpo_options options) {
   std::vector<float> advantages(c.scores.size());
-  cascade_rl::grpo_advantages(cascade_rl::exec::seq, std::span<const float>(c.scores),
-                              group_layout(c.group_offsets), std::span<float>(advantages), options);
+  cascade_rl::grpo_advantages(cascade_rl::exec::seq, group_layout(c.group_offsets), c.scores,
+                              advantages, options);
   return on_tokens(c, advantages);
 }
 
@@ -323,9 +322,8 @@ TEST(VerlReference, Rloo) {
       auto options = std::get<cascade_rl::rloo_options>(verl::adv_estimator("rloo"));
       options.accumulation = accumulation_of(v, options.accumulation);
       std::vector<float> advantages(c.scores.size());
-      cascade_rl::rloo_advantages(cascade_rl::exec::seq, std::span<const float>(c.scores),
-                                  group_layout(c.group_offsets), std::span<float>(advantages),
-                                  options);
+      cascade_rl::rloo_advantages(cascade_rl::exec::seq, group_layout(c.group_offsets), c.scores,
+                                  advantages, options);
       expect_matches(c, on_tokens(c, advantages), "rloo", rloo_bound(c), variant_name(v));
     }
 }
@@ -335,9 +333,8 @@ std::vector<float> reinforce_pp(const verl_case& c, accumulation_variant v) {
       verl::adv_estimator("reinforce_plus_plus", {.gamma = 1.0}));
   options.whitening.accumulation = accumulation_of(v, options.whitening.accumulation);
   std::vector<float> advantages(c.batch.mask.size());
-  cascade_rl::reinforce_plus_plus_advantages(
-      cascade_rl::exec::seq, std::span<const float>(c.token_level_rewards), c.batch.layout(),
-      std::span<float>(advantages), options);
+  cascade_rl::reinforce_plus_plus_advantages(cascade_rl::exec::seq, c.batch.layout(),
+                                             c.token_level_rewards, advantages, options);
   return advantages;
 }
 
@@ -355,8 +352,8 @@ std::vector<float> reinforce_pp_baseline(const verl_case& c, accumulation_varian
   options.whitening.accumulation = accumulation_of(v, options.whitening.accumulation);
   std::vector<float> advantages(c.batch.mask.size());
   cascade_rl::reinforce_plus_plus_baseline_advantages(
-      cascade_rl::exec::seq, std::span<const float>(c.scores), group_layout(c.group_offsets),
-      c.batch.layout(), std::span<float>(advantages), options);
+      cascade_rl::exec::seq, group_layout(c.group_offsets), c.batch.layout(), c.scores, advantages,
+      options);
   return advantages;
 }
 
@@ -379,9 +376,8 @@ TEST(VerlReference, DoubleAccumulationStaysCentredWhereThePeerIsNoise) {
       auto options = std::get<cascade_rl::grpo_options>(verl::adv_estimator("grpo"));
       options.accumulation = cascade_rl::mean_accumulation::double_precision;
       std::vector<float> advantages(c.scores.size());
-      cascade_rl::grpo_advantages(cascade_rl::exec::seq, std::span<const float>(c.scores),
-                                  group_layout(c.group_offsets), std::span<float>(advantages),
-                                  options);
+      cascade_rl::grpo_advantages(cascade_rl::exec::seq, group_layout(c.group_offsets), c.scores,
+                                  advantages, options);
       for (std::size_t g = 0; g + 1 < c.group_offsets.size(); ++g) {
         double sum = 0, slack = 0;
         for (auto r = c.group_offsets[g]; r < c.group_offsets[g + 1]; ++r) {

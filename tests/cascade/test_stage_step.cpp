@@ -67,12 +67,12 @@ TEST(GrpoStep, OnPolicyGradientUsesTheWholeFilteredBatchAsNormaliser) {
   for (std::size_t i = 0; i < batch.response_count(); ++i)
     rewards.push_back(exact_answer_reward{}({batch.prompts[batch.group_of(i)], batch.response_tokens(i), {},
                                              batch.finish_reasons[i], i}));
-  const auto kept = cr::drop_zero_variance_groups(cr::exec::seq, std::span<const float>(rewards), batch.groups());
+  const auto kept = cr::drop_zero_variance_groups(cr::exec::seq, batch.groups(), rewards);
   ASSERT_GT(kept.kept_sequences.size(), 0u);
   const auto sub = cr::subset(batch, kept);
   std::vector<float> sub_rewards(kept.kept_sequences.size()), adv(kept.kept_sequences.size());
-  cr::gather_sequences(cr::exec::seq, std::span<const float>(rewards), kept, std::span<float>(sub_rewards));
-  cr::grpo_advantages(cr::exec::seq, std::span<const float>(sub_rewards), sub.groups(), std::span<float>(adv));
+  cr::gather_sequences(cr::exec::seq, kept, rewards, sub_rewards);
+  cr::grpo_advantages(cr::exec::seq, sub.groups(), sub_rewards, adv);
   double expected = 0;
   for (std::size_t i = 0; i < sub.response_count(); ++i)
     expected -= adv[i] * static_cast<double>(sub.length(i)) / static_cast<double>(sub.token_count());

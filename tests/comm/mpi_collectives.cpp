@@ -215,17 +215,15 @@ void expect_step_exact(std::uint64_t seed, cr::loss_aggregation mode, Loss&& los
 
   // ---- one process ----
   std::vector<T> whole_adv(rewards.size()), whole_token_adv(batch.tokens()), whole_grad(batch.tokens());
-  cr::grpo_advantages(exec::seq, std::span<const T>(rewards), groups, std::span<T>(whole_adv));
-  cr::broadcast_to_tokens(exec::seq, std::span<const T>(whole_adv), whole_layout,
-                          std::span<T>(whole_token_adv));
+  cr::grpo_advantages(exec::seq, groups, rewards, whole_adv);
+  cr::broadcast_to_tokens(exec::seq, whole_layout, whole_adv, whole_token_adv);
   const cr::loss_counts whole_counts = cr::local_loss_counts(exec::seq, whole_layout);
   const cr::loss_normalizer whole_norm = whole_counts.normalizer(24.0);
   const cr::policy_loss_result whole =
       loss(batch, whole_layout, 0, batch.tokens(), std::span<const T>(whole_token_adv),
            std::span<T>(whole_grad), whole_norm);
   std::vector<cr::group_statistic> whole_stats(groups.groups());
-  cr::group_statistics(exec::seq, std::span<const T>(rewards), groups,
-                       std::span<cr::group_statistic>(whole_stats));
+  cr::group_statistics(exec::seq, groups, rewards, std::span<cr::group_statistic>(whole_stats));
 
   // ---- this rank's shard of sequences [first, last) ----
   const auto cuts = shard_cuts(whole_layout.sequences(), comm.size(), seed + 17);
@@ -239,7 +237,7 @@ void expect_step_exact(std::uint64_t seed, cr::loss_aggregation mode, Loss&& los
   std::vector<T> adv(last - first), token_adv(layout.tokens()), grad(layout.tokens());
   cr::per_sequence_across_ranks(comm, local_rewards, std::span<T>(adv),
                                 [&](std::span<const T> all, std::span<T> out) {
-                                  cr::grpo_advantages(exec::seq, all, groups, out);
+                                  cr::grpo_advantages(exec::seq, groups, all, out);
                                 });
   expect_same_bits(std::span<const T>(adv), std::span<const T>(whole_adv).subspan(first, last - first),
                    "advantages");
@@ -253,7 +251,7 @@ void expect_step_exact(std::uint64_t seed, cr::loss_aggregation mode, Loss&& los
                 stats[g].zero_variance == whole_stats[g].zero_variance)
         << "group " << g;
   }
-  cr::broadcast_to_tokens(exec::seq, std::span<const T>(adv), layout, std::span<T>(token_adv));
+  cr::broadcast_to_tokens(exec::seq, layout, adv, token_adv);
 
   // The step's normaliser from the global counts: exactly the single-process one.
   const cr::loss_counts counts =

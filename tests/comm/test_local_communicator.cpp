@@ -86,10 +86,10 @@ TEST(GlobalReductions, OneRankIsTheLocalResult) {
   const std::vector<float> rewards{1, 0, 0, 1, 1, 0};
   const auto groups = cr::group_layout::uniform({.groups = 2, .size = 3});
   std::vector<float> expected(6), actual(6);
-  cr::grpo_advantages(exec::seq, std::span<const float>(rewards), groups, std::span<float>(expected));
+  cr::grpo_advantages(exec::seq, groups, rewards, expected);
   cr::per_sequence_across_ranks(comm, std::span<const float>(rewards), std::span<float>(actual),
                                 [&](std::span<const float> all, std::span<float> out) {
-                                  cr::grpo_advantages(exec::seq, all, groups, out);
+                                  cr::grpo_advantages(exec::seq, groups, all, out);
                                 });
   EXPECT_EQ(actual, expected);
 

@@ -125,22 +125,23 @@ TEST_F(Gpu, GroupAdvantagesMatchHost) {
       for (auto accumulation : {cr::mean_accumulation::double_precision,
                                 cr::mean_accumulation::float32_sequential}) {
         const cr::grpo_options options{.accumulation = accumulation};
-        cr::grpo_advantages(cr::exec::seq, std::span<const float>(c.rewards), host_groups, std::span<float>(want), options);
-        cr::grpo_advantages(cr::exec::cuda{}, rewards.cspan(), groups, advantages.span(), options);
+        cr::grpo_advantages(cr::exec::seq, host_groups, c.rewards, want, options);
+        cr::grpo_advantages(cr::exec::cuda{}, groups, rewards.cspan(), advantages.span(), options);
         expect_same_bits(advantages.host(), want, "grpo");
         const auto first = advantages.host();
-        cr::grpo_advantages(cr::exec::cuda{}, rewards.cspan(), groups, advantages.span(), options);
+        cr::grpo_advantages(cr::exec::cuda{}, groups, rewards.cspan(), advantages.span(), options);
         EXPECT_EQ(0, std::memcmp(first.data(), advantages.host().data(), first.size() * sizeof(float)))
             << "not deterministic";
       }
-      cr::rloo_advantages(cr::exec::seq, std::span<const float>(c.rewards), host_groups, std::span<float>(want));
-      cr::rloo_advantages(cr::exec::cuda{}, rewards.cspan(), groups, advantages.span());
+      cr::rloo_advantages(cr::exec::seq, host_groups, c.rewards, want);
+      cr::rloo_advantages(cr::exec::cuda{}, groups, rewards.cspan(), advantages.span());
       expect_same_bits(advantages.host(), want, "rloo");
 
       std::vector<cr::group_statistic> hs(c.groups);
       device_vector<cr::group_statistic> ds(c.groups);
-      cr::group_statistics(cr::exec::seq, std::span<const float>(c.rewards), host_groups, std::span<cr::group_statistic>(hs));
-      cr::group_statistics(cr::exec::cuda{}, rewards.cspan(), groups, ds.span());
+      cr::group_statistics(cr::exec::seq, host_groups, c.rewards,
+                           std::span<cr::group_statistic>(hs));
+      cr::group_statistics(cr::exec::cuda{}, groups, rewards.cspan(), ds.span());
       const auto got = ds.host();
       for (std::size_t k = 0; k < c.groups; ++k) {
         EXPECT_EQ(got[k].mean, hs[k].mean) << "group " << k;
@@ -158,8 +159,8 @@ TEST_F(Gpu, RefusesWhatTheHostRefuses) {
   device_vector<float> rewards(r), advantages(r.size());
   cr::testing::expect_error_naming(
       [&] {
-        cr::grpo_advantages(cr::exec::cuda{}, rewards.cspan(),
-                            device_group_layout::uniform({.groups = 2, .size = 3}),
+        cr::grpo_advantages(cr::exec::cuda{},
+                            device_group_layout::uniform({.groups = 2, .size = 3}), rewards.cspan(),
                             advantages.span());
       },
       "rewards[4]");
@@ -168,7 +169,10 @@ TEST_F(Gpu, RefusesWhatTheHostRefuses) {
   std::vector<float> fine{1, 0, 1, 1, 1, 0};
   device_vector<float> fine_rewards(fine);
   cr::testing::expect_error_naming(
-      [&] { cr::rloo_advantages(cr::exec::cuda{}, fine_rewards.cspan(), device_group_layout::variable(d_offsets.data(), 2, 6), advantages.span()); },
+      [&] {
+        cr::rloo_advantages(cr::exec::cuda{}, device_group_layout::variable(d_offsets.data(), 2, 6),
+                            fine_rewards.cspan(), advantages.span());
+      },
       "groups[0]", "RLOO");
 }
 
@@ -315,9 +319,11 @@ TEST_F(Gpu, FilterMatchesHost) {
   const auto c = make_case(3, 500, 8, true);
   device_vector<std::int64_t> d_offsets(c.offsets);
   device_vector<float> rewards(c.rewards);
-  const auto want = cr::drop_zero_variance_groups(cr::exec::seq, std::span<const float>(c.rewards), cr::group_layout(c.offsets));
-  const auto got = cr::drop_zero_variance_groups(cr::exec::cuda{}, rewards.cspan(),
-                                                 device_group_layout::variable(d_offsets.data(), c.groups, c.rewards.size()));
+  const auto want =
+      cr::drop_zero_variance_groups(cr::exec::seq, cr::group_layout(c.offsets), c.rewards);
+  const auto got = cr::drop_zero_variance_groups(
+      cr::exec::cuda{}, device_group_layout::variable(d_offsets.data(), c.groups, c.rewards.size()),
+      rewards.cspan());
   EXPECT_EQ(got.kept_groups, want.kept_groups);
   EXPECT_EQ(got.kept_sequences, want.kept_sequences);
   EXPECT_EQ(got.group_offsets, want.group_offsets);
@@ -344,19 +350,21 @@ TEST_F(Gpu, LeaveOneOutAndZeroVarianceMatchHost) {
       for (auto estimator : {cr::std_estimator::unbiased, cr::std_estimator::biased}) {
         const cr::leave_one_out_options options{.estimator = estimator};
         std::vector<float> want_mean(n), want_std(n);
-        cr::leave_one_out_statistics(cr::exec::seq, std::span<const float>(c.rewards), host_groups,
-                                     std::span<float>(want_mean), std::span<float>(want_std), options);
-        cr::leave_one_out_statistics(cr::exec::cuda{}, rewards.cspan(), groups, mean.span(), spread.span(), options);
+        cr::leave_one_out_statistics(cr::exec::seq, host_groups, c.rewards, want_mean, want_std,
+                                     options);
+        cr::leave_one_out_statistics(cr::exec::cuda{}, groups, rewards.cspan(), mean.span(),
+                                     spread.span(), options);
         expect_same_bits(mean.host(), want_mean, "leave-one-out mean");
         expect_same_bits(spread.host(), want_std, "leave-one-out std");
-        cr::leave_one_out_statistics(cr::exec::cuda{}, rewards.cspan(), groups, mean.span(), std::span<float>{}, options);
+        cr::leave_one_out_statistics(cr::exec::cuda{}, groups, rewards.cspan(), mean.span(),
+                                     std::span<float>{}, options);
         expect_same_bits(mean.host(), want_mean, "leave-one-out mean without std");
       }
       std::vector<std::uint8_t> want_flags(c.groups);
-      cr::zero_variance_groups(cr::exec::seq, std::span<const float>(c.rewards), host_groups,
+      cr::zero_variance_groups(cr::exec::seq, host_groups, c.rewards,
                                std::span<std::uint8_t>(want_flags));
       device_vector<std::uint8_t> flags(c.groups);
-      cr::zero_variance_groups(cr::exec::cuda{}, rewards.cspan(), groups, flags.span());
+      cr::zero_variance_groups(cr::exec::cuda{}, groups, rewards.cspan(), flags.span());
       EXPECT_EQ(flags.host(), want_flags);
     }
 }
@@ -364,18 +372,18 @@ TEST_F(Gpu, LeaveOneOutAndZeroVarianceMatchHost) {
 TEST_F(Gpu, GatherMatchesHost) {
   const auto c = make_case(7, 400, 8, true);
   const cr::group_layout host_groups(c.offsets);
-  const auto selection = cr::drop_zero_variance_groups(cr::exec::seq, std::span<const float>(c.rewards), host_groups);
+  const auto selection = cr::drop_zero_variance_groups(cr::exec::seq, host_groups, c.rewards);
   const std::size_t kept = selection.kept_sequences.size();
   std::vector<float> want(kept);
-  cr::gather_sequences(cr::exec::seq, std::span<const float>(c.rewards), selection, std::span<float>(want));
+  cr::gather_sequences(cr::exec::seq, selection, c.rewards, want);
   device_vector<float> rewards(c.rewards), out(kept);
-  cr::gather_sequences(cr::exec::cuda{}, rewards.cspan(), selection, out.span());
+  cr::gather_sequences(cr::exec::cuda{}, selection, rewards.cspan(), out.span());
   EXPECT_EQ(out.host(), want);
   // With the indices in device memory, as the CUB-style filter writes them.
   const std::vector<std::int64_t> kept64(selection.kept_sequences.begin(), selection.kept_sequences.end());
   device_vector<std::int64_t> d_kept(kept64);
   device_vector<float> out2(kept);
-  cr::gather_sequences(cr::exec::cuda{}, rewards.cspan(), d_kept.cspan(), out2.span());
+  cr::gather_sequences(cr::exec::cuda{}, d_kept.cspan(), rewards.cspan(), out2.span());
   EXPECT_EQ(out2.host(), want);
 }
 
@@ -408,12 +416,15 @@ TEST_F(Gpu, TokenAdvantagesMatchHost) {
   for (std::size_t s = 0; s < sequences; ++s) values[s] = 0.25f * static_cast<float>(s % 13) - 1.0f;
   std::vector<float> want(b.tokens());
   device_vector<float> d_values(values), out(b.tokens()), logp(b.log_probs), ref(b.ref_log_probs);
-  cr::broadcast_to_tokens(cr::exec::seq, std::span<const float>(values), layout, std::span<float>(want));
-  cr::broadcast_to_tokens(cr::exec::cuda{}, d_values.cspan(), d_layout, out.span());
+  cr::broadcast_to_tokens(cr::exec::seq, layout, values, want);
+  cr::broadcast_to_tokens(cr::exec::cuda{}, d_layout, d_values.cspan(), out.span());
   EXPECT_EQ(out.host(), want);
-  cr::distillation_advantages(cr::exec::seq, std::span<const float>(b.ref_log_probs), std::span<const float>(b.log_probs),
-                              layout, std::span<float>(want));
-  cr::distillation_advantages(cr::exec::cuda{}, ref.cspan(), logp.cspan(), d_layout, out.span());
+  cr::distillation_advantages(
+      cr::exec::seq, layout,
+      {.teacher_log_probs = b.ref_log_probs, .student_log_probs = b.log_probs}, want);
+  cr::distillation_advantages(cr::exec::cuda{}, d_layout,
+                              {.teacher_log_probs = ref.cspan(), .student_log_probs = logp.cspan()},
+                              out.span());
   EXPECT_EQ(out.host(), want);
 
   // Every sequence keeps a valid token for place_on_last_valid_token; some are long
@@ -430,10 +441,11 @@ TEST_F(Gpu, TokenAdvantagesMatchHost) {
   device_layout_of p(offsets, mask);
   std::vector<float> per_sequence(500, 0.0f), placed(mask.size());
   for (std::size_t s = 0; s < 500; ++s) per_sequence[s] = static_cast<float>(s) + 0.5f;
-  cr::place_on_last_valid_token(cr::exec::seq, std::span<const float>(per_sequence), cr::token_layout(offsets, mask),
-                                std::span<float>(placed));
+  cr::place_on_last_valid_token(cr::exec::seq, cr::token_layout(offsets, mask), per_sequence,
+                                placed);
   device_vector<float> d_per_sequence(per_sequence), d_placed(mask.size());
-  cr::place_on_last_valid_token(cr::exec::cuda{}, d_per_sequence.cspan(), p.layout(mask.size()), d_placed.span());
+  cr::place_on_last_valid_token(cr::exec::cuda{}, p.layout(mask.size()), d_per_sequence.cspan(),
+                                d_placed.span());
   EXPECT_EQ(d_placed.host(), placed);
 }
 
@@ -445,8 +457,8 @@ TEST_F(Gpu, ReinforcePlusPlusMatchesHost) {
   device_vector<float> rewards(b.advantages), out(b.tokens());
   std::vector<float> want(b.tokens());
   for (double gamma : {1.0, 0.97, 0.0}) {
-    cr::discounted_returns(cr::exec::seq, std::span<const float>(b.advantages), layout, std::span<float>(want), gamma);
-    cr::discounted_returns(cr::exec::cuda{}, rewards.cspan(), d_layout, out.span(), gamma);
+    cr::discounted_returns(cr::exec::seq, layout, b.advantages, want, gamma);
+    cr::discounted_returns(cr::exec::cuda{}, d_layout, rewards.cspan(), out.span(), gamma);
     expect_same_bits(out.host(), want, "discounted returns");
   }
   std::vector<cr::whitening_options> variants(4);
@@ -454,16 +466,17 @@ TEST_F(Gpu, ReinforcePlusPlusMatchesHost) {
   variants[2].shift_mean = false;
   variants[3].accumulation = cr::mean_accumulation::float32_rounded_sum;
   for (const auto& whitening : variants) {
-    cr::masked_whiten(cr::exec::seq, std::span<const float>(b.advantages), layout, std::span<float>(want), whitening);
-    cr::masked_whiten(cr::exec::cuda{}, rewards.cspan(), d_layout, out.span(), whitening);
+    cr::masked_whiten(cr::exec::seq, layout, b.advantages, want, whitening);
+    cr::masked_whiten(cr::exec::cuda{}, d_layout, rewards.cspan(), out.span(), whitening);
     expect_same_bits(out.host(), want, "whitened");
     const cr::reinforce_plus_plus_options options{.gamma = 0.99, .whitening = whitening};
-    cr::reinforce_plus_plus_advantages(cr::exec::seq, std::span<const float>(b.advantages), layout,
-                                       std::span<float>(want), options);
-    cr::reinforce_plus_plus_advantages(cr::exec::cuda{}, rewards.cspan(), d_layout, out.span(), options);
+    cr::reinforce_plus_plus_advantages(cr::exec::seq, layout, b.advantages, want, options);
+    cr::reinforce_plus_plus_advantages(cr::exec::cuda{}, d_layout, rewards.cspan(), out.span(),
+                                       options);
     const auto first = out.host();
     expect_same_bits(first, want, "REINFORCE++");
-    cr::reinforce_plus_plus_advantages(cr::exec::cuda{}, rewards.cspan(), d_layout, out.span(), options);
+    cr::reinforce_plus_plus_advantages(cr::exec::cuda{}, d_layout, rewards.cspan(), out.span(),
+                                       options);
     EXPECT_EQ(0, std::memcmp(first.data(), out.host().data(), first.size() * sizeof(float))) << "not deterministic";
   }
   // REINFORCE++-baseline: uniform groups of 4, and variable groups with singletons.
@@ -473,13 +486,11 @@ TEST_F(Gpu, ReinforcePlusPlusMatchesHost) {
   for (auto accumulation : {cr::mean_accumulation::double_precision, cr::mean_accumulation::float32_sequential}) {
     const cr::reinforce_plus_plus_baseline_options options{.accumulation = accumulation};
     cr::reinforce_plus_plus_baseline_advantages(
-        cr::exec::seq, std::span<const float>(uniform.rewards),
-        cr::group_layout::uniform({.groups = sequences / 4, .size = 4}), layout,
-        std::span<float>(want), options);
+        cr::exec::seq, cr::group_layout::uniform({.groups = sequences / 4, .size = 4}), layout,
+        uniform.rewards, want, options);
     cr::reinforce_plus_plus_baseline_advantages(
-        cr::exec::cuda{}, scores.cspan(),
-        device_group_layout::uniform({.groups = sequences / 4, .size = 4}), d_layout, out.span(),
-        options);
+        cr::exec::cuda{}, device_group_layout::uniform({.groups = sequences / 4, .size = 4}),
+        d_layout, scores.cspan(), out.span(), options);
     expect_same_bits(out.host(), want, "REINFORCE++-baseline");
   }
   std::vector<std::int64_t> group_offsets{0};
@@ -488,12 +499,12 @@ TEST_F(Gpu, ReinforcePlusPlusMatchesHost) {
                                      group_offsets.back() + 1 + static_cast<std::int64_t>(group_offsets.size() % 6)));
   device_vector<std::int64_t> d_group_offsets(group_offsets);
   const cr::reinforce_plus_plus_baseline_options raw{.singleton = cr::singleton_rule::raw_score};
-  cr::reinforce_plus_plus_baseline_advantages(cr::exec::seq, std::span<const float>(uniform.rewards),
-                                              cr::group_layout(group_offsets), layout, std::span<float>(want), raw);
+  cr::reinforce_plus_plus_baseline_advantages(cr::exec::seq, cr::group_layout(group_offsets),
+                                              layout, uniform.rewards, want, raw);
   cr::reinforce_plus_plus_baseline_advantages(
-      cr::exec::cuda{}, scores.cspan(),
-      device_group_layout::variable(d_group_offsets.data(), group_offsets.size() - 1, sequences, 6), d_layout,
-      out.span(), raw);
+      cr::exec::cuda{},
+      device_group_layout::variable(d_group_offsets.data(), group_offsets.size() - 1, sequences, 6),
+      d_layout, scores.cspan(), out.span(), raw);
   expect_same_bits(out.host(), want, "REINFORCE++-baseline, variable groups");
 }
 
@@ -502,9 +513,9 @@ TEST_F(Gpu, NewAlgorithmsRefuseWhatTheHostRefuses) {
   device_vector<float> rewards(r), a(r.size()), b(r.size());
   cr::testing::expect_error_naming(
       [&] {
-        cr::leave_one_out_statistics(cr::exec::cuda{}, rewards.cspan(),
+        cr::leave_one_out_statistics(cr::exec::cuda{},
                                      device_group_layout::uniform({.groups = 2, .size = 3}),
-                                     a.span(), b.span());
+                                     rewards.cspan(), a.span(), b.span());
       },
       "rewards[4]");
   std::vector<std::int64_t> offsets{0, 1, 6};
@@ -513,7 +524,10 @@ TEST_F(Gpu, NewAlgorithmsRefuseWhatTheHostRefuses) {
   device_vector<float> fine_rewards(fine);
   const auto singleton_first = device_group_layout::variable(d_offsets.data(), 2, 6);
   cr::testing::expect_error_naming(
-      [&] { cr::leave_one_out_statistics(cr::exec::cuda{}, fine_rewards.cspan(), singleton_first, a.span(), b.span()); },
+      [&] {
+        cr::leave_one_out_statistics(cr::exec::cuda{}, singleton_first, fine_rewards.cspan(),
+                                     a.span(), b.span());
+      },
       "groups[0]", "leave-one-out");
 
   // Tokens: sequences of 3, 0 and 3 tokens, the first with one masked token.
@@ -523,40 +537,52 @@ TEST_F(Gpu, NewAlgorithmsRefuseWhatTheHostRefuses) {
   const device_token_layout layout = d.layout(6);
   device_vector<float> per_sequence(std::vector<float>{1, 2, 3}), out(6);
   cr::testing::expect_error_naming(
-      [&] { cr::place_on_last_valid_token(cr::exec::cuda{}, per_sequence.cspan(), layout, out.span()); },
+      [&] {
+        cr::place_on_last_valid_token(cr::exec::cuda{}, layout, per_sequence.cspan(), out.span());
+      },
       "per_sequence[1]", "no valid token");
   std::vector<float> logp{-1, std::numeric_limits<float>::quiet_NaN(), -1, -1, -2, std::numeric_limits<float>::infinity()};
   device_vector<float> student(logp), teacher(std::vector<float>(6, -1.0f));
   cr::testing::expect_error_naming(
-      [&] { cr::distillation_advantages(cr::exec::cuda{}, teacher.cspan(), student.cspan(), layout, out.span()); },
-      "student_logp[5]");
+      [&] {
+        cr::distillation_advantages(
+            cr::exec::cuda{}, layout,
+            {.teacher_log_probs = teacher.cspan(), .student_log_probs = student.cspan()},
+            out.span());
+      },
+      "student_log_probs[5]");
   cr::testing::expect_error_naming(
-      [&] { cr::discounted_returns(cr::exec::cuda{}, student.cspan(), layout, out.span(), 1.0); },
+      [&] { cr::discounted_returns(cr::exec::cuda{}, layout, student.cspan(), out.span(), 1.0); },
       "token_rewards[5]");
   cr::testing::expect_error_naming(
-      [&] { cr::discounted_returns(cr::exec::cuda{}, teacher.cspan(), layout, out.span(), 1.5); }, "gamma");
+      [&] { cr::discounted_returns(cr::exec::cuda{}, layout, teacher.cspan(), out.span(), 1.5); },
+      "gamma");
   cr::testing::expect_error_naming(
-      [&] { cr::masked_whiten(cr::exec::cuda{}, teacher.cspan(), layout, out.span(), {.epsilon = -1}); },
+      [&] {
+        cr::masked_whiten(cr::exec::cuda{}, layout, teacher.cspan(), out.span(), {.epsilon = -1});
+      },
       "whitening.epsilon");
   const std::vector<std::uint8_t> one{0, 0, 0, 0, 1, 0};
   device_layout_of single(token_offsets, one);
   cr::testing::expect_error_naming(
-      [&] { cr::masked_whiten(cr::exec::cuda{}, teacher.cspan(), single.layout(6), out.span()); },
+      [&] { cr::masked_whiten(cr::exec::cuda{}, single.layout(6), teacher.cspan(), out.span()); },
       "tokens", "has 1 valid token");
   device_vector<float> scores(std::vector<float>{1, 2, 3});
   std::vector<std::int64_t> group_offsets{0, 1, 3};
   device_vector<std::int64_t> d_group_offsets(group_offsets);
   cr::testing::expect_error_naming(
       [&] {
-        cr::reinforce_plus_plus_baseline_advantages(cr::exec::cuda{}, scores.cspan(),
-                                                    device_group_layout::variable(d_group_offsets.data(), 2, 3),
-                                                    layout, out.span());
+        cr::reinforce_plus_plus_baseline_advantages(
+            cr::exec::cuda{}, device_group_layout::variable(d_group_offsets.data(), 2, 3), layout,
+            scores.cspan(), out.span());
       },
       "groups[0]", "REINFORCE++-baseline");
   device_vector<std::int64_t> kept(std::vector<std::int64_t>{0, 2, 7});
   device_vector<float> gathered(3);
   cr::testing::expect_error_naming(
-      [&] { cr::gather_sequences(cr::exec::cuda{}, scores.cspan(), kept.cspan(), gathered.span()); },
+      [&] {
+        cr::gather_sequences(cr::exec::cuda{}, kept.cspan(), scores.cspan(), gathered.span());
+      },
       "in[7]", "past the end");
 }
 
@@ -634,23 +660,30 @@ TEST_F(Gpu, NonFiniteInputsAreNamedAsTheHostNamesThem) {
     std::vector<float> host_out(r.size());
     const auto host_groups = cr::group_layout::uniform({.groups = 2, .size = 3});
     const auto groups = device_group_layout::uniform({.groups = 2, .size = 3});
-    expect_same_refusal([&] { cr::grpo_advantages(cr::exec::cuda{}, rewards.cspan(), groups, out.span()); },
-                        [&] { cr::grpo_advantages(cr::exec::seq, host_r, host_groups, std::span<float>(host_out)); },
-                        "grpo_advantages");
+    expect_same_refusal(
+        [&] { cr::grpo_advantages(cr::exec::cuda{}, groups, rewards.cspan(), out.span()); },
+        [&] { cr::grpo_advantages(cr::exec::seq, host_groups, host_r, host_out); },
+        "grpo_advantages");
     std::vector<std::uint8_t> host_flags(2);
     device_vector<std::uint8_t> flags(2);
     expect_same_refusal(
-        [&] { cr::zero_variance_groups(cr::exec::cuda{}, rewards.cspan(), groups, flags.span()); },
-        [&] { cr::zero_variance_groups(cr::exec::seq, host_r, host_groups, std::span<std::uint8_t>(host_flags)); },
+        [&] { cr::zero_variance_groups(cr::exec::cuda{}, groups, rewards.cspan(), flags.span()); },
+        [&] {
+          cr::zero_variance_groups(cr::exec::seq, host_groups, host_r,
+                                   std::span<std::uint8_t>(host_flags));
+        },
         "zero_variance_groups");
     const std::vector<std::int64_t> group_offsets{0, 3, 6};
     device_vector<std::int64_t> d_group_offsets(group_offsets);
     expect_same_refusal(
         [&] {
-          cr::drop_zero_variance_groups(cr::exec::cuda{}, rewards.cspan(),
-                                        device_group_layout::variable(d_group_offsets.data(), 2, 6));
+          cr::drop_zero_variance_groups(cr::exec::cuda{},
+                                        device_group_layout::variable(d_group_offsets.data(), 2, 6),
+                                        rewards.cspan());
         },
-        [&] { cr::drop_zero_variance_groups(cr::exec::seq, host_r, cr::group_layout(group_offsets)); },
+        [&] {
+          cr::drop_zero_variance_groups(cr::exec::seq, cr::group_layout(group_offsets), host_r);
+        },
         "drop_zero_variance_groups");
 
     // Tokens: two sequences of 3, every token valid.
@@ -663,15 +696,24 @@ TEST_F(Gpu, NonFiniteInputsAreNamedAsTheHostNamesThem) {
     const std::span<const float> host_finite(finite);
     device_vector<float> d_finite(finite);
     expect_same_refusal(
-        [&] { cr::discounted_returns(cr::exec::cuda{}, rewards.cspan(), layout, out.span(), 1.0); },
-        [&] { cr::discounted_returns(cr::exec::seq, host_r, host_layout, std::span<float>(host_out), 1.0); },
+        [&] { cr::discounted_returns(cr::exec::cuda{}, layout, rewards.cspan(), out.span(), 1.0); },
+        [&] { cr::discounted_returns(cr::exec::seq, host_layout, host_r, host_out, 1.0); },
         "discounted_returns");
-    expect_same_refusal([&] { cr::masked_whiten(cr::exec::cuda{}, rewards.cspan(), layout, out.span()); },
-                        [&] { cr::masked_whiten(cr::exec::seq, host_r, host_layout, std::span<float>(host_out)); },
-                        "masked_whiten");
     expect_same_refusal(
-        [&] { cr::distillation_advantages(cr::exec::cuda{}, d_finite.cspan(), rewards.cspan(), layout, out.span()); },
-        [&] { cr::distillation_advantages(cr::exec::seq, host_finite, host_r, host_layout, std::span<float>(host_out)); },
+        [&] { cr::masked_whiten(cr::exec::cuda{}, layout, rewards.cspan(), out.span()); },
+        [&] { cr::masked_whiten(cr::exec::seq, host_layout, host_r, host_out); }, "masked_whiten");
+    expect_same_refusal(
+        [&] {
+          cr::distillation_advantages(
+              cr::exec::cuda{}, layout,
+              {.teacher_log_probs = d_finite.cspan(), .student_log_probs = rewards.cspan()},
+              out.span());
+        },
+        [&] {
+          cr::distillation_advantages(
+              cr::exec::seq, host_layout,
+              {.teacher_log_probs = host_finite, .student_log_probs = host_r}, host_out);
+        },
         "distillation_advantages");
     // As the advantages of a loss (its second argument).
     const auto normalizer = cr::local_loss_counts(cr::exec::seq, host_layout).normalizer(1.0);

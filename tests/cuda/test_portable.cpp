@@ -119,8 +119,7 @@ TEST(PortableGroups, GrpoMatchesHostBitForBit) {
     for (const auto& options : variants) {
       std::vector<float> host(c.rewards.size()), device(c.rewards.size());
       std::vector<cr::group_statistic> stats(c.groups);
-      cr::grpo_advantages(cr::exec::seq, std::span<const float>(c.rewards), c.host(),
-                          std::span<float>(host), options);
+      cr::grpo_advantages(cr::exec::seq, c.host(), c.rewards, host, options);
       portable::grpo_advantages(system, c.rewards.data(), c.device(), device.data(), stats.data(), options);
       expect_same_bits(device, host, "grpo advantages");
     }
@@ -136,11 +135,11 @@ TEST(PortableGroups, SingletonsAndNonFiniteGroups) {
   for (auto singleton : {cr::singleton_rule::raw_score, cr::singleton_rule::zero_advantage}) {
     cr::grpo_options g{.singleton = singleton, .nonfinite = cr::nonfinite_rule::zero_group};
     std::vector<float> host(c.rewards.size()), device(c.rewards.size());
-    cr::grpo_advantages(cr::exec::seq, std::span<const float>(c.rewards), c.host(), std::span<float>(host), g);
+    cr::grpo_advantages(cr::exec::seq, c.host(), c.rewards, host, g);
     portable::grpo_advantages(system, c.rewards.data(), c.device(), device.data(), nullptr, g);
     expect_same_bits(device, host, "grpo with singletons and NaN");
     cr::rloo_options r{.singleton = singleton, .nonfinite = cr::nonfinite_rule::zero_group};
-    cr::rloo_advantages(cr::exec::seq, std::span<const float>(c.rewards), c.host(), std::span<float>(host), r);
+    cr::rloo_advantages(cr::exec::seq, c.host(), c.rewards, host, r);
     portable::rloo_advantages(system, c.rewards.data(), c.device(), device.data(), nullptr, r);
     expect_same_bits(device, host, "rloo with singletons and NaN");
   }
@@ -149,15 +148,15 @@ TEST(PortableGroups, SingletonsAndNonFiniteGroups) {
 TEST(PortableGroups, RlooAndStatisticsMatchHost) {
   for (const auto& c : group_cases()) {
     std::vector<float> host(c.rewards.size()), device(c.rewards.size());
-    cr::rloo_advantages(cr::exec::seq, std::span<const float>(c.rewards), c.host(), std::span<float>(host));
+    cr::rloo_advantages(cr::exec::seq, c.host(), c.rewards, host);
     portable::rloo_advantages(system, c.rewards.data(), c.device(), device.data(), nullptr, cr::rloo_options{});
     expect_same_bits(device, host, "rloo advantages");
 
     for (auto estimator : {cr::std_estimator::unbiased, cr::std_estimator::biased}) {
       const cr::group_statistics_options options{.estimator = estimator};
       std::vector<cr::group_statistic> hs(c.groups), ds(c.groups);
-      cr::group_statistics(cr::exec::seq, std::span<const float>(c.rewards), c.host(),
-                           std::span<cr::group_statistic>(hs), options);
+      cr::group_statistics(cr::exec::seq, c.host(), c.rewards, std::span<cr::group_statistic>(hs),
+                           options);
       portable::group_statistics(system, c.rewards.data(), c.device(), ds.data(), options);
       for (std::size_t g = 0; g < c.groups; ++g) {
         EXPECT_EQ(ds[g].mean, hs[g].mean);
@@ -398,7 +397,7 @@ TEST(PortableLogProbs, Bfloat16MatchesDoubleReference) {
 
 TEST(PortableFilter, DropsTheSameGroupsAsHost) {
   for (const auto& c : group_cases()) {
-    const auto host = cr::drop_zero_variance_groups(cr::exec::seq, std::span<const float>(c.rewards), c.host());
+    const auto host = cr::drop_zero_variance_groups(cr::exec::seq, c.host(), c.rewards);
     std::vector<std::uint8_t> keep_group(c.groups), keep_sequence(c.rewards.size());
     std::vector<std::int64_t> kept(c.rewards.size()), offsets(c.groups + 1), scratch(c.groups);
     const auto counts = portable::drop_zero_variance_groups(
@@ -416,8 +415,7 @@ TEST(PortableFilter, DropsTheSameGroupsAsHost) {
 TEST(PortableFilter, ZeroVarianceFlagsMatchHost) {
   for (const auto& c : group_cases()) {
     std::vector<std::uint8_t> host(c.groups), device(c.groups);
-    cr::zero_variance_groups(cr::exec::seq, std::span<const float>(c.rewards), c.host(),
-                             std::span<std::uint8_t>(host));
+    cr::zero_variance_groups(cr::exec::seq, c.host(), c.rewards, std::span<std::uint8_t>(host));
     portable::zero_variance_groups(system, c.rewards.data(), c.device(), device.data());
     EXPECT_EQ(device, host);
   }
@@ -425,17 +423,17 @@ TEST(PortableFilter, ZeroVarianceFlagsMatchHost) {
 
 TEST(PortableFilter, GatherMatchesHost) {
   for (const auto& c : group_cases()) {
-    const auto selection = cr::drop_zero_variance_groups(cr::exec::seq, std::span<const float>(c.rewards), c.host());
+    const auto selection = cr::drop_zero_variance_groups(cr::exec::seq, c.host(), c.rewards);
     const std::size_t kept = selection.kept_sequences.size();
     std::vector<float> host(kept), device(kept);
-    cr::gather_sequences(cr::exec::seq, std::span<const float>(c.rewards), selection, std::span<float>(host));
+    cr::gather_sequences(cr::exec::seq, selection, c.rewards, host);
     portable::gather_sequences(system, c.rewards.data(), selection.kept_sequences.data(), kept, device.data());
     expect_same_bits(device, host, "gathered rewards");
     // Any trivially copyable value, with the int64 indices the CUDA filter writes.
     std::vector<std::int64_t> ids(c.rewards.size()), host_ids(kept), device_ids(kept);
     for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(1000 + 7 * i);
     const std::vector<std::int64_t> kept64(selection.kept_sequences.begin(), selection.kept_sequences.end());
-    cr::gather_sequences(cr::exec::seq, std::span<const std::int64_t>(ids), selection,
+    cr::gather_sequences(cr::exec::seq, selection, std::span<const std::int64_t>(ids),
                          std::span<std::int64_t>(host_ids));
     portable::gather_sequences(system, ids.data(), kept64.data(), kept, device_ids.data());
     EXPECT_EQ(device_ids, host_ids);
@@ -448,8 +446,7 @@ TEST(PortableGroups, LeaveOneOutMatchesHost) {
       const cr::leave_one_out_options options{.estimator = estimator};
       const std::size_t n = c.rewards.size();
       std::vector<float> hm(n), hs(n), dm(n), ds(n);
-      cr::leave_one_out_statistics(cr::exec::seq, std::span<const float>(c.rewards), c.host(),
-                                   std::span<float>(hm), std::span<float>(hs), options);
+      cr::leave_one_out_statistics(cr::exec::seq, c.host(), c.rewards, hm, hs, options);
       portable::leave_one_out_statistics(system, c.rewards.data(), c.device(), dm.data(), ds.data(), options);
       expect_same_bits(dm, hm, "leave-one-out mean");
       expect_same_bits(ds, hs, "leave-one-out std");
@@ -505,12 +502,13 @@ TEST(PortableTokens, BroadcastAndDistillationMatchHost) {
   const std::size_t sequences = b.offsets.size() - 1;
   const auto values = per_sequence_values(sequences, 8);
   std::vector<float> host(b.tokens()), device(b.tokens(), 7.0f);
-  cr::broadcast_to_tokens(cr::exec::seq, std::span<const float>(values), layout, std::span<float>(host));
+  cr::broadcast_to_tokens(cr::exec::seq, layout, values, host);
   portable::broadcast_to_tokens(system, values.data(), device_layout(b), device.data());
   expect_same_bits(device, host, "broadcast");
 
-  cr::distillation_advantages(cr::exec::seq, std::span<const float>(b.ref_log_probs),
-                              std::span<const float>(b.log_probs), layout, std::span<float>(host));
+  cr::distillation_advantages(
+      cr::exec::seq, layout,
+      {.teacher_log_probs = b.ref_log_probs, .student_log_probs = b.log_probs}, host);
   portable::distillation_advantages(system, b.ref_log_probs.data(), b.log_probs.data(), device_layout(b),
                                     device.data());
   expect_same_bits(device, host, "distillation advantages");
@@ -550,7 +548,7 @@ TEST(PortableTokens, PlaceOnLastValidTokenMatchesHost) {
   const auto c = make_tokens(9, 700);
   const auto values = per_sequence_values(700, 9);
   std::vector<float> host(c.mask.size()), device(c.mask.size(), 7.0f);
-  cr::place_on_last_valid_token(cr::exec::seq, std::span<const float>(values), c.host(), std::span<float>(host));
+  cr::place_on_last_valid_token(cr::exec::seq, c.host(), values, host);
   portable::place_on_last_valid_token(system, values.data(), c.device(), device.data());
   expect_same_bits(device, host, "place on last valid token");
 }
@@ -561,8 +559,7 @@ TEST(PortableTokens, DiscountedReturnsMatchHost) {
     if (b.mask[t] == 0) b.advantages[t] = std::numeric_limits<float>::quiet_NaN();  // masked: allowed
   for (double gamma : {1.0, 0.99, 0.5, 0.0}) {
     std::vector<float> host(b.tokens()), device(b.tokens());
-    cr::discounted_returns(cr::exec::seq, std::span<const float>(b.advantages), b.layout(),
-                           std::span<float>(host), gamma);
+    cr::discounted_returns(cr::exec::seq, b.layout(), b.advantages, host, gamma);
     portable::discounted_returns(system, b.advantages.data(), device_layout(b), device.data(), gamma);
     expect_same_bits(device, host, "discounted returns");
   }
@@ -585,7 +582,7 @@ TEST(PortableTokens, MaskedWhitenMatchesHost) {
   std::vector<double> scratch(portable::whitening_scratch(b.tokens()));
   for (const auto& options : whitening_variants()) {
     std::vector<float> host(b.tokens()), device(b.tokens());
-    cr::masked_whiten(cr::exec::seq, std::span<const float>(b.advantages), b.layout(), std::span<float>(host), options);
+    cr::masked_whiten(cr::exec::seq, b.layout(), b.advantages, host, options);
     portable::masked_whiten(system, b.advantages.data(), device_layout(b), device.data(), options, scratch.data());
     expect_same_bits(device, host, "whitened");
     // In place, and without a mask.
@@ -593,8 +590,7 @@ TEST(PortableTokens, MaskedWhitenMatchesHost) {
     portable::masked_whiten(system, device.data(), device_layout(b), device.data(), options, scratch.data());
     expect_same_bits(device, host, "whitened in place");
     const device_token_layout unmasked{b.offsets.data(), nullptr, b.offsets.size() - 1, b.tokens()};
-    cr::masked_whiten(cr::exec::seq, std::span<const float>(b.advantages), cr::token_layout(b.offsets),
-                      std::span<float>(host), options);
+    cr::masked_whiten(cr::exec::seq, cr::token_layout(b.offsets), b.advantages, host, options);
     portable::masked_whiten(system, b.advantages.data(), unmasked, device.data(), options, scratch.data());
     expect_same_bits(device, host, "whitened without a mask");
   }
@@ -603,7 +599,7 @@ TEST(PortableTokens, MaskedWhitenMatchesHost) {
   std::vector<double> values(b.tokens()), host(b.tokens()), device(b.tokens());
   for (std::size_t t = 0; t < b.tokens(); ++t) values[t] = static_cast<double>(b.advantages[t]) / 3.0 + 1e-3 * t;
   for (const auto& options : whitening_variants()) {
-    cr::masked_whiten(cr::exec::seq, std::span<const double>(values), b.layout(), std::span<double>(host), options);
+    cr::masked_whiten(cr::exec::seq, b.layout(), values, host, options);
     portable::masked_whiten(system, values.data(), device_layout(b), device.data(), options, scratch.data());
     expect_same_bits(device, host, "whitened doubles");
   }
@@ -620,21 +616,19 @@ TEST(PortableTokens, ReinforcePlusPlusMatchesHost) {
   const auto c = make_tokens(12, 1500);
   const auto scores = per_sequence_values(1500, 12);
   std::vector<float> outcome(c.mask.size());
-  cr::place_on_last_valid_token(cr::exec::seq, std::span<const float>(scores), c.host(), std::span<float>(outcome));
+  cr::place_on_last_valid_token(cr::exec::seq, c.host(), scores, outcome);
   for (double gamma : {1.0, 0.97})
     for (const auto& whitening : whitening_variants()) {
       const cr::reinforce_plus_plus_options options{.gamma = gamma, .whitening = whitening};
       std::vector<float> host(b.tokens()), device(b.tokens());
-      cr::reinforce_plus_plus_advantages(cr::exec::seq, std::span<const float>(b.advantages), b.layout(),
-                                         std::span<float>(host), options);
+      cr::reinforce_plus_plus_advantages(cr::exec::seq, b.layout(), b.advantages, host, options);
       portable::reinforce_plus_plus_advantages(system, b.advantages.data(), device_layout(b), device.data(),
                                                options, scratch.data());
       expect_same_bits(device, host, "REINFORCE++ dense");
 
       std::vector<double> outcome_scratch(portable::whitening_scratch(c.mask.size()));
       std::vector<float> ho(c.mask.size()), dout(c.mask.size());
-      cr::reinforce_plus_plus_advantages(cr::exec::seq, std::span<const float>(outcome), c.host(),
-                                         std::span<float>(ho), options);
+      cr::reinforce_plus_plus_advantages(cr::exec::seq, c.host(), outcome, ho, options);
       portable::reinforce_plus_plus_advantages(system, outcome.data(), c.device(), dout.data(), options,
                                                outcome_scratch.data());
       expect_same_bits(dout, ho, "REINFORCE++ outcome");
@@ -642,8 +636,7 @@ TEST(PortableTokens, ReinforcePlusPlusMatchesHost) {
       // Doubles, where the order of every sum shows in the last bits.
       std::vector<double> rewards(b.tokens()), hd(b.tokens()), dd(b.tokens());
       for (std::size_t t = 0; t < b.tokens(); ++t) rewards[t] = static_cast<double>(b.advantages[t]) / 7.0;
-      cr::reinforce_plus_plus_advantages(cr::exec::seq, std::span<const double>(rewards), b.layout(),
-                                         std::span<double>(hd), options);
+      cr::reinforce_plus_plus_advantages(cr::exec::seq, b.layout(), rewards, hd, options);
       portable::reinforce_plus_plus_advantages(system, rewards.data(), device_layout(b), dd.data(), options,
                                                scratch.data());
       expect_same_bits(dd, hd, "REINFORCE++ doubles");
@@ -689,16 +682,16 @@ TEST(PortableTokens, ReinforcePlusPlusBaselineMatchesHost) {
         if (options.singleton == cr::singleton_rule::error) options.singleton = cr::singleton_rule::raw_score;
       }
       std::vector<float> host(b.tokens()), device(b.tokens());
-      cr::reinforce_plus_plus_baseline_advantages(cr::exec::seq, std::span<const float>(c.rewards), c.host(),
-                                                  b.layout(), std::span<float>(host), options);
+      cr::reinforce_plus_plus_baseline_advantages(cr::exec::seq, c.host(), b.layout(), c.rewards,
+                                                  host, options);
       portable::reinforce_plus_plus_baseline_advantages(system, c.rewards.data(), c.device(), device_layout(b),
                                                         device.data(), options, scratch.data());
       expect_same_bits(device, host, "REINFORCE++-baseline");
 
       std::vector<double> scores(c.rewards.size()), hd(b.tokens()), dd(b.tokens());
       for (std::size_t i = 0; i < scores.size(); ++i) scores[i] = static_cast<double>(c.rewards[i]) / 3.0;
-      cr::reinforce_plus_plus_baseline_advantages(cr::exec::seq, std::span<const double>(scores), c.host(),
-                                                  b.layout(), std::span<double>(hd), options);
+      cr::reinforce_plus_plus_baseline_advantages(cr::exec::seq, c.host(), b.layout(), scores, hd,
+                                                  options);
       portable::reinforce_plus_plus_baseline_advantages(system, scores.data(), c.device(), device_layout(b),
                                                         dd.data(), options, scratch.data());
       expect_same_bits(dd, hd, "REINFORCE++-baseline doubles");
@@ -717,26 +710,25 @@ TEST(PortableTokens, RefusesWhatTheHostRefusesWithItsMessage) {
   bad[1].epsilon = std::numeric_limits<double>::infinity();
   bad[2].accumulation = cr::mean_accumulation::float32_sequential;
   for (const auto& options : bad) {
-    const std::string host = error_message([&] {
-      cr::masked_whiten(cr::exec::seq, std::span<const float>(b.advantages), b.layout(), std::span<float>(out), options);
-    });
+    const std::string host = error_message(
+        [&] { cr::masked_whiten(cr::exec::seq, b.layout(), b.advantages, out, options); });
     ASSERT_NE(host, "");
     EXPECT_EQ(error_message([&] {
       portable::masked_whiten(system, b.advantages.data(), device_layout(b), out.data(), options, scratch.data());
     }), host);
     const cr::reinforce_plus_plus_options rpp{.whitening = options};
     EXPECT_EQ(error_message([&] {
-      portable::reinforce_plus_plus_advantages(system, b.advantages.data(), device_layout(b), out.data(), rpp,
-                                               scratch.data());
-    }), error_message([&] {
-      cr::reinforce_plus_plus_advantages(cr::exec::seq, std::span<const float>(b.advantages), b.layout(),
-                                         std::span<float>(out), rpp);
-    }));
+                portable::reinforce_plus_plus_advantages(
+                    system, b.advantages.data(), device_layout(b), out.data(), rpp, scratch.data());
+              }),
+              error_message([&] {
+                cr::reinforce_plus_plus_advantages(cr::exec::seq, b.layout(), b.advantages, out,
+                                                   rpp);
+              }));
   }
   for (double gamma : {-0.1, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
-    const std::string host = error_message([&] {
-      cr::discounted_returns(cr::exec::seq, std::span<const float>(b.advantages), b.layout(), std::span<float>(out), gamma);
-    });
+    const std::string host = error_message(
+        [&] { cr::discounted_returns(cr::exec::seq, b.layout(), b.advantages, out, gamma); });
     ASSERT_NE(host, "");
     EXPECT_EQ(error_message([&] {
       portable::discounted_returns(system, b.advantages.data(), device_layout(b), out.data(), gamma);
@@ -747,9 +739,8 @@ TEST(PortableTokens, RefusesWhatTheHostRefusesWithItsMessage) {
   one[b.tokens() / 2] = 1;
   const cr::token_layout host_one(b.offsets, one);
   const device_token_layout device_one{b.offsets.data(), one.data(), b.offsets.size() - 1, b.tokens()};
-  const std::string host = error_message([&] {
-    cr::masked_whiten(cr::exec::seq, std::span<const float>(b.advantages), host_one, std::span<float>(out));
-  });
+  const std::string host =
+      error_message([&] { cr::masked_whiten(cr::exec::seq, host_one, b.advantages, out); });
   EXPECT_NE(host.find("has 1 valid token"), std::string::npos) << host;
   EXPECT_EQ(error_message([&] {
     portable::masked_whiten(system, b.advantages.data(), device_one, out.data(), cr::whitening_options{}, scratch.data());
@@ -758,16 +749,18 @@ TEST(PortableTokens, RefusesWhatTheHostRefusesWithItsMessage) {
   scores[0] = 2.0f;
   const group_case uniform{scores, {}, 4, scores.size() / 4};
   EXPECT_EQ(error_message([&] {
-    portable::reinforce_plus_plus_baseline_advantages(system, scores.data(), uniform.device(), device_one, out.data(),
-                                                      cr::reinforce_plus_plus_baseline_options{}, scratch.data());
-  }), error_message([&] {
-    cr::reinforce_plus_plus_baseline_advantages(cr::exec::seq, std::span<const float>(scores), uniform.host(), host_one,
-                                                std::span<float>(out));
-  }));
+              portable::reinforce_plus_plus_baseline_advantages(
+                  system, scores.data(), uniform.device(), device_one, out.data(),
+                  cr::reinforce_plus_plus_baseline_options{}, scratch.data());
+            }),
+            error_message([&] {
+              cr::reinforce_plus_plus_baseline_advantages(cr::exec::seq, uniform.host(), host_one,
+                                                          scores, out);
+            }));
   // The biased variance takes one token: (x - x) * 1/sqrt(0 + eps) = 0.
   std::vector<float> hb(b.tokens()), db(b.tokens());
   const cr::whitening_options biased{.estimator = cr::std_estimator::biased};
-  cr::masked_whiten(cr::exec::seq, std::span<const float>(b.advantages), host_one, std::span<float>(hb), biased);
+  cr::masked_whiten(cr::exec::seq, host_one, b.advantages, hb, biased);
   portable::masked_whiten(system, b.advantages.data(), device_one, db.data(), biased, scratch.data());
   expect_same_bits(db, hb, "whitening one token, biased");
 }

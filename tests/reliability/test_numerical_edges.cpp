@@ -64,7 +64,7 @@ TEST(NearConstantGroup, GrpoAdvantagesStaySmallUnderEveryOption) {
             std::vector<float> a(8, 99.0f);
             const cr::grpo_options o{.scale_by_std = scale, .epsilon = eps, .epsilon_at = placement,
                                      .estimator = estimator, .accumulation = accumulation};
-            cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a), o);
+            cr::grpo_advantages(cr::exec::seq, groups, rewards, a, o);
             SCOPED_TRACE(testing::Message() << "eps " << eps << " scale " << scale << " placement "
                                             << static_cast<int>(placement) << " estimator "
                                             << static_cast<int>(estimator) << " accumulation "
@@ -78,7 +78,7 @@ TEST(NearConstantGroup, GrpoAdvantagesStaySmallUnderEveryOption) {
               EXPECT_LE(max_abs(a), std::sqrt(8.0f) * 1.0001f);  // sqrt(G)
             }
             std::vector<float> b(8);
-            cr::grpo_advantages(cr::exec::par, std::span<const float>(rewards), groups, std::span<float>(b), o);
+            cr::grpo_advantages(cr::exec::par, groups, rewards, b, o);
             EXPECT_EQ(a, b);
           }
 }
@@ -88,8 +88,7 @@ TEST(NearConstantGroup, RlooAndBaselineStayAtTheUlpScale) {
   const auto groups = cr::group_layout::uniform({.groups = 1, .size = 8});
   for (const auto accumulation : accumulations) {
     std::vector<float> a(8, 99.0f);
-    cr::rloo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a),
-                        {.accumulation = accumulation});
+    cr::rloo_advantages(cr::exec::seq, groups, rewards, a, {.accumulation = accumulation});
     ASSERT_TRUE(all_finite(a));
     EXPECT_LE(max_abs(a), 9e-8f);  // three ulps of 0.35f
   }
@@ -100,9 +99,8 @@ TEST(ZeroVarianceGroup, GetsExactlyZeroEvenWithoutEpsilon) {
   for (const double eps : {1e-6, 0.0})
     for (const auto accumulation : accumulations) {
       std::vector<float> a(8, 99.0f);
-      cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards),
-                          cr::group_layout::uniform({.groups = 1, .size = 8}), std::span<float>(a),
-                          {.epsilon = eps, .accumulation = accumulation});
+      cr::grpo_advantages(cr::exec::seq, cr::group_layout::uniform({.groups = 1, .size = 8}),
+                          rewards, a, {.epsilon = eps, .accumulation = accumulation});
       for (float x : a) EXPECT_EQ(x, 0.0f);
     }
 }
@@ -119,14 +117,11 @@ TEST(NonfiniteRewards, ErrorRuleRefusesNamingTheIndex) {
     std::vector<float> a(8);
     const auto groups = cr::group_layout::uniform({.groups = 2, .size = 4});
     cr::testing::expect_error_naming(
-        [&] { cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a)); },
-        "rewards", "6");
+        [&] { cr::grpo_advantages(cr::exec::seq, groups, rewards, a); }, "rewards", "6");
     cr::testing::expect_error_naming(
-        [&] { cr::grpo_advantages(cr::exec::par, std::span<const float>(rewards), groups, std::span<float>(a)); },
-        "rewards", "6");
+        [&] { cr::grpo_advantages(cr::exec::par, groups, rewards, a); }, "rewards", "6");
     cr::testing::expect_error_naming(
-        [&] { cr::rloo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a)); },
-        "rewards", "6");
+        [&] { cr::rloo_advantages(cr::exec::seq, groups, rewards, a); }, "rewards", "6");
   }
 }
 
@@ -137,15 +132,14 @@ TEST(NonfiniteRewards, ZeroGroupRuleZeroesOnlyThatGroup) {
       rewards[6] = bad;
       const auto groups = cr::group_layout::uniform({.groups = 2, .size = 4});
       std::vector<float> a(8, 99.0f), clean(4);
-      cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a),
+      cr::grpo_advantages(cr::exec::seq, groups, rewards, a,
                           {.scale_by_std = scale, .nonfinite = cr::nonfinite_rule::zero_group});
-      cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards).first(4),
-                          cr::group_layout::uniform({.groups = 1, .size = 4}),
-                          std::span<float>(clean), {.scale_by_std = scale});
+      cr::grpo_advantages(cr::exec::seq, cr::group_layout::uniform({.groups = 1, .size = 4}),
+                          std::span<const float>(rewards).first(4), clean, {.scale_by_std = scale});
       for (int i = 0; i < 4; ++i) EXPECT_EQ(a[i], clean[i]);
       for (int i = 4; i < 8; ++i) EXPECT_EQ(a[i], 0.0f);
       std::vector<float> r(8, 99.0f);
-      cr::rloo_advantages(cr::exec::par, std::span<const float>(rewards), groups, std::span<float>(r),
+      cr::rloo_advantages(cr::exec::par, groups, rewards, r,
                           {.nonfinite = cr::nonfinite_rule::zero_group});
       EXPECT_TRUE(all_finite(r));
       for (int i = 4; i < 8; ++i) EXPECT_EQ(r[i], 0.0f);
@@ -158,23 +152,20 @@ TEST(GroupsOfOne, EachSingletonRule) {
   const std::vector<float> rewards = {0.25f, -1.5f, 3.0f};
   const auto groups = cr::group_layout::uniform({.groups = 3, .size = 1});
   std::vector<float> a(3, 99.0f);
-  cr::testing::expect_error_naming(
-      [&] { cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a)); },
-      "group");
-  cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a),
+  cr::testing::expect_error_naming([&] { cr::grpo_advantages(cr::exec::seq, groups, rewards, a); },
+                                   "group");
+  cr::grpo_advantages(cr::exec::seq, groups, rewards, a,
                       {.singleton = cr::singleton_rule::zero_advantage});
   for (float x : a) EXPECT_EQ(x, 0.0f);
-  cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a),
+  cr::grpo_advantages(cr::exec::seq, groups, rewards, a,
                       {.singleton = cr::singleton_rule::raw_score});
   for (int i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(a[i], rewards[i] / (1 + 1e-6));
   // Biased std: a group of one is zero-variance and gets 0 under the default rule.
-  cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a),
-                      {.estimator = cr::std_estimator::biased});
+  cr::grpo_advantages(cr::exec::seq, groups, rewards, a, {.estimator = cr::std_estimator::biased});
   for (float x : a) EXPECT_EQ(x, 0.0f);
-  cr::testing::expect_error_naming(
-      [&] { cr::rloo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a)); },
-      "group");
-  cr::rloo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a),
+  cr::testing::expect_error_naming([&] { cr::rloo_advantages(cr::exec::seq, groups, rewards, a); },
+                                   "group");
+  cr::rloo_advantages(cr::exec::seq, groups, rewards, a,
                       {.singleton = cr::singleton_rule::zero_advantage});
   for (float x : a) EXPECT_EQ(x, 0.0f);
 }
@@ -185,8 +176,8 @@ TEST(LargeGroup, G4096IsStandardisedAndExecutorsAgree) {
   for (std::size_t i = 0; i < rewards.size(); ++i) rewards[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f;
   const auto groups = cr::group_layout::uniform({.groups = 2, .size = g});
   std::vector<float> a(2 * g), b(2 * g);
-  cr::grpo_advantages(cr::exec::seq, std::span<const float>(rewards), groups, std::span<float>(a));
-  cr::grpo_advantages(cr::exec::par, std::span<const float>(rewards), groups, std::span<float>(b));
+  cr::grpo_advantages(cr::exec::seq, groups, rewards, a);
+  cr::grpo_advantages(cr::exec::par, groups, rewards, b);
   EXPECT_EQ(a, b);
   for (std::size_t k = 0; k < 2; ++k) {
     double s = 0, s2 = 0;
@@ -194,17 +185,17 @@ TEST(LargeGroup, G4096IsStandardisedAndExecutorsAgree) {
     EXPECT_NEAR(s / g, 0.0, 1e-5);
     EXPECT_NEAR(s2 / (g - 1), 1.0, 1e-3);
   }
-  cr::rloo_advantages(cr::exec::par, std::span<const float>(rewards), groups, std::span<float>(b));
+  cr::rloo_advantages(cr::exec::par, groups, rewards, b);
   EXPECT_TRUE(all_finite(b));
 }
 
 TEST(EmptyBatch, AdvantagesLogProbsAndLossesAcceptIt) {
   const std::vector<float> none;
   std::vector<float> out;
-  cr::grpo_advantages(cr::exec::seq, std::span<const float>(none),
-                      cr::group_layout::uniform({.groups = 0, .size = 8}), std::span<float>(out));
-  cr::rloo_advantages(cr::exec::par, std::span<const float>(none),
-                      cr::group_layout::uniform({.groups = 0, .size = 8}), std::span<float>(out));
+  cr::grpo_advantages(cr::exec::seq, cr::group_layout::uniform({.groups = 0, .size = 8}), none,
+                      out);
+  cr::rloo_advantages(cr::exec::par, cr::group_layout::uniform({.groups = 0, .size = 8}), none,
+                      out);
   const std::vector<std::int64_t> labels;
   cr::log_probs_from_logits(cr::exec::seq, std::span<const float>(none), 16, 16, std::span<const std::int64_t>(labels),
                             std::span<float>(out), std::span<float>());

@@ -12,6 +12,7 @@
 #include <span>
 
 #include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"
@@ -24,9 +25,11 @@ namespace detail {
 inline constexpr std::size_t sequence_parallel_threshold = 64;
 }  // namespace detail
 
-template <exec::host_policy Policy, std::floating_point T>
-void broadcast_to_tokens(const Policy& policy, std::span<const T> per_sequence,
-                         const token_layout& tokens, std::span<T> per_token) {
+template <exec::host_policy Policy, contiguous_output Out>
+void broadcast_to_tokens(const Policy& policy, const token_layout& tokens,
+                         std::span<const output_value_t<Out>> per_sequence, Out&& per_token_out) {
+  using T = output_value_t<Out>;
+  const std::span<T> per_token = output_span(per_token_out);
   detail::require_size(per_sequence.size(), tokens.sequences(), "per_sequence",
                        "one per sequence of the token layout");
   detail::require_size(per_token.size(), tokens.tokens(), "per_token",
@@ -41,9 +44,12 @@ void broadcast_to_tokens(const Policy& policy, std::span<const T> per_sequence,
 }
 
 // Refuses a sequence with no valid token: its value would be lost silently.
-template <exec::host_policy Policy, std::floating_point T>
-void place_on_last_valid_token(const Policy& policy, std::span<const T> per_sequence,
-                               const token_layout& tokens, std::span<T> per_token) {
+template <exec::host_policy Policy, contiguous_output Out>
+void place_on_last_valid_token(const Policy& policy, const token_layout& tokens,
+                               std::span<const output_value_t<Out>> per_sequence,
+                               Out&& per_token_out) {
+  using T = output_value_t<Out>;
+  const std::span<T> per_token = output_span(per_token_out);
   detail::require_size(per_sequence.size(), tokens.sequences(), "per_sequence",
                        "one per sequence of the token layout");
   detail::require_size(per_token.size(), tokens.tokens(), "per_token",

@@ -12,6 +12,7 @@
 #include <span>
 
 #include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
@@ -19,15 +20,27 @@
 
 namespace cascade_rl {
 
-template <exec::host_policy Policy, std::floating_point T>
-void distillation_advantages(const Policy& policy, std::span<const T> teacher_logp,
-                             std::span<const T> student_logp, const token_layout& tokens,
-                             std::span<T> advantages) {
-  detail::require_size(teacher_logp.size(), tokens.tokens(), "teacher_logp", "one per token");
-  detail::require_size(student_logp.size(), tokens.tokens(), "student_logp", "one per token");
+// The two log-probs of every sampled token, by name (one type: a swap would compile
+// positionally and flip the advantage's sign).
+template <std::floating_point T>
+struct distillation_inputs {
+  std::span<const T> teacher_log_probs;
+  std::span<const T> student_log_probs;
+};
+
+// a_t = log pi_teacher(y_t) - log pi_student(y_t) on valid tokens, 0 on masked ones.
+template <exec::host_policy Policy, contiguous_output Out>
+void distillation_advantages(const Policy& policy, const token_layout& tokens,
+                             const distillation_inputs<output_value_t<Out>>& inputs,
+                             Out&& advantages_out) {
+  const auto teacher_logp = inputs.teacher_log_probs;
+  const auto student_logp = inputs.student_log_probs;
+  const auto advantages = output_span(advantages_out);
+  detail::require_size(teacher_logp.size(), tokens.tokens(), "teacher_log_probs", "one per token");
+  detail::require_size(student_logp.size(), tokens.tokens(), "student_log_probs", "one per token");
   detail::require_size(advantages.size(), tokens.tokens(), "advantages", "one per token");
-  detail::require_finite_where_valid(policy, teacher_logp, tokens, "teacher_logp");
-  detail::require_finite_where_valid(policy, student_logp, tokens, "student_logp");
+  detail::require_finite_where_valid(policy, teacher_logp, tokens, "teacher_log_probs");
+  detail::require_finite_where_valid(policy, student_logp, tokens, "student_log_probs");
   detail::for_each_index(policy, tokens.tokens(), [&](std::size_t t) {
     advantages[t] =
         terms::distillation_advantage(teacher_logp[t], student_logp[t], tokens.valid(t));

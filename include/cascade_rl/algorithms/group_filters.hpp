@@ -20,6 +20,7 @@
 #include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
@@ -75,9 +76,11 @@ inline group_selection select_groups(const group_layout& groups,
 }
 
 // out[k] = in[selection.kept_sequences[k]]: compacts any per-sequence array.
-template <exec::host_policy Policy, class V>
-void gather_sequences(const Policy& policy, std::span<const V> in,
-                      const group_selection& selection, std::span<V> out) {
+template <exec::host_policy Policy, class Out>
+requires contiguous_sized_range<Out> && writable_range<Out>
+void gather_sequences(const Policy& policy, const group_selection& selection,
+                      std::span<const std::ranges::range_value_t<Out>> in, Out&& out_range) {
+  const auto out = output_span(out_range);
   detail::require_size(out.size(), selection.kept_sequences.size(), "out",
                        "one per kept sequence");
   for (std::size_t k = 0; k < selection.kept_sequences.size(); ++k)
@@ -89,9 +92,10 @@ void gather_sequences(const Policy& policy, std::span<const V> in,
 }
 
 // flags[g] = 1 where group g's rewards are all equal (a group of one included).
-template <exec::host_policy Policy, std::floating_point T>
-void zero_variance_groups(const Policy& policy, std::span<const T> rewards,
-                          const group_layout& groups, std::span<std::uint8_t> flags) {
+template <exec::host_policy Policy, contiguous_input In>
+void zero_variance_groups(const Policy& policy, const group_layout& groups, const In& rewards_in,
+                          std::span<std::uint8_t> flags) {
+  const auto rewards = input_span(rewards_in);
   groups.require_sequences(rewards.size(), "rewards");
   detail::require_size(flags.size(), groups.groups(), "flags", "one per group");
   detail::require_finite(policy, rewards, "rewards");
@@ -108,10 +112,11 @@ void zero_variance_groups(const Policy& policy, std::span<const T> rewards,
 
 // The selection without the zero-variance groups (and, under nonfinite = zero_group,
 // without the groups holding a non-finite reward).
-template <exec::host_policy Policy, std::floating_point T>
-group_selection drop_zero_variance_groups(const Policy& policy, std::span<const T> rewards,
-                                          const group_layout& groups,
+template <exec::host_policy Policy, contiguous_input In>
+group_selection drop_zero_variance_groups(const Policy& policy, const group_layout& groups,
+                                          const In& rewards_in,
                                           const zero_variance_filter_options& options = {}) {
+  const auto rewards = input_span(rewards_in);
   groups.require_sequences(rewards.size(), "rewards");
   if (options.nonfinite == nonfinite_rule::error) detail::require_finite(policy, rewards, "rewards");
   std::vector<std::uint8_t> keep(groups.groups(), 0);

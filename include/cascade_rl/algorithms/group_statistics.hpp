@@ -18,6 +18,7 @@
 #include "cascade_rl/algorithms/advantage_options.hpp"
 #include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
@@ -172,10 +173,11 @@ void validate_group_advantage_inputs(const Policy& policy, std::span<const T> re
 }  // namespace detail
 
 // Statistics of every group of `rewards`. Refuses NaN or infinite rewards.
-template <exec::host_policy Policy, std::floating_point T>
-void group_statistics(const Policy& policy, std::span<const T> rewards, const group_layout& groups,
+template <exec::host_policy Policy, contiguous_input In>
+void group_statistics(const Policy& policy, const group_layout& groups, const In& rewards_in,
                       std::span<group_statistic> statistics,
                       const group_statistics_options& options = {}) {
+  const auto rewards = input_span(rewards_in);
   groups.require_sequences(rewards.size(), "rewards");
   detail::require_size(statistics.size(), groups.groups(), "statistics", "one per group");
   detail::require_finite(policy, rewards, "rewards");
@@ -195,10 +197,13 @@ void group_statistics(const Policy& policy, std::span<const T> rewards, const gr
 // Computed by downdating the full-group moments instead of re-summing n - 1 values:
 //   mean_-i = mean - (r_i - mean) / (n - 1)
 //   M2_-i   = M2 - (r_i - mean)^2 * n / (n - 1)    (clamped at 0 against rounding)
-template <exec::host_policy Policy, std::floating_point T>
-void leave_one_out_statistics(const Policy& policy, std::span<const T> rewards,
-                              const group_layout& groups, std::span<T> loo_mean,
-                              std::span<T> loo_std, const leave_one_out_options& options = {}) {
+template <exec::host_policy Policy, contiguous_output Out>
+void leave_one_out_statistics(const Policy& policy, const group_layout& groups,
+                              std::span<const output_value_t<Out>> rewards, Out&& loo_mean_out,
+                              std::type_identity_t<std::span<output_value_t<Out>>> loo_std,
+                              const leave_one_out_options& options = {}) {
+  using T = output_value_t<Out>;
+  const std::span<T> loo_mean = output_span(loo_mean_out);
   groups.require_sequences(rewards.size(), "rewards");
   detail::require_size(loo_mean.size(), rewards.size(), "loo_mean", "one per sequence");
   if (!loo_std.empty())

@@ -25,6 +25,7 @@
 #include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
@@ -184,9 +185,11 @@ bool grpo_uniform_tile(std::span<const T> rewards, std::span<T> advantages,
 
 }  // namespace detail
 
-template <exec::host_policy Policy, std::floating_point T>
-void grpo_advantages(const Policy& policy, std::span<const T> rewards, const group_layout& groups,
-                     std::span<T> advantages, const grpo_options& options = {}) {
+template <exec::host_policy Policy, contiguous_output Out>
+void grpo_advantages(const Policy& policy, const group_layout& groups,
+                     std::span<const output_value_t<Out>> rewards, Out&& advantages_out,
+                     const grpo_options& options = {}) {
+  const auto advantages = output_span(advantages_out);
   detail::require_epsilon(options.epsilon, "epsilon");
   const terms::group_params params = detail::group_params_of(options);
   const bool refuse_singletons = params.refuse_singletons;

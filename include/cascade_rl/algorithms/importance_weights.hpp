@@ -21,7 +21,7 @@
 
 #include "cascade_rl/algorithms/loss_inputs.hpp"
 #include "cascade_rl/core/checks.hpp"
-#include "cascade_rl/core/contiguous_output.hpp"
+#include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"

@@ -34,7 +34,7 @@
 #include "cascade_rl/algorithms/loss_counts.hpp"
 #include "cascade_rl/algorithms/loss_inputs.hpp"
 #include "cascade_rl/core/checks.hpp"
-#include "cascade_rl/core/contiguous_output.hpp"
+#include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"

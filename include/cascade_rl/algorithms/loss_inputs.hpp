@@ -9,7 +9,7 @@
 //
 // Each is a plain aggregate of spans (device spans for the CUDA overloads), borrowed for
 // the call: the caller keeps the data alive. The value type comes from the output range
-// (contiguous_output.hpp); an input of another type does not convert.
+// (core/contiguous_ranges.hpp); an input of another type does not convert.
 
 #include <concepts>
 #include <span>

@@ -19,10 +19,11 @@
 #include <string>
 
 #include "cascade_rl/algorithms/advantage_options.hpp"
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/broadcast.hpp"
+#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
@@ -84,9 +85,11 @@ void whiten_valid_tokens(const Policy& policy, std::span<const T> values,
 
 // Batch whitening of per-token values over the valid tokens of `tokens`; 0 on masked
 // tokens. `whitened` may be the same span as `values`.
-template <exec::host_policy Policy, std::floating_point T>
-void masked_whiten(const Policy& policy, std::span<const T> values, const token_layout& tokens,
-                   std::span<T> whitened, const whitening_options& options = {}) {
+template <exec::host_policy Policy, contiguous_output Out>
+void masked_whiten(const Policy& policy, const token_layout& tokens,
+                   std::span<const output_value_t<Out>> values, Out&& whitened_out,
+                   const whitening_options& options = {}) {
+  const auto whitened = output_span(whitened_out);
   detail::require_whitening_options(options);
   detail::require_size(values.size(), tokens.tokens(), "values", "one per token");
   detail::require_size(whitened.size(), tokens.tokens(), "whitened", "one per token");
@@ -99,9 +102,12 @@ void masked_whiten(const Policy& policy, std::span<const T> values, const token_
 // so a masked token (padding, a tool observation) cuts the return: rewards after it
 // do not flow to tokens before it. Masked tokens hold ret_t as in veRL; only valid
 // tokens' rewards must be finite.
-template <exec::host_policy Policy, std::floating_point T>
-void discounted_returns(const Policy& policy, std::span<const T> token_rewards,
-                        const token_layout& tokens, std::span<T> returns, double gamma = 1.0) {
+template <exec::host_policy Policy, contiguous_output Out>
+void discounted_returns(const Policy& policy, const token_layout& tokens,
+                        std::span<const output_value_t<Out>> token_rewards, Out&& returns_out,
+                        double gamma = 1.0) {
+  using T = output_value_t<Out>;
+  const std::span<T> returns = output_span(returns_out);
   if (!(gamma >= 0.0 && gamma <= 1.0))
     detail::fail("gamma", "must lie in [0, 1], got " + std::to_string(gamma));
   detail::require_size(token_rewards.size(), tokens.tokens(), "token_rewards", "one per token");
@@ -123,13 +129,16 @@ void discounted_returns(const Policy& policy, std::span<const T> token_rewards,
 // REINFORCE++: discounted returns of `token_rewards` (see place_on_last_valid_token
 // for outcome rewards), whitened over the batch. Writes the returns into
 // `advantages` and whitens them there.
-template <exec::host_policy Policy, std::floating_point T>
-void reinforce_plus_plus_advantages(const Policy& policy, std::span<const T> token_rewards,
-                                    const token_layout& tokens, std::span<T> advantages,
+template <exec::host_policy Policy, contiguous_output Out>
+void reinforce_plus_plus_advantages(const Policy& policy, const token_layout& tokens,
+                                    std::span<const output_value_t<Out>> token_rewards,
+                                    Out&& advantages_out,
                                     const reinforce_plus_plus_options& options = {}) {
+  using T = output_value_t<Out>;
+  const std::span<T> advantages = output_span(advantages_out);
   detail::require_whitening_options(options.whitening);
   detail::require_size(advantages.size(), tokens.tokens(), "advantages", "one per token");
-  discounted_returns(policy, token_rewards, tokens, advantages, options.gamma);
+  discounted_returns(policy, tokens, token_rewards, advantages, options.gamma);
   detail::whiten_valid_tokens(policy, std::span<const T>(advantages), tokens, advantages,
                               options.whitening);
 }
@@ -137,11 +146,13 @@ void reinforce_plus_plus_advantages(const Policy& policy, std::span<const T> tok
 // REINFORCE++-baseline: score_i - mean_g(score) on every valid token of sequence i,
 // whitened over the batch. A zero-variance group contributes exact zeros (which the
 // whitening then shifts with the rest of the batch).
-template <exec::host_policy Policy, std::floating_point T>
-void reinforce_plus_plus_baseline_advantages(const Policy& policy, std::span<const T> scores,
-                                             const group_layout& groups,
-                                             const token_layout& tokens, std::span<T> advantages,
-                                             const reinforce_plus_plus_baseline_options& options = {}) {
+template <exec::host_policy Policy, contiguous_output Out>
+void reinforce_plus_plus_baseline_advantages(
+    const Policy& policy, const group_layout& groups, const token_layout& tokens,
+    std::span<const output_value_t<Out>> scores, Out&& advantages_out,
+    const reinforce_plus_plus_baseline_options& options = {}) {
+  using T = output_value_t<Out>;
+  const std::span<T> advantages = output_span(advantages_out);
   detail::require_whitening_options(options.whitening);
   detail::require_size(tokens.sequences(), scores.size(), "tokens",
                        "one sequence per score");

@@ -14,15 +14,18 @@
 #include "cascade_rl/algorithms/advantage_options.hpp"
 #include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
+#include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
 
 namespace cascade_rl {
 
-template <exec::host_policy Policy, std::floating_point T>
-void rloo_advantages(const Policy& policy, std::span<const T> rewards, const group_layout& groups,
-                     std::span<T> advantages, const rloo_options& options = {}) {
+template <exec::host_policy Policy, contiguous_output Out>
+void rloo_advantages(const Policy& policy, const group_layout& groups,
+                     std::span<const output_value_t<Out>> rewards, Out&& advantages_out,
+                     const rloo_options& options = {}) {
+  const auto advantages = output_span(advantages_out);
   const terms::group_params params = detail::group_params_of(options);
   const bool refuse_singletons = params.refuse_singletons;
   const auto group = [&](std::size_t first, std::size_t last, bool zero_group) {

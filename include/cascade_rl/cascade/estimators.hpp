@@ -20,7 +20,7 @@ struct grpo_estimator {
   grpo_options options{.singleton = singleton_rule::zero_advantage};
   void operator()(std::span<const float> rewards, const group_layout& groups,
                   std::span<float> advantages) const {
-    grpo_advantages(exec::par, rewards, groups, advantages, options);
+    grpo_advantages(exec::par, groups, rewards, advantages, options);
   }
 };
 
@@ -29,7 +29,7 @@ struct dr_grpo_estimator {
   grpo_options options{.scale_by_std = false, .singleton = singleton_rule::zero_advantage};
   void operator()(std::span<const float> rewards, const group_layout& groups,
                   std::span<float> advantages) const {
-    grpo_advantages(exec::par, rewards, groups, advantages, options);
+    grpo_advantages(exec::par, groups, rewards, advantages, options);
   }
 };
 
@@ -38,7 +38,7 @@ struct rloo_estimator {
   rloo_options options{.singleton = singleton_rule::zero_advantage};
   void operator()(std::span<const float> rewards, const group_layout& groups,
                   std::span<float> advantages) const {
-    rloo_advantages(exec::par, rewards, groups, advantages, options);
+    rloo_advantages(exec::par, groups, rewards, advantages, options);
   }
 };
 

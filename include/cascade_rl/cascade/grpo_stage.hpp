@@ -88,8 +88,7 @@ class grpo_stage {
     {
       std::vector<std::uint8_t> flags(batch.prompt_count());
       if (!flags.empty())
-        zero_variance_groups(exec::par, std::span<const float>(rewards), batch.groups(),
-                             std::span<std::uint8_t>(flags));
+        zero_variance_groups(exec::par, batch.groups(), rewards, std::span<std::uint8_t>(flags));
       std::uint64_t zero = 0;
       for (auto f : flags) zero += f;
       m.zero_variance_groups = static_cast<std::size_t>(sum_counts(comm, zero));
@@ -116,8 +115,7 @@ class grpo_stage {
       const token_layout layout = batch.layout();
       std::vector<float> token_advantages(batch.token_count());
       if (batch.response_count() != 0)
-        broadcast_to_tokens(exec::par, std::span<const float>(advantages), layout,
-                            std::span<float>(token_advantages));
+        broadcast_to_tokens(exec::par, layout, advantages, token_advantages);
       totals.add(comm, detail::on_policy_update(policy, batch, std::span<const float>(token_advantages),
                                                 config_, context.lr, comm));
     } else {
@@ -151,8 +149,7 @@ class grpo_stage {
       if (options.mode == overlong_mode::drop) keep(batch, rewards, report.selection);
     }
     if (config_.filters.drop_zero_variance_groups && batch.response_count() > 0)
-      keep(batch, rewards,
-           drop_zero_variance_groups(exec::par, std::span<const float>(rewards), batch.groups()));
+      keep(batch, rewards, drop_zero_variance_groups(exec::par, batch.groups(), rewards));
     std::uint64_t counts[3] = {groups_before - batch.prompt_count(),
                                responses_before - batch.response_count(), m.overlong};
     comm.all_reduce(std::span<std::uint64_t>(counts), reduce_op::sum);
@@ -163,7 +160,7 @@ class grpo_stage {
 
   static void keep(rollout_batch& batch, std::vector<float>& rewards, const group_selection& selection) {
     std::vector<float> kept(selection.kept_sequences.size());
-    gather_sequences(exec::seq, std::span<const float>(rewards), selection, std::span<float>(kept));
+    gather_sequences(exec::seq, selection, rewards, kept);
     batch = subset(batch, selection);
     rewards = std::move(kept);
   }

@@ -128,8 +128,9 @@ class mopd_stage {
     if (batch.response_count() != 0) {
       route_teacher_log_probs(context.teachers, batch, std::span<float>(teacher));
       policy.log_probs(batch, std::span<float>(student));
-      distillation_advantages(exec::par, std::span<const float>(teacher), std::span<const float>(student),
-                              layout, std::span<float>(advantages));
+      distillation_advantages(exec::par, layout,
+                              {.teacher_log_probs = teacher, .student_log_probs = student},
+                              advantages);
       reverse_kl_sum(layout, advantages, kl_sum, kl_count);
       if (config_.mopd.outcome_weight != 0.0) mix_outcome(batch, layout, rewards, advantages);
       loss = reinforce_loss(exec::par, layout,
@@ -166,7 +167,7 @@ class mopd_stage {
                    const std::vector<float>& rewards, std::vector<float>& advantages) const {
     std::vector<float> outcome(batch.response_count()), on_tokens(batch.token_count());
     grpo_estimator{}(std::span<const float>(rewards), batch.groups(), std::span<float>(outcome));
-    broadcast_to_tokens(exec::par, std::span<const float>(outcome), layout, std::span<float>(on_tokens));
+    broadcast_to_tokens(exec::par, layout, outcome, on_tokens);
     const auto w = static_cast<float>(config_.mopd.outcome_weight);
     for (std::size_t t = 0; t < advantages.size(); ++t) advantages[t] += w * on_tokens[t];
   }

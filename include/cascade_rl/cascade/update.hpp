@@ -131,15 +131,14 @@ void ppo_update(P& policy, const rollout_batch& batch, std::span<const float> ad
       const group_selection selection = select_groups(batch.groups(), keep);
       const rollout_batch mini = subset(batch, selection);
       std::vector<float> mini_advantages(selection.kept_sequences.size());
-      gather_sequences(exec::seq, advantages, selection, std::span<float>(mini_advantages));
+      gather_sequences(exec::seq, selection, advantages, mini_advantages);
       const token_layout layout = mini.layout();
       const loss_normalizer normalizer = step_normalizer(layout, config, comm);
       std::vector<float> token_advantages(mini.token_count()), log_probs(mini.token_count()),
           dlogp(mini.token_count());
       policy_loss_result result;
       if (mini.response_count() != 0) {
-        broadcast_to_tokens(exec::par, std::span<const float>(mini_advantages), layout,
-                            std::span<float>(token_advantages));
+        broadcast_to_tokens(exec::par, layout, mini_advantages, token_advantages);
         policy.log_probs(mini, std::span<float>(log_probs));
         result = ppo_clip_loss(exec::par, layout,
                                {.log_probs = log_probs,

@@ -166,7 +166,7 @@ void group_statistics_across_ranks(const Policy& policy, C& comm, std::span<cons
                                    std::span<group_statistic> statistics,
                                    const group_statistics_options& options = {}) {
   const gathered_sequences<T> gathered = sequences_across_ranks(comm, local_rewards);
-  group_statistics(policy, gathered.all(), groups, statistics, options);
+  group_statistics(policy, groups, gathered.all(), statistics, options);
 }
 
 // Sends root's vector, whatever its size, to every rank (a policy or teacher snapshot).

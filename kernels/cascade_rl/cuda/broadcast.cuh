@@ -36,8 +36,8 @@ void require_per_sequence_sizes(std::size_t per_sequence, std::size_t per_token,
 namespace cascade_rl {
 
 template <std::floating_point T>
-void broadcast_to_tokens(exec::cuda_policy policy, std::span<const T> per_sequence,
-                         const cuda::device_token_layout& tokens, std::span<T> per_token) {
+void broadcast_to_tokens(exec::cuda_policy policy, const cuda::device_token_layout& tokens,
+                         std::span<const T> per_sequence, std::span<T> per_token) {
   cuda::detail::require_per_sequence_sizes<T>(per_sequence.size(), per_token.size(), tokens);
   const cuda::device_report report =
       cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
@@ -49,8 +49,8 @@ void broadcast_to_tokens(exec::cuda_policy policy, std::span<const T> per_sequen
 
 // Refuses a sequence with no valid token: its value would be lost silently.
 template <std::floating_point T>
-void place_on_last_valid_token(exec::cuda_policy policy, std::span<const T> per_sequence,
-                               const cuda::device_token_layout& tokens, std::span<T> per_token) {
+void place_on_last_valid_token(exec::cuda_policy policy, const cuda::device_token_layout& tokens,
+                               std::span<const T> per_sequence, std::span<T> per_token) {
   cuda::detail::require_per_sequence_sizes<T>(per_sequence.size(), per_token.size(), tokens);
   const cuda::device_report report =
       cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {

@@ -19,18 +19,19 @@ namespace cascade_rl {
 
 // The throwing convenience overload; spans in device memory, waits for the stream.
 template <std::floating_point T>
-void distillation_advantages(exec::cuda_policy policy, std::span<const T> teacher_logp,
-                             std::span<const T> student_logp, const cuda::device_token_layout& tokens,
-                             std::span<T> advantages) {
-  detail::require_size(teacher_logp.size(), tokens.tokens, "teacher_logp", "one per token");
-  detail::require_size(student_logp.size(), tokens.tokens, "student_logp", "one per token");
+void distillation_advantages(exec::cuda_policy policy, const cuda::device_token_layout& tokens,
+                             const distillation_inputs<T>& inputs, std::span<T> advantages) {
+  const std::span<const T> teacher_logp = inputs.teacher_log_probs;
+  const std::span<const T> student_logp = inputs.student_log_probs;
+  detail::require_size(teacher_logp.size(), tokens.tokens, "teacher_log_probs", "one per token");
+  detail::require_size(student_logp.size(), tokens.tokens, "student_log_probs", "one per token");
   detail::require_size(advantages.size(), tokens.tokens, "advantages", "one per token");
   const cuda::device_report report =
       cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
         return cuda::distillation_advantages(temp, bytes, teacher_logp.data(), student_logp.data(),
                                              tokens, advantages.data(), policy.stream);
       });
-  cuda::detail::throw_if_reported(report, {"teacher_logp", "student_logp"});
+  cuda::detail::throw_if_reported(report, {"teacher_log_probs", "student_log_probs"});
 }
 
 }  // namespace cascade_rl

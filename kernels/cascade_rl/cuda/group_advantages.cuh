@@ -56,8 +56,8 @@ void run_groups_throwing(cudaStream_t stream, const char* singleton_message, Run
 namespace cascade_rl {
 
 template <std::floating_point T>
-void group_statistics(exec::cuda_policy policy, std::span<const T> rewards,
-                      const cuda::device_group_layout& groups, std::span<group_statistic> statistics,
+void group_statistics(exec::cuda_policy policy, const cuda::device_group_layout& groups,
+                      std::span<const T> rewards, std::span<group_statistic> statistics,
                       const group_statistics_options& options = {}) {
   if (rewards.size() != groups.sequences)
     detail::fail("rewards", "has " + std::to_string(rewards.size()) + " entries, but the groups hold " +
@@ -70,8 +70,8 @@ void group_statistics(exec::cuda_policy policy, std::span<const T> rewards,
 }
 
 template <std::floating_point T>
-void grpo_advantages(exec::cuda_policy policy, std::span<const T> rewards,
-                     const cuda::device_group_layout& groups, std::span<T> advantages,
+void grpo_advantages(exec::cuda_policy policy, const cuda::device_group_layout& groups,
+                     std::span<const T> rewards, std::span<T> advantages,
                      const grpo_options& options = {}) {
   detail::require_epsilon(options.epsilon, "epsilon");
   cuda::detail::require_group_sizes<T>(rewards.size(), groups, advantages.size(), "advantages",
@@ -87,8 +87,8 @@ void grpo_advantages(exec::cuda_policy policy, std::span<const T> rewards,
 }
 
 template <std::floating_point T>
-void rloo_advantages(exec::cuda_policy policy, std::span<const T> rewards,
-                     const cuda::device_group_layout& groups, std::span<T> advantages,
+void rloo_advantages(exec::cuda_policy policy, const cuda::device_group_layout& groups,
+                     std::span<const T> rewards, std::span<T> advantages,
                      const rloo_options& options = {}) {
   cuda::detail::require_group_sizes<T>(rewards.size(), groups, advantages.size(), "advantages",
                                        "one per sequence");
@@ -104,8 +104,8 @@ void rloo_advantages(exec::cuda_policy policy, std::span<const T> rewards,
 // Per sequence, the mean and (when loo_std is not empty) the std of the other rewards of
 // its group: the RLOO baseline. Needs groups of at least 2.
 template <std::floating_point T>
-void leave_one_out_statistics(exec::cuda_policy policy, std::span<const T> rewards,
-                              const cuda::device_group_layout& groups, std::span<T> loo_mean,
+void leave_one_out_statistics(exec::cuda_policy policy, const cuda::device_group_layout& groups,
+                              std::span<const T> rewards, std::span<T> loo_mean,
                               std::span<T> loo_std, const leave_one_out_options& options = {}) {
   if (rewards.size() != groups.sequences)
     detail::fail("rewards", "has " + std::to_string(rewards.size()) + " entries, but the groups hold " +

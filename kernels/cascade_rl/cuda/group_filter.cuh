@@ -32,8 +32,8 @@ inline constexpr const char* past_the_end = "is past the end: the selection was 
 namespace cascade_rl {
 
 template <std::floating_point T>
-void zero_variance_groups(exec::cuda_policy policy, std::span<const T> rewards,
-                          const cuda::device_group_layout& groups, std::span<std::uint8_t> flags) {
+void zero_variance_groups(exec::cuda_policy policy, const cuda::device_group_layout& groups,
+                          std::span<const T> rewards, std::span<std::uint8_t> flags) {
   if (rewards.size() != groups.sequences)
     detail::fail("rewards", "has " + std::to_string(rewards.size()) + " entries, but the groups hold " +
                                 std::to_string(groups.sequences) + " sequences");
@@ -49,8 +49,8 @@ void zero_variance_groups(exec::cuda_policy policy, std::span<const T> rewards,
 // out[k] = in[selection.kept_sequences[k]]: in and out in device memory, the selection on
 // the host (as drop_zero_variance_groups returns it); its indices are copied over.
 template <class V>
-void gather_sequences(exec::cuda_policy policy, std::span<const V> in, const group_selection& selection,
-                      std::span<V> out) {
+void gather_sequences(exec::cuda_policy policy, const group_selection& selection,
+                      std::span<const V> in, std::span<V> out) {
   const std::vector<std::size_t>& kept = selection.kept_sequences;
   detail::require_size(out.size(), kept.size(), "out", "one per kept sequence");
   for (std::size_t k = 0; k < kept.size(); ++k)
@@ -73,8 +73,8 @@ void gather_sequences(exec::cuda_policy policy, std::span<const V> in, const gro
 // The same with the kept indices in device memory (as the CUB-style
 // drop_zero_variance_groups writes them); names an index past the end as the host does.
 template <class V>
-void gather_sequences(exec::cuda_policy policy, std::span<const V> in,
-                      std::span<const std::int64_t> kept_sequences, std::span<V> out) {
+void gather_sequences(exec::cuda_policy policy, std::span<const std::int64_t> kept_sequences,
+                      std::span<const V> in, std::span<V> out) {
   detail::require_size(out.size(), kept_sequences.size(), "out", "one per kept sequence");
   const cudaStream_t stream = policy.stream;
   const cuda::device_report report =
@@ -92,8 +92,9 @@ void gather_sequences(exec::cuda_policy policy, std::span<const V> in,
 // The throwing convenience overload: rewards in device memory, the selection on the host
 // (as the host core's drop_zero_variance_groups returns it).
 template <std::floating_point T>
-group_selection drop_zero_variance_groups(exec::cuda_policy policy, std::span<const T> rewards,
+group_selection drop_zero_variance_groups(exec::cuda_policy policy,
                                           const cuda::device_group_layout& groups,
+                                          std::span<const T> rewards,
                                           const zero_variance_filter_options& options = {}) {
   if (rewards.size() != groups.sequences)
     detail::fail("rewards", "has " + std::to_string(rewards.size()) + " entries, but the groups hold " +

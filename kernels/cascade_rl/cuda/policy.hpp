@@ -2,7 +2,7 @@
 // exec::cuda: the execution policy of the device overloads, and the exception the
 // throwing convenience layer raises for CUDA runtime failures.
 //
-//   cr::grpo_advantages(cr::exec::cuda{stream}, rewards, groups, advantages);
+//   cr::grpo_advantages(cr::exec::cuda{stream}, groups, rewards, advantages);
 //
 // exec::cuda is an alias of exec::cuda_policy, an aggregate holding the stream, so
 // `exec::cuda{}` is the legacy default stream and `exec::cuda{s}` runs on s.

@@ -51,8 +51,8 @@ namespace cascade_rl {
 // Batch whitening of per-token values over the valid tokens; 0 on masked tokens.
 // `whitened` may be the same span as `values`.
 template <std::floating_point T>
-void masked_whiten(exec::cuda_policy policy, std::span<const T> values,
-                   const cuda::device_token_layout& tokens, std::span<T> whitened,
+void masked_whiten(exec::cuda_policy policy, const cuda::device_token_layout& tokens,
+                   std::span<const T> values, std::span<T> whitened,
                    const whitening_options& options = {}) {
   detail::require_whitening_options(options);
   detail::require_size(values.size(), tokens.tokens, "values", "one per token");
@@ -67,8 +67,8 @@ void masked_whiten(exec::cuda_policy policy, std::span<const T> values,
 }
 
 template <std::floating_point T>
-void discounted_returns(exec::cuda_policy policy, std::span<const T> token_rewards,
-                        const cuda::device_token_layout& tokens, std::span<T> returns,
+void discounted_returns(exec::cuda_policy policy, const cuda::device_token_layout& tokens,
+                        std::span<const T> token_rewards, std::span<T> returns,
                         double gamma = 1.0) {
   cuda::detail::require_gamma(gamma);
   detail::require_size(token_rewards.size(), tokens.tokens, "token_rewards", "one per token");
@@ -82,8 +82,9 @@ void discounted_returns(exec::cuda_policy policy, std::span<const T> token_rewar
 }
 
 template <std::floating_point T>
-void reinforce_plus_plus_advantages(exec::cuda_policy policy, std::span<const T> token_rewards,
-                                    const cuda::device_token_layout& tokens, std::span<T> advantages,
+void reinforce_plus_plus_advantages(exec::cuda_policy policy,
+                                    const cuda::device_token_layout& tokens,
+                                    std::span<const T> token_rewards, std::span<T> advantages,
                                     const reinforce_plus_plus_options& options = {}) {
   detail::require_whitening_options(options.whitening);
   detail::require_size(advantages.size(), tokens.tokens, "advantages", "one per token");
@@ -99,11 +100,10 @@ void reinforce_plus_plus_advantages(exec::cuda_policy policy, std::span<const T>
 }
 
 template <std::floating_point T>
-void reinforce_plus_plus_baseline_advantages(exec::cuda_policy policy, std::span<const T> scores,
-                                             const cuda::device_group_layout& groups,
-                                             const cuda::device_token_layout& tokens,
-                                             std::span<T> advantages,
-                                             const reinforce_plus_plus_baseline_options& options = {}) {
+void reinforce_plus_plus_baseline_advantages(
+    exec::cuda_policy policy, const cuda::device_group_layout& groups,
+    const cuda::device_token_layout& tokens, std::span<const T> scores, std::span<T> advantages,
+    const reinforce_plus_plus_baseline_options& options = {}) {
   detail::require_whitening_options(options.whitening);
   detail::require_size(tokens.sequences, scores.size(), "tokens", "one sequence per score");
   detail::require_size(advantages.size(), tokens.tokens, "advantages", "one per token");
