@@ -83,9 +83,10 @@ void materialised_forward(benchmark::State& state) {
   const const_map H(p.hidden.data(), p.tokens, hidden_size), W(p.weight.data(), hidden_size, p.vocab);
   for (auto _ : state) {
     logits.noalias() = H * W;
-    cr::log_probs_from_logits(cr::exec::par, std::span<const float>(logits.data(), logits.size()),
-                              p.vocab, p.vocab, std::span<const std::int64_t>(p.labels),
-                              std::span<float>(p.logp), std::span<float>(p.entropy));
+    cr::log_probs_from_logits(cr::exec::par, {.vocab = p.vocab},
+                              std::span<const float>(logits.data(), logits.size()),
+                              std::span<const std::int64_t>(p.labels), std::span<float>(p.logp),
+                              std::span<float>(p.entropy));
     benchmark::DoNotOptimize(p.logp.data());
   }
   report(state, p, 1, false);
@@ -114,9 +115,10 @@ void materialised_forward_backward(benchmark::State& state) {
   const const_map H(p.hidden.data(), p.tokens, hidden_size), W(p.weight.data(), hidden_size, p.vocab);
   for (auto _ : state) {
     logits.noalias() = H * W;
-    cr::log_probs_from_logits(cr::exec::par, std::span<const float>(logits.data(), logits.size()),
-                              p.vocab, p.vocab, std::span<const std::int64_t>(p.labels),
-                              std::span<float>(p.logp), std::span<float>(p.entropy));
+    cr::log_probs_from_logits(cr::exec::par, {.vocab = p.vocab},
+                              std::span<const float>(logits.data(), logits.size()),
+                              std::span<const std::int64_t>(p.labels), std::span<float>(p.logp),
+                              std::span<float>(p.entropy));
     // dL/dlogits = g (onehot - softmax), in place, then both products.
     cr::detail::for_each_index(cr::exec::par, p.tokens, [&](std::size_t t) {
       float* z = logits.data() + t * p.vocab;

@@ -51,7 +51,7 @@ void log_probs(benchmark::State& state, std::size_t rows) {
   state.counters["rows"] = static_cast<double>(rows);
   cascade_rl::bench::bandwidth_meter meter(state, cascade_rl::bench::limit::read);
   for (auto _ : state) {
-    cr::log_probs_from_logits(cr::exec::par, std::span<const L>(logits), vocab, vocab,
+    cr::log_probs_from_logits(cr::exec::par, {.vocab = vocab}, std::span<const L>(logits),
                               std::span<const std::int64_t>(labels), std::span<float>(logp),
                               std::span<float>(entropy));
     benchmark::DoNotOptimize(logp.data());

@@ -77,9 +77,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (std::size_t r = 0; r < rows; ++r) labels.push_back(static_cast<std::int64_t>(in.take<std::int8_t>()));
     std::vector<float> lp(rows), ent((bits & 128) ? rows : 0);
     const float temperatures[] = {1.0f, 0.5f, 0.0f, -1.0f, 1e-30f, 1e30f};
-    cr::log_probs_from_logits(cr::exec::seq, std::span<const float>(logits), vocab, stride,
-                              std::span<const std::int64_t>(labels), std::span<float>(lp), std::span<float>(ent),
-                              temperatures[in.byte() % 6]);
+    cr::log_probs_from_logits(cr::exec::seq, {.vocab = vocab, .row_stride = stride}, logits,
+                              std::span<const std::int64_t>(labels), std::span<float>(lp),
+                              std::span<float>(ent), temperatures[in.byte() % 6]);
   } catch (const cr::error&) {
   }
   return 0;

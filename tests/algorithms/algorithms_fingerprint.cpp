@@ -231,7 +231,7 @@ void log_probs() {
     for (auto& l : labels) l = static_cast<std::int64_t>(rng.next() % vocab);
     std::vector<float> logp(rows), entropy(rows);
     for (const float temperature : {1.0f, 0.7f}) {
-      cr::log_probs_from_logits(exec::seq, std::span<const float>(logits), vocab, vocab,
+      cr::log_probs_from_logits(exec::seq, {.vocab = vocab}, logits,
                                 std::span<const std::int64_t>(labels), std::span<float>(logp),
                                 std::span<float>(entropy), temperature);
       const std::string name = "log_probs.v" + std::to_string(vocab) + ".t" + std::to_string(temperature);

@@ -58,9 +58,9 @@ void check_against_reference(std::size_t rows, std::size_t vocab, float temperat
   std::vector<L> logits(b.values.size());
   for (std::size_t i = 0; i < logits.size(); ++i) logits[i] = make<L>(b.values[i]);
   std::vector<float> logp(rows), entropy(rows);
-  cr::log_probs_from_logits(cr::exec::par, std::span<const L>(logits), vocab, b.stride,
-                            std::span<const std::int64_t>(b.labels), std::span<float>(logp),
-                            std::span<float>(entropy), temperature);
+  cr::log_probs_from_logits(cr::exec::par, {.vocab = vocab, .row_stride = b.stride},
+                            std::span<const L>(logits), std::span<const std::int64_t>(b.labels),
+                            std::span<float>(logp), std::span<float>(entropy), temperature);
   for (std::size_t r = 0; r < rows; ++r) {
     std::vector<double> x(vocab);
     for (std::size_t v = 0; v < vocab; ++v)
@@ -86,14 +86,14 @@ TEST(LogProbs, Bfloat16MatchesDoubleReference) {
 TEST(LogProbs, SameBitsUnderSeqAndParForAnyThreadCount) {
   const batch b = random_batch(37, 3000, 3.0f, 9);
   std::vector<float> seq_logp(b.rows), seq_entropy(b.rows);
-  cr::log_probs_from_logits(cr::exec::seq, std::span<const float>(b.values), b.vocab, b.stride,
+  cr::log_probs_from_logits(cr::exec::seq, {.vocab = b.vocab, .row_stride = b.stride}, b.values,
                             std::span<const std::int64_t>(b.labels), std::span<float>(seq_logp),
                             std::span<float>(seq_entropy));
   for (int threads : {1, 2, 7}) {
     std::vector<float> logp(b.rows), entropy(b.rows);
-    cr::log_probs_from_logits(cr::exec::par.with_threads(threads), std::span<const float>(b.values),
-                              b.vocab, b.stride, std::span<const std::int64_t>(b.labels),
-                              std::span<float>(logp), std::span<float>(entropy));
+    cr::log_probs_from_logits(
+        cr::exec::par.with_threads(threads), {.vocab = b.vocab, .row_stride = b.stride}, b.values,
+        std::span<const std::int64_t>(b.labels), std::span<float>(logp), std::span<float>(entropy));
     for (std::size_t r = 0; r < b.rows; ++r) {
       EXPECT_EQ(std::bit_cast<std::uint32_t>(logp[r]), std::bit_cast<std::uint32_t>(seq_logp[r]));
       EXPECT_EQ(std::bit_cast<std::uint32_t>(entropy[r]), std::bit_cast<std::uint32_t>(seq_entropy[r]));
@@ -107,7 +107,7 @@ TEST(LogProbs, EntropyIsOptionalAndEdgeRowsBehave) {
   std::vector<float> logits = {0, 0, 0, 0, minus_inf, 2, minus_inf, minus_inf, 1, std::nanf(""), 0, 0};
   std::vector<std::int64_t> labels = {2, 1, 0};
   std::vector<float> logp(3), entropy(3);
-  cr::log_probs_from_logits(cr::exec::seq, std::span<const float>(logits), vocab, vocab,
+  cr::log_probs_from_logits(cr::exec::seq, {.vocab = vocab}, logits,
                             std::span<const std::int64_t>(labels), std::span<float>(logp),
                             std::span<float>(entropy));
   EXPECT_NEAR(logp[0], -std::log(4.0), 1e-6);
@@ -116,7 +116,7 @@ TEST(LogProbs, EntropyIsOptionalAndEdgeRowsBehave) {
   EXPECT_NEAR(entropy[1], 0.0, 1e-6);
   EXPECT_TRUE(std::isnan(logp[2]));
   std::vector<float> only_logp(3);
-  cr::log_probs_from_logits(cr::exec::par, std::span<const float>(logits), vocab, vocab,
+  cr::log_probs_from_logits(cr::exec::par, {.vocab = vocab}, logits,
                             std::span<const std::int64_t>(labels), std::span<float>(only_logp), {});
   EXPECT_EQ(only_logp[0], logp[0]);
 }
@@ -128,7 +128,7 @@ TEST(LogProbs, RefusesBadInputNamingTheFirstIndex) {
   const auto message = [&](std::vector<std::int64_t> labels, std::size_t stride = 8,
                            float temperature = 1.0f) {
     try {
-      cr::log_probs_from_logits(cr::exec::par, std::span<const float>(logits), vocab, stride,
+      cr::log_probs_from_logits(cr::exec::par, {.vocab = vocab, .row_stride = stride}, logits,
                                 std::span<const std::int64_t>(labels),
                                 std::span<float>(logp.data(), labels.size()), {}, temperature);
     } catch (const cr::error& e) {

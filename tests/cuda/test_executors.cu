@@ -293,14 +293,16 @@ void check_log_probs(std::size_t rows, std::size_t vocab, std::size_t stride, fl
     std::memcpy(static_cast<void*>(&host_logits[i]), &logits[i], sizeof(L));
   }
   std::vector<float> want_logp(rows), want_entropy(rows);
-  cr::log_probs_from_logits(cr::exec::seq, std::span<const host_logit>(host_logits), vocab, stride,
+  cr::log_probs_from_logits(cr::exec::seq, {.vocab = vocab, .row_stride = stride},
+                            std::span<const host_logit>(host_logits),
                             std::span<const std::int64_t>(labels), std::span<float>(want_logp),
                             std::span<float>(want_entropy), temperature);
   device_vector<L> d_logits(logits);
   device_vector<std::int64_t> d_labels(labels);
   device_vector<float> logp(rows), entropy(rows);
-  cr::log_probs_from_logits(cr::exec::cuda{}, d_logits.cspan(), vocab, stride, d_labels.cspan(), logp.span(),
-                            entropy.span(), temperature);
+  cr::log_probs_from_logits(cr::exec::cuda{}, {.vocab = vocab, .row_stride = stride},
+                            d_logits.cspan(), d_labels.cspan(), logp.span(), entropy.span(),
+                            temperature);
   const std::string what = "vocab " + std::to_string(vocab);
   expect_same_bits(logp.host(), want_logp, ("log_probs, " + what).c_str());
   expect_same_bits(entropy.host(), want_entropy, ("entropy, " + what).c_str());

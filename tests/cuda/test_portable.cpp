@@ -367,7 +367,8 @@ void check_log_probs(std::size_t rows, std::size_t vocab, float temperature) {
   std::vector<host_logit> host_logits(logits.size());
   std::memcpy(static_cast<void*>(host_logits.data()), logits.data(), logits.size() * sizeof(L));
   std::vector<float> host_logp(rows), host_entropy(rows);
-  cr::log_probs_from_logits(cr::exec::seq, std::span<const host_logit>(host_logits), vocab, stride,
+  cr::log_probs_from_logits(cr::exec::seq, {.vocab = vocab, .row_stride = stride},
+                            std::span<const host_logit>(host_logits),
                             std::span<const std::int64_t>(labels), std::span<float>(host_logp),
                             std::span<float>(host_entropy), temperature);
   EXPECT_EQ(std::memcmp(logp.data(), host_logp.data(), rows * sizeof(float)), 0) << "log_probs, V " << vocab;

@@ -126,7 +126,7 @@ TEST(FusedLinearLogProbs, AgreesWithLogProbsOfMaterialisedLogits) {
       for (std::size_t v = 0; v < p.vocab; ++v)
         logits[t * p.vocab + v] += p.hidden[t * p.hidden_size + k] * p.weight[k * p.vocab + v];
   std::vector<float> logp(p.tokens), entropy(p.tokens);
-  cr::log_probs_from_logits(cr::exec::seq, std::span<const float>(logits), p.vocab, p.vocab,
+  cr::log_probs_from_logits(cr::exec::seq, {.vocab = p.vocab}, logits,
                             std::span<const std::int64_t>(p.labels), std::span<float>(logp),
                             std::span<float>(entropy));
   const result r = run(cr::exec::seq, p, {.chunk_rows = 7, .vocab_tile = 1000});

@@ -197,8 +197,9 @@ TEST(EmptyBatch, AdvantagesLogProbsAndLossesAcceptIt) {
   cr::rloo_advantages(cr::exec::par, cr::group_layout::uniform({.groups = 0, .size = 8}), none,
                       out);
   const std::vector<std::int64_t> labels;
-  cr::log_probs_from_logits(cr::exec::seq, std::span<const float>(none), 16, 16, std::span<const std::int64_t>(labels),
-                            std::span<float>(out), std::span<float>());
+  cr::log_probs_from_logits(cr::exec::seq, {.vocab = 16}, none,
+                            std::span<const std::int64_t>(labels), std::span<float>(out),
+                            std::span<float>());
   const std::vector<std::int64_t> offsets = {0};
   const cr::token_layout layout(offsets);
   const cr::loss_normalizer norm{.tokens = 1, .sequences = 1};
@@ -231,10 +232,10 @@ TEST(ExtremeLogits, PlusMinus1e4AndMaskedVocabulary) {
   const std::vector<std::int64_t> labels = {7, 2000, 2400, 10};
   for (const float temperature : {1.0f, 0.7f, 2.0f}) {
     std::vector<float> lp(4), ent(4), lp_par(4), ent_par(4);
-    cr::log_probs_from_logits(cr::exec::seq, std::span<const float>(logits), vocab, vocab,
-                              std::span<const std::int64_t>(labels), std::span<float>(lp), std::span<float>(ent),
-                              temperature);
-    cr::log_probs_from_logits(cr::exec::par, std::span<const float>(logits), vocab, vocab,
+    cr::log_probs_from_logits(cr::exec::seq, {.vocab = vocab}, logits,
+                              std::span<const std::int64_t>(labels), std::span<float>(lp),
+                              std::span<float>(ent), temperature);
+    cr::log_probs_from_logits(cr::exec::par, {.vocab = vocab}, logits,
                               std::span<const std::int64_t>(labels), std::span<float>(lp_par),
                               std::span<float>(ent_par), temperature);
     EXPECT_EQ(lp, lp_par);
@@ -252,8 +253,9 @@ TEST(ExtremeLogits, PlusMinus1e4AndMaskedVocabulary) {
   // A label on a masked (-inf) entry has log-prob -inf, not NaN.
   const std::vector<std::int64_t> masked_label = {0};
   std::vector<float> lp(1), ent(1);
-  cr::log_probs_from_logits(cr::exec::seq, std::span<const float>(logits).subspan(2 * vocab, vocab), vocab, vocab,
-                            std::span<const std::int64_t>(masked_label), std::span<float>(lp), std::span<float>(ent));
+  cr::log_probs_from_logits(
+      cr::exec::seq, {.vocab = vocab}, std::span<const float>(logits).subspan(2 * vocab, vocab),
+      std::span<const std::int64_t>(masked_label), std::span<float>(lp), std::span<float>(ent));
   EXPECT_EQ(lp[0], -inf);
   EXPECT_NEAR(ent[0], std::log(2.0f), 1e-6f);
 }

@@ -20,14 +20,17 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <ranges>
 #include <span>
 #include <string>
 #include <type_traits>
 
 #include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/core/logits_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/vector_lanes.hpp"
 #include "cascade_rl/terms/log_sum_exp.hpp"
@@ -180,15 +183,19 @@ inline void require_temperature(float temperature) {
 
 }  // namespace detail
 
-// logits: rows of `vocab` values, row r at logits[r * row_stride] (row_stride >= vocab;
-// padded rows are fine); one row per label. Writes log_probs[r] and, when entropy is not
-// empty, entropy[r], both of the softmax of logits[r] / temperature. Refuses a label
-// outside [0, vocab), naming the first.
-template <exec::host_policy Policy, logit_type L>
-void log_probs_from_logits(const Policy& policy, std::span<const L> logits, std::size_t vocab,
-                           std::size_t row_stride, std::span<const std::int64_t> labels,
-                           std::span<float> log_probs, std::span<float> entropy,
+// logits: float or bfloat16 rows shaped by `layout` (core/logits_layout.hpp), one row per
+// label. Writes log_probs[r] and, when entropy is not empty, entropy[r], both of the
+// softmax of logits[r] / temperature. Refuses a label outside [0, vocab), naming the first.
+template <exec::host_policy Policy, class Logits>
+requires contiguous_sized_range<Logits> && logit_type<std::ranges::range_value_t<Logits>>
+void log_probs_from_logits(const Policy& policy, const logits_layout& layout,
+                           const Logits& logits_in, std::span<const std::int64_t> labels,
+                           std::span<float> log_probs, std::span<float> entropy = {},
                            float temperature = 1.0f) {
+  using L = std::ranges::range_value_t<Logits>;
+  const std::span<const L> logits = input_span(logits_in);
+  const std::size_t vocab = layout.vocab;
+  const std::size_t row_stride = layout.stride();
   const std::size_t rows = labels.size();
   if (vocab == 0) detail::fail("vocab", "is 0, expected at least 1");
   if (row_stride < vocab)

@@ -14,6 +14,7 @@
 
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/error.hpp"
+#include "cascade_rl/core/logits_layout.hpp"
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/device/log_probs.cuh"
 #include "cascade_rl/cuda/policy.hpp"
@@ -22,10 +23,12 @@ namespace cascade_rl {
 
 // The throwing convenience overload; spans in device memory. entropy may be empty.
 template <class T>
-void log_probs_from_logits(exec::cuda_policy policy, std::span<const T> logits, std::size_t vocab,
-                           std::size_t row_stride, std::span<const std::int64_t> labels,
-                           std::span<float> log_probs, std::span<float> entropy,
+void log_probs_from_logits(exec::cuda_policy policy, const logits_layout& layout,
+                           std::span<const T> logits, std::span<const std::int64_t> labels,
+                           std::span<float> log_probs, std::span<float> entropy = {},
                            float temperature = 1.0f) {
+  const std::size_t vocab = layout.vocab;
+  const std::size_t row_stride = layout.stride();
   const std::size_t rows = labels.size();
   if (vocab == 0) detail::fail("vocab", "is 0, expected at least 1");
   if (row_stride < vocab) detail::fail("row_stride", "is smaller than vocab");
