@@ -1,5 +1,6 @@
-# Communicators (include/cascade_rl/comm/): the local communicator and the global
-# reductions need only cascade_rl::cascade_rl; these targets add the transports.
+# Communicators (include/cascade_rl/comm/): the local communicator, and the global
+# reductions over any communicator (include/cascade_rl/distributed/), need only
+# cascade_rl::cascade_rl; these targets add the transports.
 #   cascade_rl::mpi   MPI (CPUs), when find_package(MPI COMPONENTS CXX) finds it
 #   cascade_rl::nccl  NCCL (GPUs), when nccl.h, libnccl and the CUDA toolkit are found;
 #                     compiled by the host compiler against the CUDA runtime headers, so

@@ -18,8 +18,9 @@
 #include <thread>
 
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
-#include "cascade_rl/comm/global_reductions.hpp"
+#include "cascade_rl/comm/collectives.hpp"
 #include "cascade_rl/comm/mpi_communicator.hpp"
+#include "cascade_rl/distributed/global_normalizer.hpp"
 
 namespace {
 

@@ -10,8 +10,9 @@
 #include <span>
 #include <vector>
 
-#include "cascade_rl/comm/global_reductions.hpp"
+#include "cascade_rl/comm/collectives.hpp"
 #include "cascade_rl/comm/nccl_communicator.hpp"
+#include "cascade_rl/distributed/global_normalizer.hpp"
 #include "mpi_test_main.hpp"
 
 namespace {

@@ -10,9 +10,10 @@
 #include <vector>
 
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
+#include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/comm/communicator.hpp"
-#include "cascade_rl/comm/global_reductions.hpp"
 #include "cascade_rl/comm/local_communicator.hpp"
+#include "cascade_rl/distributed/global_reductions.hpp"
 #include "support/expect_error.hpp"
 #include "support/random_batch.hpp"
 

@@ -100,7 +100,7 @@ inline constexpr communicator_table table_for{
 }  // namespace detail
 
 // A reference to a communicator the caller keeps alive (copying it copies the
-// reference). It is itself a Communicator, so the helpers of comm/global_reductions.hpp
+// reference). It is itself a Communicator, so the helpers of distributed/global_reductions.hpp
 // take it. Default-constructed: the single-process communicator.
 class communicator_ref {
  public:

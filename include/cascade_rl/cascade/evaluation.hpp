@@ -17,7 +17,7 @@
 #include "cascade_rl/cascade/metrics.hpp"
 #include "cascade_rl/cascade/rewards.hpp"
 #include "cascade_rl/cascade/stage_config.hpp"
-#include "cascade_rl/comm/global_reductions.hpp"
+#include "cascade_rl/comm/collectives.hpp"
 
 namespace cascade_rl {
 

@@ -17,7 +17,8 @@
 #include "cascade_rl/cascade/metrics.hpp"
 #include "cascade_rl/cascade/rollout_batch.hpp"
 #include "cascade_rl/cascade/stage_config.hpp"
-#include "cascade_rl/comm/global_reductions.hpp"
+#include "cascade_rl/comm/collectives.hpp"
+#include "cascade_rl/distributed/sequences_across_ranks.hpp"
 
 namespace cascade_rl::detail {
 

@@ -31,8 +31,9 @@
 #include "cascade_rl/cascade/rng.hpp"
 #include "cascade_rl/cascade/rollout_batch.hpp"
 #include "cascade_rl/cascade/stage_config.hpp"
-#include "cascade_rl/comm/global_reductions.hpp"
 #include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/distributed/global_metrics.hpp"
+#include "cascade_rl/distributed/global_normalizer.hpp"
 
 namespace cascade_rl::detail {
 

@@ -20,7 +20,8 @@
 //
 // Floating-point sums across ranks are not promised to be bitwise reproducible (MPI
 // and NCCL choose their reduction order): counts travel as integers, and values that
-// must be exact (rewards of a group) are gathered, not summed (global_reductions.hpp).
+// must be exact (rewards of a group) are gathered, not summed
+// (distributed/sequences_across_ranks.hpp).
 
 #include <concepts>
 #include <cstddef>
