@@ -1,7 +1,8 @@
 // The single-process pieces of the data-parallel cascade (data_parallel.hpp): the
-// type-erased communicator, prompt sharding, per-prompt seeds, exact sums, and the
-// runner over an explicit communicator. The multi-process runs are
-// tests/comm/mpi_cascade.cpp (1, 2 and 4 ranks against one process, bit for bit).
+// type-erased communicator (comm/communicator_ref.hpp), prompt sharding, per-prompt
+// seeds, exact sums, and the runner over an explicit communicator. The multi-process
+// runs are tests/comm/mpi_cascade.cpp (1, 2 and 4 ranks against one process, bit for
+// bit).
 
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 
 #include "cascade_rl/cascade.hpp"
 #include "cascade_rl/cascade/data_parallel.hpp"
+#include "cascade_rl/comm/communicator_ref.hpp"
 #include "support/expect_error.hpp"
 #include "support/test_cascade.hpp"
 #include "support/test_policy.hpp"
