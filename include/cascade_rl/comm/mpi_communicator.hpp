@@ -38,6 +38,7 @@
 #define MPICH_SKIP_MPICXX 1
 #endif
 #include <mpi.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -53,10 +54,10 @@
 #include <string>
 #include <string_view>
 #include <thread>
-#include <unistd.h>
 #include <utility>
 
 #include "cascade_rl/comm/communicator.hpp"
+#include "cascade_rl/comm/owned_handle.hpp"
 #include "cascade_rl/core/error.hpp"
 
 namespace cascade_rl {
@@ -243,16 +244,19 @@ struct mpi_options {
 };
 
 // A move-only communicator over an MPI communicator, owning it (MPI_Comm_free on
-// destruction) or not, with timeout-bounded collectives. See the top of this file.
+// destruction) or not, with timeout-bounded collectives. See the top of this file. A
+// moved-from communicator holds MPI_COMM_NULL (usable() is false) and refuses every
+// collective.
 class mpi_communicator {
  public:
   // Wraps `comm`. With owning = true it is freed on destruction. The error handler of
   // `comm` is set to MPI_ERRORS_RETURN only when owning (a borrowed one keeps its own).
   mpi_communicator(MPI_Comm comm, bool owning, const mpi_options& options = {})
-      : comm_(comm), owning_(owning), options_(options) {
-    CASCADE_RL_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
-    CASCADE_RL_MPI_CHECK(MPI_Comm_size(comm_, &size_));
-    if (owning_) CASCADE_RL_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+      : options_(options) {
+    CASCADE_RL_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
+    CASCADE_RL_MPI_CHECK(MPI_Comm_size(comm, &size_));
+    if (owning) CASCADE_RL_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+    comm_ = owned_comm(comm, owning);  // last: a constructor that throws frees nothing
   }
 
   // A private duplicate of `parent` (so our traffic never matches the caller's), owned.
@@ -271,34 +275,24 @@ class mpi_communicator {
     return duplicate(MPI_COMM_WORLD, options);
   }
 
-  mpi_communicator(const mpi_communicator&) = delete;
-  mpi_communicator& operator=(const mpi_communicator&) = delete;
-  mpi_communicator(mpi_communicator&& other) noexcept { swap(other); }
-  mpi_communicator& operator=(mpi_communicator&& other) noexcept {
-    if (this != &other) {
-      mpi_communicator gone(std::move(other));
-      swap(gone);
-    }
-    return *this;
-  }
-  ~mpi_communicator() { release(); }
-
   [[nodiscard]] int rank() const { return rank_; }
   [[nodiscard]] int size() const { return size_; }
-  [[nodiscard]] MPI_Comm native() const { return comm_; }
-  [[nodiscard]] bool owning() const { return owning_; }
+  [[nodiscard]] MPI_Comm native() const { return comm_.get(); }
+  [[nodiscard]] bool owning() const { return comm_.owning(); }
   [[nodiscard]] const mpi_options& options() const { return options_; }
   // False after a collective failed or timed out: every later call throws.
-  [[nodiscard]] bool usable() const { return failure_.empty() && comm_ != MPI_COMM_NULL; }
+  [[nodiscard]] bool usable() const { return failure_.empty() && !comm_.empty(); }
 
   template <reducible_value T>
   void all_reduce(std::span<T> values, reduce_op op) {
     const int count = detail::mpi_count(values.size(), "values");
-    run("all_reduce", std::string(to_string(op)) + " of " + describe<T>(values.size()),
+    run(
+        "all_reduce", std::string(to_string(op)) + " of " + describe<T>(values.size()),
         [&](MPI_Request* request) {
           return MPI_Iallreduce(MPI_IN_PLACE, values.data(), count, detail::mpi_datatype<T>(),
-                                detail::mpi_op(op), comm_, request);
-        }, "MPI_Iallreduce");
+                                detail::mpi_op(op), comm_.get(), request);
+        },
+        "MPI_Iallreduce");
   }
 
   template <transferable_value T>
@@ -310,7 +304,7 @@ class mpi_communicator {
         [&](MPI_Request* request) {
           // MPI takes a non-const send buffer in older bindings; it is only read.
           return MPI_Iallgather(const_cast<T*>(mine.data()), count, detail::mpi_datatype<T>(),
-                                all.data(), count, detail::mpi_datatype<T>(), comm_, request);
+                                all.data(), count, detail::mpi_datatype<T>(), comm_.get(), request);
         }, "MPI_Iallgather");
   }
 
@@ -318,14 +312,18 @@ class mpi_communicator {
   void broadcast(std::span<T> values, int root) {
     detail::require_root(root, size_);
     const int count = detail::mpi_count(values.size(), "values");
-    run("broadcast", describe<T>(values.size()) + " from rank " + std::to_string(root),
+    run(
+        "broadcast", describe<T>(values.size()) + " from rank " + std::to_string(root),
         [&](MPI_Request* request) {
-          return MPI_Ibcast(values.data(), count, detail::mpi_datatype<T>(), root, comm_, request);
-        }, "MPI_Ibcast");
+          return MPI_Ibcast(values.data(), count, detail::mpi_datatype<T>(), root, comm_.get(),
+                            request);
+        },
+        "MPI_Ibcast");
   }
 
   void barrier() {
-    run("barrier", "", [&](MPI_Request* request) { return MPI_Ibarrier(comm_, request); },
+    run(
+        "barrier", "", [&](MPI_Request* request) { return MPI_Ibarrier(comm_.get(), request); },
         "MPI_Ibarrier");
   }
 
@@ -361,13 +359,26 @@ class mpi_communicator {
   }
 
  private:
+  // What an owning communicator does at the end: MPI_Comm_free, unless MPI is already
+  // finalised (the handle is then gone with it).
+  struct free_comm {
+    using handle = MPI_Comm;
+    static MPI_Comm null() noexcept { return MPI_COMM_NULL; }
+    void operator()(MPI_Comm& comm) const noexcept {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Comm_free(&comm);
+    }
+  };
+  using owned_comm = detail::owned_handle<free_comm>;
+
   template <class T>
   static std::string describe(std::size_t count) {
     return std::to_string(count) + " " + std::string(value_type_name<T>());
   }
 
   void require_usable(std::string_view operation) const {
-    if (comm_ == MPI_COMM_NULL)
+    if (comm_.empty())
       throw comm_error("cascade_rl: mpi_communicator::" + std::string(operation) +
                        " on a moved-from communicator");
     if (!failure_.empty())
@@ -395,34 +406,14 @@ class mpi_communicator {
       wait_bounded(request, options_.timeout, what);
     } catch (const comm_error& e) {
       failure_ = e.what();
+      comm_.abandon();  // a collective may still be pending on it: leave it to MPI_Abort
       throw;
     }
     detail::activity().set(("outside collectives (last completed: " +
                             what.substr(what.find("mpi ")) + ")").c_str());
   }
 
-  void release() noexcept {
-    if (!owning_ || comm_ == MPI_COMM_NULL) return;
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    // After a failure a collective may still be pending on comm_: leave it to MPI_Abort.
-    if (!finalized && failure_.empty()) MPI_Comm_free(&comm_);
-    comm_ = MPI_COMM_NULL;
-    owning_ = false;
-  }
-
-  void swap(mpi_communicator& other) noexcept {
-    std::swap(comm_, other.comm_);
-    std::swap(owning_, other.owning_);
-    std::swap(rank_, other.rank_);
-    std::swap(size_, other.size_);
-    std::swap(options_, other.options_);
-    std::swap(sequence_, other.sequence_);
-    std::swap(failure_, other.failure_);
-  }
-
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  bool owning_ = false;
+  owned_comm comm_;
   int rank_ = 0;
   int size_ = 0;
   mpi_options options_{};

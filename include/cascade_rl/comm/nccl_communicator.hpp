@@ -42,6 +42,7 @@
 #include <utility>
 
 #include "cascade_rl/comm/communicator.hpp"
+#include "cascade_rl/comm/owned_handle.hpp"
 #include "cascade_rl/core/error.hpp"
 
 namespace cascade_rl {
@@ -142,6 +143,8 @@ struct nccl_options {
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
 };
 
+// A moved-from communicator holds no communicator (native() is null) and refuses every
+// collective.
 class nccl_communicator {
  public:
   // Wraps an existing communicator on `device`. With owning = true it is finalised and
@@ -149,11 +152,15 @@ class nccl_communicator {
   // A timeout or asynchronous error aborts `comm` even when not owning (nothing else
   // releases a stuck kernel); its owner must then not destroy it.
   nccl_communicator(ncclComm_t comm, int device, bool owning, const nccl_options& options = {})
-      : comm_(comm), device_(device), owning_(owning), options_(options) {
+      : device_(device), options_(options) {
     CASCADE_RL_CUDA_CHECK(cudaSetDevice(device_));
-    CASCADE_RL_NCCL_CHECK(ncclCommCount(comm_, &size_));
-    CASCADE_RL_NCCL_CHECK(ncclCommUserRank(comm_, &rank_));
-    CASCADE_RL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CASCADE_RL_NCCL_CHECK(ncclCommCount(comm, &size_));
+    CASCADE_RL_NCCL_CHECK(ncclCommUserRank(comm, &rank_));
+    cudaStream_t stream = nullptr;
+    CASCADE_RL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    stream_ = owned_stream(stream, /*owning=*/true, {device_});
+    // Last: a constructor that throws leaves `comm` to the caller.
+    comm_ = owned_comm(comm, owning, {device_, options_.timeout});
   }
 
   // Creates (owning) rank `rank` of `size` from a unique id all ranks share, on `device`.
@@ -184,34 +191,21 @@ class nccl_communicator {
     return create(id, bootstrap.rank(), bootstrap.size(), device, options);
   }
 
-  nccl_communicator(const nccl_communicator&) = delete;
-  nccl_communicator& operator=(const nccl_communicator&) = delete;
-  nccl_communicator(nccl_communicator&& other) noexcept { swap(other); }
-  nccl_communicator& operator=(nccl_communicator&& other) noexcept {
-    if (this != &other) {
-      nccl_communicator gone(std::move(other));
-      swap(gone);
-    }
-    return *this;
-  }
-  ~nccl_communicator() { release(); }
-
   [[nodiscard]] int rank() const { return rank_; }
   [[nodiscard]] int size() const { return size_; }
   [[nodiscard]] int device() const { return device_; }
-  [[nodiscard]] bool owning() const { return owning_; }
-  [[nodiscard]] bool aborted() const { return aborted_; }
-  [[nodiscard]] ncclComm_t native() const { return comm_; }
-  [[nodiscard]] cudaStream_t stream() const { return stream_; }
+  [[nodiscard]] bool owning() const { return comm_.owning(); }
+  [[nodiscard]] bool aborted() const { return comm_.abandoned(); }
+  [[nodiscard]] ncclComm_t native() const { return comm_.get(); }
+  [[nodiscard]] cudaStream_t stream() const { return stream_.get(); }
 
   // ---- device collectives: enqueue on `stream`, return; sync_stream(stream) waits ----
 
   template <reducible_value T>
   void all_reduce(const T* send, T* recv, std::size_t count, reduce_op op, cudaStream_t stream) {
     require_usable("all_reduce");
-    enqueued("ncclAllReduce",
-             ncclAllReduce(send, recv, count, detail::nccl_datatype<T>(), detail::nccl_op(op),
-                           comm_, stream));
+    enqueued("ncclAllReduce", ncclAllReduce(send, recv, count, detail::nccl_datatype<T>(),
+                                            detail::nccl_op(op), comm_.get(), stream));
   }
 
   // recv holds size() * count values: rank r's at recv + r * count.
@@ -219,15 +213,15 @@ class nccl_communicator {
   void all_gather(const T* send, T* recv, std::size_t count, cudaStream_t stream) {
     require_usable("all_gather");
     enqueued("ncclAllGather",
-             ncclAllGather(send, recv, count, detail::nccl_datatype<T>(), comm_, stream));
+             ncclAllGather(send, recv, count, detail::nccl_datatype<T>(), comm_.get(), stream));
   }
 
   template <transferable_value T>
   void broadcast(const T* send, T* recv, std::size_t count, int root, cudaStream_t stream) {
     detail::require_root(root, size_);
     require_usable("broadcast");
-    enqueued("ncclBroadcast",
-             ncclBroadcast(send, recv, count, detail::nccl_datatype<T>(), root, comm_, stream));
+    enqueued("ncclBroadcast", ncclBroadcast(send, recv, count, detail::nccl_datatype<T>(), root,
+                                            comm_.get(), stream));
   }
 
   // Waits for `stream`; aborts the communicator and throws on an asynchronous NCCL
@@ -247,7 +241,7 @@ class nccl_communicator {
                          state);
       }
       ncclResult_t async = ncclSuccess;
-      CASCADE_RL_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
+      CASCADE_RL_NCCL_CHECK(ncclCommGetAsyncError(comm_.get(), &async));
       if (async != ncclSuccess && async != ncclInProgress) {
         abort_communicator();
         throw nccl_error(where("sync_stream") + "asynchronous NCCL error: " +
@@ -271,7 +265,7 @@ class nccl_communicator {
     if (values.empty()) return barrier();
     T* device = staging<T>(values.size());
     to_device(device, values.data(), values.size());
-    all_reduce(device, device, values.size(), op, stream_);
+    all_reduce(device, device, values.size(), op, stream_.get());
     to_host(values.data(), device, values.size());
   }
 
@@ -282,7 +276,7 @@ class nccl_communicator {
     T* device = staging<T>(all.size());
     T* slot = device + static_cast<std::size_t>(rank_) * mine.size();
     to_device(slot, mine.data(), mine.size());
-    all_gather(slot, device, mine.size(), stream_);
+    all_gather(slot, device, mine.size(), stream_.get());
     to_host(all.data(), device, all.size());
   }
 
@@ -292,18 +286,65 @@ class nccl_communicator {
     if (values.empty()) return barrier();
     T* device = staging<T>(values.size());
     if (rank_ == root) to_device(device, values.data(), values.size());
-    broadcast(device, device, values.size(), root, stream_);
+    broadcast(device, device, values.size(), root, stream_.get());
     to_host(values.data(), device, values.size());
   }
 
   void barrier() {
     std::int64_t* device = staging<std::int64_t>(1);
-    CASCADE_RL_CUDA_CHECK(cudaMemsetAsync(device, 0, sizeof(std::int64_t), stream_));
-    all_reduce(device, device, 1, reduce_op::sum, stream_);
-    sync_stream(stream_);
+    CASCADE_RL_CUDA_CHECK(cudaMemsetAsync(device, 0, sizeof(std::int64_t), stream_.get()));
+    all_reduce(device, device, 1, reduce_op::sum, stream_.get());
+    sync_stream(stream_.get());
   }
 
  private:
+  // What an owning communicator does at the end, on its device: ncclCommFinalize (which
+  // flushes pending work) then ncclCommDestroy, or ncclCommAbort when the finalisation
+  // fails or does not complete within the timeout.
+  struct finalize_comm {
+    using handle = ncclComm_t;
+    int device = 0;
+    std::chrono::milliseconds timeout{};
+    static ncclComm_t null() noexcept { return nullptr; }
+    void operator()(ncclComm_t& comm) const noexcept {
+      CASCADE_RL_CUDA_CHECK_NO_THROW(cudaSetDevice(device));
+      bool finalized = CASCADE_RL_NCCL_CHECK_NO_THROW(ncclCommFinalize(comm));
+      if (finalized) {
+        try {
+          settle(comm, timeout, "ncclCommFinalize");
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "%s (aborting the communicator)\n", e.what());
+          finalized = false;
+        }
+      }
+      if (finalized)
+        CASCADE_RL_NCCL_CHECK_NO_THROW(ncclCommDestroy(comm));
+      else
+        CASCADE_RL_NCCL_CHECK_NO_THROW(ncclCommAbort(comm));
+    }
+  };
+  struct destroy_stream {
+    using handle = cudaStream_t;
+    int device = 0;
+    static cudaStream_t null() noexcept { return nullptr; }
+    void operator()(cudaStream_t& stream) const noexcept {
+      CASCADE_RL_CUDA_CHECK_NO_THROW(cudaSetDevice(device));
+      CASCADE_RL_CUDA_CHECK_NO_THROW(cudaStreamDestroy(stream));
+    }
+  };
+  struct free_device_memory {
+    using handle = void*;
+    int device = 0;
+    static void* null() noexcept { return nullptr; }
+    void operator()(void*& memory) const noexcept {
+      CASCADE_RL_CUDA_CHECK_NO_THROW(cudaSetDevice(device));
+      CASCADE_RL_CUDA_CHECK_NO_THROW(cudaFree(memory));
+    }
+  };
+  using owned_comm = detail::owned_handle<finalize_comm>;
+  using owned_stream = detail::owned_handle<destroy_stream>;
+  using owned_memory = detail::owned_handle<free_device_memory>;
+
   // Polls a non-blocking communicator until its pending operation leaves ncclInProgress.
   static void settle(ncclComm_t comm, std::chrono::milliseconds timeout, const char* call) {
     using clock = std::chrono::steady_clock;
@@ -330,10 +371,10 @@ class nccl_communicator {
   }
 
   void require_usable(std::string_view operation) const {
-    if (comm_ == nullptr)
+    if (comm_.empty())
       throw comm_error("cascade_rl: nccl_communicator::" + std::string(operation) +
                        " on a moved-from communicator");
-    if (aborted_)
+    if (comm_.abandoned())
       throw comm_error(where(operation) + "refused: the communicator was aborted after an error");
   }
 
@@ -346,7 +387,7 @@ class nccl_communicator {
     }
     if (result == ncclInProgress) {
       try {
-        settle(comm_, options_.timeout, call);
+        settle(comm_.get(), options_.timeout, call);
       } catch (...) {
         abort_communicator();
         throw;
@@ -354,10 +395,11 @@ class nccl_communicator {
     }
   }
 
+  // ncclCommAbort releases the communicator: it is abandoned, never finalised.
   void abort_communicator() noexcept {
-    if (comm_ != nullptr && !aborted_) {
-      CASCADE_RL_NCCL_CHECK_NO_THROW(ncclCommAbort(comm_));
-      aborted_ = true;
+    if (!comm_.empty() && !comm_.abandoned()) {
+      CASCADE_RL_NCCL_CHECK_NO_THROW(ncclCommAbort(comm_.get()));
+      comm_.abandon();
     }
   }
 
@@ -367,77 +409,40 @@ class nccl_communicator {
     CASCADE_RL_CUDA_CHECK(cudaSetDevice(device_));
     const std::size_t bytes = count * sizeof(T);
     if (bytes > staging_bytes_) {
-      if (staging_ != nullptr) CASCADE_RL_CUDA_CHECK(cudaFree(staging_));
-      staging_ = nullptr;
+      if (!staging_.empty()) CASCADE_RL_CUDA_CHECK(cudaFree(staging_.get()));
+      staging_.detach();  // freed just above, with a check that throws
       staging_bytes_ = 0;
-      CASCADE_RL_CUDA_CHECK(cudaMalloc(&staging_, bytes));
+      void* memory = nullptr;
+      CASCADE_RL_CUDA_CHECK(cudaMalloc(&memory, bytes));
+      staging_ = owned_memory(memory, /*owning=*/true, {device_});
       staging_bytes_ = bytes;
     }
-    return static_cast<T*>(staging_);
+    return static_cast<T*>(staging_.get());
   }
 
   template <class T>
   void to_device(T* device, const T* host, std::size_t count) {
     CASCADE_RL_CUDA_CHECK(
-        cudaMemcpyAsync(device, host, count * sizeof(T), cudaMemcpyHostToDevice, stream_));
+        cudaMemcpyAsync(device, host, count * sizeof(T), cudaMemcpyHostToDevice, stream_.get()));
   }
 
   template <class T>
   void to_host(T* host, const T* device, std::size_t count) {
     CASCADE_RL_CUDA_CHECK(
-        cudaMemcpyAsync(host, device, count * sizeof(T), cudaMemcpyDeviceToHost, stream_));
-    sync_stream(stream_);
+        cudaMemcpyAsync(host, device, count * sizeof(T), cudaMemcpyDeviceToHost, stream_.get()));
+    sync_stream(stream_.get());
   }
 
-  void release() noexcept {
-    if (comm_ == nullptr && stream_ == nullptr) return;
-    CASCADE_RL_CUDA_CHECK_NO_THROW(cudaSetDevice(device_));
-    if (owning_ && comm_ != nullptr && !aborted_) {
-      // Finalize flushes pending work; when it cannot complete, abort instead.
-      bool finalized = CASCADE_RL_NCCL_CHECK_NO_THROW(ncclCommFinalize(comm_));
-      if (finalized) {
-        try {
-          settle(comm_, options_.timeout, "ncclCommFinalize");
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "%s (aborting the communicator)\n", e.what());
-          finalized = false;
-        }
-      }
-      if (finalized) CASCADE_RL_NCCL_CHECK_NO_THROW(ncclCommDestroy(comm_));
-      else CASCADE_RL_NCCL_CHECK_NO_THROW(ncclCommAbort(comm_));
-    }
-    if (staging_ != nullptr) CASCADE_RL_CUDA_CHECK_NO_THROW(cudaFree(staging_));
-    if (stream_ != nullptr) CASCADE_RL_CUDA_CHECK_NO_THROW(cudaStreamDestroy(stream_));
-    comm_ = nullptr;
-    stream_ = nullptr;
-    staging_ = nullptr;
-    staging_bytes_ = 0;
-    owning_ = false;
-  }
-
-  void swap(nccl_communicator& other) noexcept {
-    std::swap(comm_, other.comm_);
-    std::swap(device_, other.device_);
-    std::swap(owning_, other.owning_);
-    std::swap(aborted_, other.aborted_);
-    std::swap(rank_, other.rank_);
-    std::swap(size_, other.size_);
-    std::swap(options_, other.options_);
-    std::swap(stream_, other.stream_);
-    std::swap(staging_, other.staging_);
-    std::swap(staging_bytes_, other.staging_bytes_);
-  }
-
-  ncclComm_t comm_ = nullptr;
   int device_ = 0;
-  bool owning_ = false;
-  bool aborted_ = false;
   int rank_ = 0;
   int size_ = 0;
   nccl_options options_{};
-  cudaStream_t stream_ = nullptr;
-  void* staging_ = nullptr;
+  // Declared in the reverse of the order they are released in (members are destroyed
+  // last first): the communicator, then the staging buffer, then the stream.
+  owned_stream stream_;
+  owned_memory staging_;
   std::size_t staging_bytes_ = 0;
+  owned_comm comm_;
 };
 
 static_assert(Communicator<nccl_communicator>);
