@@ -30,9 +30,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t extra = (bits2 & 32) ? 1 : 0;
   const auto logp = floats(tokens), old_logp = floats(tokens + extra), adv = floats(tokens), behaviour = floats(tokens);
   const double norm_values[] = {0, 1, 7.5, -1, 1e-300, 1e300};
-  const cr::loss_normalizer norm{.tokens = norm_values[bits2 % 6], .sequences = norm_values[(bits2 >> 3) % 4],
-                                 .scale = norm_values[(bits >> 5) % 6]};
   const auto aggregation = static_cast<cr::loss_aggregation>((bits >> 1) % 5);
+  // Mostly made for the losses' mode; one input in eight brings a normaliser of another.
+  const auto normalizer_mode =
+      (bits2 & 0xE0) == 0 ? static_cast<cr::loss_aggregation>((bits >> 2) % 5) : aggregation;
+  const cr::loss_normalizer norm{.mode = normalizer_mode,
+                                 .tokens = norm_values[bits2 % 6],
+                                 .sequences = norm_values[(bits2 >> 3) % 4],
+                                 .scale = norm_values[(bits >> 5) % 6]};
   const cr::importance_options importance{.mode = static_cast<cr::importance_sampling>((bits >> 4) % 3),
                                           .cap = in.take<float>(), .band_low = 0.5, .band_high = 2.0};
   try {

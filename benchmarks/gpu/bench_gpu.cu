@@ -138,7 +138,9 @@ void bench_ppo_loss(std::size_t tokens, double target) {
   float* adv = device_fill(tokens, 0.5f);
   float* grad = device_fill(tokens, 0.0f);
   const cr::cuda::device_token_layout layout{d_offsets, d_mask, sequences, tokens};
-  const cr::loss_normalizer normalizer{static_cast<double>(tokens), static_cast<double>(sequences), 1};
+  const cr::loss_normalizer normalizer{.mode = cr::loss_aggregation::token_mean,
+                                       .tokens = static_cast<double>(tokens),
+                                       .sequences = static_cast<double>(sequences)};
   cr::cuda::loss_tally* result = nullptr;
   check(cudaMalloc(&result, sizeof(*result)), "cudaMalloc");
   std::size_t bytes = 0;

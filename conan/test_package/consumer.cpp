@@ -22,7 +22,8 @@ int main() {
   std::vector<float> token_advantages(tokens.tokens()), log_probs(tokens.tokens(), -1.0f),
       dlogp(tokens.tokens());
   cr::broadcast_to_tokens(cr::exec::seq, tokens, advantages, token_advantages);
-  const cr::loss_normalizer normalizer = cr::local_loss_counts(cr::exec::seq, tokens).normalizer();
+  const cr::loss_normalizer normalizer =
+      cr::local_loss_counts(cr::exec::seq, tokens).normalizer(cr::loss_aggregation::token_mean);
   const cr::policy_loss_result loss = cr::reinforce_loss(
       cr::exec::par, tokens, {.log_probs = log_probs, .advantages = token_advantages}, dlogp,
       normalizer);

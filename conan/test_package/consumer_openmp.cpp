@@ -20,7 +20,8 @@ int main() {
     log_probs[t] = -0.001f * static_cast<float>(t % 997);
     advantages[t] = 0.01f * static_cast<float>(static_cast<int>(t % 211) - 105);
   }
-  const cr::loss_normalizer normalizer = cr::local_loss_counts(cr::exec::seq, tokens).normalizer();
+  const cr::loss_normalizer normalizer =
+      cr::local_loss_counts(cr::exec::seq, tokens).normalizer(cr::loss_aggregation::token_mean);
   std::vector<float> grad_seq(tokens.tokens()), grad_omp(tokens.tokens());
   const double seq =
       cr::reinforce_loss(cr::exec::seq, tokens, {.log_probs = log_probs, .advantages = advantages},

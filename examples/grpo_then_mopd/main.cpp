@@ -174,7 +174,8 @@ double grpo_stage(tabular_policy& policy, int steps, std::mt19937& rng) {
 
     // On-policy: the trainer's log-probs are the sampler's (same parameters).
     std::vector<float> dlogp(batch.tokens.size());
-    const cr::loss_normalizer normalizer = cr::local_loss_counts(cr::exec::seq, layout).normalizer();
+    const cr::loss_normalizer normalizer =
+        cr::local_loss_counts(cr::exec::seq, layout).normalizer(cr::loss_aggregation::token_mean);
     const cr::policy_loss_result loss =
         cr::reinforce_loss(cr::exec::seq, layout,
                            {.log_probs = batch.behaviour_log_probs, .advantages = token_advantages},
@@ -213,7 +214,8 @@ double mopd_stage(tabular_policy& student, const tabular_policy& teacher, int st
         {.teacher_log_probs = teacher_logp, .student_log_probs = student_logp}, advantages);
 
     std::vector<float> dlogp(batch.tokens.size());
-    const cr::loss_normalizer normalizer = cr::local_loss_counts(cr::exec::seq, layout).normalizer();
+    const cr::loss_normalizer normalizer =
+        cr::local_loss_counts(cr::exec::seq, layout).normalizer(cr::loss_aggregation::token_mean);
     const cr::policy_loss_result loss =
         cr::reinforce_loss(cr::exec::seq, layout,
                            {.log_probs = student_logp,

@@ -129,7 +129,10 @@ template <class T>
 void losses(const std::string& prefix, const batch<T>& b) {
   const auto tokens = b.tokens();
   const std::size_t n = tokens.tokens();
-  const auto normalizer = cr::local_loss_counts(exec::seq, tokens).normalizer(64);
+  const auto normalizer_for =
+      [counts = cr::local_loss_counts(exec::seq, tokens)](cascade_rl::loss_aggregation mode) {
+        return counts.normalizer(mode, 64);
+      };
   const std::span<const T> logp(b.log_probs), old_logp(b.old_log_probs), behaviour(b.behaviour),
       ref(b.ref), advantages(b.advantages);
   std::vector<T> grad(n), values(n);
@@ -144,12 +147,12 @@ void losses(const std::string& prefix, const batch<T>& b) {
                                          .old_log_probs = old_logp,
                                          .advantages = advantages,
                                          .behaviour_log_probs = behaviour},
-                                        grad, normalizer, ppo));
+                                        grad, normalizer_for(mode), ppo));
     print(m + ".ppo.grad", grad);
     cr::reinforce_options reinforce{.aggregation = mode};
     print(m + ".reinforce",
           cr::reinforce_loss(exec::seq, tokens, {.log_probs = logp, .advantages = advantages}, grad,
-                             normalizer, reinforce));
+                             normalizer_for(mode), reinforce));
     print(m + ".reinforce.grad", grad);
     auto mopd = cr::mopd_options();
     mopd.aggregation = mode;
@@ -157,11 +160,11 @@ void losses(const std::string& prefix, const batch<T>& b) {
           cr::reinforce_loss(
               exec::seq, tokens,
               {.log_probs = logp, .advantages = advantages, .behaviour_log_probs = behaviour}, grad,
-              normalizer, mopd));
+              normalizer_for(mode), mopd));
     print(m + ".mopd.grad", grad);
     print(m + ".aggregate", cr::aggregate_token_losses(
                                 exec::seq, tokens, {.token_losses = ref, .token_grads = advantages},
-                                grad, normalizer, mode));
+                                grad, normalizer_for(mode), mode));
     print(m + ".aggregate.grad", grad);
   }
   for (const auto estimator : {cr::kl_estimator::k1, cr::kl_estimator::abs, cr::kl_estimator::k2,
@@ -174,7 +177,7 @@ void losses(const std::string& prefix, const batch<T>& b) {
     print(k + ".values", values);
     print(k + ".grad", grad);
     print(k + ".loss", cr::kl_loss(exec::seq, tokens, {.log_probs = logp, .ref_log_probs = ref},
-                                   grad, normalizer,
+                                   grad, normalizer_for(cr::loss_aggregation::seq_mean_token_mean),
                                    {.kl = kl,
                                     .coefficient = 0.1,
                                     .aggregation = cr::loss_aggregation::seq_mean_token_mean}));

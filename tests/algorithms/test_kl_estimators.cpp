@@ -109,7 +109,8 @@ TEST(KlLoss, CoefficientTimesAggregatedEstimate) {
   const std::vector<std::int64_t> offsets{0, 1, 3};
   const token_layout layout(offsets);
   std::vector<double> grad(3, -7.0);
-  auto loss = [&](loss_aggregation mode, const loss_normalizer& normalizer) {
+  auto loss = [&](loss_aggregation mode, loss_normalizer normalizer) {
+    normalizer.mode = mode;  // the divisors below, made for mode
     return cascade_rl::kl_loss(
         exec::seq, layout, {.log_probs = log_probs, .ref_log_probs = ref_log_probs}, grad,
         normalizer,

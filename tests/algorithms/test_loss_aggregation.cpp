@@ -30,10 +30,12 @@ struct small_batch {
   token_layout layout() const { return token_layout(offsets, mask); }
 };
 
+// The weights of `mode` with the divisors of `divisors`, in a normaliser made for mode.
 std::vector<double> weights(const token_layout& layout, loss_aggregation mode,
-                            const loss_normalizer& normalizer) {
+                            loss_normalizer divisors) {
+  divisors.mode = mode;
   std::vector<double> out(layout.tokens(), -1.0);
-  cascade_rl::aggregation_weights(exec::seq, layout, std::span<double>(out), normalizer, mode);
+  cascade_rl::aggregation_weights(exec::seq, layout, std::span<double>(out), divisors, mode);
   return out;
 }
 
@@ -42,7 +44,11 @@ TEST(LossAggregation, LocalCountsSkipMaskedTokensAndEmptySequences) {
   const auto counts = cascade_rl::local_loss_counts(exec::seq, batch.layout());
   EXPECT_EQ(counts.tokens, 5u);
   EXPECT_EQ(counts.sequences, 2u);  // sequences 1 (no token) and 3 (all masked) do not count
-  const auto normalizer = counts.normalizer(6.0);
+  const auto normalizer_for = [counts = counts](cascade_rl::loss_aggregation mode) {
+    return counts.normalizer(mode, 6.0);
+  };
+  const loss_normalizer normalizer = normalizer_for(loss_aggregation::seq_mean_token_sum_norm);
+  EXPECT_EQ(normalizer.mode, loss_aggregation::seq_mean_token_sum_norm);
   EXPECT_EQ(normalizer.tokens, 5.0);
   EXPECT_EQ(normalizer.sequences, 2.0);
   EXPECT_EQ(normalizer.scale, 6.0);
@@ -51,6 +57,45 @@ TEST(LossAggregation, LocalCountsSkipMaskedTokensAndEmptySequences) {
   total += counts;
   EXPECT_EQ(total.tokens, 8u);
   EXPECT_EQ(total.sequences, 3u);
+}
+
+TEST(LossAggregation, NormalizersCarryTheirMode) {
+  const small_batch batch;
+  const auto layout = batch.layout();
+  const auto counts = cascade_rl::local_loss_counts(exec::seq, layout);
+  std::vector<double> out(layout.tokens());
+  // Made for token-mean, used for seq-mean-token-sum: refused, whatever the divisors.
+  expect_error_naming(
+      [&] {
+        cascade_rl::aggregation_weights(exec::seq, layout, out,
+                                        counts.normalizer(loss_aggregation::token_mean),
+                                        loss_aggregation::seq_mean_token_sum);
+      },
+      "normalizer", "made for token-mean");
+  std::vector<double> losses(layout.tokens(), 1.0), grad(layout.tokens());
+  expect_error_naming(
+      [&] {
+        cascade_rl::aggregate_token_losses(
+            exec::seq, layout, {.token_losses = losses, .token_grads = losses}, grad,
+            counts.normalizer(loss_aggregation::seq_mean_token_mean), loss_aggregation::token_mean);
+      },
+      "normalizer", "made for seq-mean-token-mean");
+  // seq-mean-token-sum-norm divides by sequences x the padded length: not made without it.
+  expect_error_naming([&] { (void)counts.normalizer(loss_aggregation::seq_mean_token_sum_norm); },
+                      "mode", "padded_length");
+  const loss_normalizer without_scale{
+      .mode = loss_aggregation::seq_mean_token_sum_norm, .tokens = 5, .sequences = 2};
+  expect_error_naming(
+      [&] {
+        cascade_rl::aggregation_weights(exec::seq, layout, out, without_scale,
+                                        loss_aggregation::seq_mean_token_sum_norm);
+      },
+      "normalizer.scale");
+  // Made with it: 1 / (2 sequences x 8) on every valid token.
+  cascade_rl::aggregation_weights(exec::seq, layout, out,
+                                  counts.normalizer(loss_aggregation::seq_mean_token_sum_norm, 8.0),
+                                  loss_aggregation::seq_mean_token_sum_norm);
+  EXPECT_EQ(out, (std::vector<double>{0.0625, 0, 0.0625, 0.0625, 0.0625, 0.0625, 0, 0, 0}));
 }
 
 TEST(LossAggregation, WeightsOfEveryMode) {
@@ -79,8 +124,8 @@ TEST(LossAggregation, AggregateTokenLossesHandComputed) {
   const std::vector<double> losses{1, nan, 2, 3, 4, 5, 100, nan, 100};
   const std::vector<double> grads{10, nan, 20, 30, 40, 50, 100, 100, nan};
   std::vector<double> grad(layout.tokens(), -1.0);
-  const loss_normalizer normalizer{.tokens = 10, .sequences = 4, .scale = 3};
   auto run = [&](loss_aggregation mode) {
+    const loss_normalizer normalizer{.mode = mode, .tokens = 10, .sequences = 4, .scale = 3};
     return cascade_rl::aggregate_token_losses(
         exec::seq, layout, {.token_losses = losses, .token_grads = grads}, grad, normalizer, mode);
   };
@@ -135,8 +180,10 @@ TEST(LossAggregation, BatchWithoutValidTokensAcceptsAnyNormaliser) {
   const token_layout layout(offsets, mask);
   const std::vector<double> losses{nan, 1};
   std::vector<double> grad(2, -1.0);
+  // A normaliser of the loss's mode with no divisor at all: nothing divides by it.
   const double loss = cascade_rl::aggregate_token_losses(
-      exec::seq, layout, {.token_losses = losses, .token_grads = losses}, grad, loss_normalizer{},
+      exec::seq, layout, {.token_losses = losses, .token_grads = losses}, grad,
+      loss_normalizer{.mode = loss_aggregation::seq_mean_token_mean},
       loss_aggregation::seq_mean_token_mean);
   EXPECT_EQ(loss, 0.0);
   EXPECT_EQ(grad, (std::vector<double>{0, 0}));
@@ -147,6 +194,7 @@ TEST(LossAggregation, RefusesBadNormalisersAndInputs) {
   const auto layout = batch.layout();
   std::vector<double> out(layout.tokens());
   auto with = [&](loss_normalizer normalizer, loss_aggregation mode) {
+    normalizer.mode = mode;  // these cases are about the divisors
     return [&, normalizer, mode] {
       cascade_rl::aggregation_weights(exec::seq, layout, std::span<double>(out), normalizer, mode);
     };
@@ -174,7 +222,8 @@ TEST(LossAggregation, RefusesBadNormalisersAndInputs) {
   expect_error_naming(
       [&] {
         cascade_rl::aggregation_weights(exec::seq, layout, std::span<double>(short_out),
-                                        loss_normalizer{5, 2}, loss_aggregation::token_mean);
+                                        loss_normalizer{.tokens = 5, .sequences = 2},
+                                        loss_aggregation::token_mean);
       },
       "weights_out");
 
@@ -182,9 +231,9 @@ TEST(LossAggregation, RefusesBadNormalisersAndInputs) {
   std::vector<double> grads(9, 1.0);
   std::vector<double> grad(9);
   auto aggregate = [&] {
-    cascade_rl::aggregate_token_losses(exec::seq, layout,
-                                       {.token_losses = losses, .token_grads = grads}, grad,
-                                       loss_normalizer{5, 2}, loss_aggregation::token_mean);
+    cascade_rl::aggregate_token_losses(
+        exec::seq, layout, {.token_losses = losses, .token_grads = grads}, grad,
+        loss_normalizer{.tokens = 5, .sequences = 2}, loss_aggregation::token_mean);
   };
   expect_error_naming(aggregate, "token_losses[4]");
   losses[4] = 4;

@@ -85,7 +85,10 @@ TYPED_TEST(LossExecutors, PpoClipBitIdentical) {
   using T = TypeParam;
   const auto& b = large_batch<T>();
   const auto layout = b.layout();
-  const auto normalizer = cascade_rl::local_loss_counts(exec::seq, layout).normalizer(400);
+  const auto normalizer_for = [counts = cascade_rl::local_loss_counts(exec::seq, layout)](
+                                  cascade_rl::loss_aggregation mode) {
+    return counts.normalizer(mode, 400);
+  };
   for (const auto mode : all_aggregation_modes) {
     const cascade_rl::ppo_clip_options options{
         .clip_high = 0.28, .dual_clip = 2.0, .aggregation = mode,
@@ -96,7 +99,7 @@ TYPED_TEST(LossExecutors, PpoClipBitIdentical) {
                                         .old_log_probs = b.old_log_probs,
                                         .advantages = b.advantages,
                                         .behaviour_log_probs = b.behaviour_log_probs},
-                                       grad, normalizer, options);
+                                       grad, normalizer_for(mode), options);
     };
     std::vector<T> expected_grad(b.tokens());
     const auto expected = run(exec::seq, expected_grad);
@@ -117,7 +120,10 @@ TYPED_TEST(LossExecutors, ReinforceBitIdentical) {
   using T = TypeParam;
   const auto& b = large_batch<T>();
   const auto layout = b.layout();
-  const auto normalizer = cascade_rl::local_loss_counts(exec::seq, layout).normalizer(400);
+  const auto normalizer_for = [counts = cascade_rl::local_loss_counts(exec::seq, layout)](
+                                  cascade_rl::loss_aggregation mode) {
+    return counts.normalizer(mode, 400);
+  };
   for (const auto mode : all_aggregation_modes) {
     auto options = cascade_rl::mopd_options();
     options.aggregation = mode;
@@ -126,7 +132,7 @@ TYPED_TEST(LossExecutors, ReinforceBitIdentical) {
                                         {.log_probs = b.log_probs,
                                          .advantages = b.advantages,
                                          .behaviour_log_probs = b.behaviour_log_probs},
-                                        grad, normalizer, options);
+                                        grad, normalizer_for(mode), options);
     };
     std::vector<T> expected_grad(b.tokens());
     const auto expected = run(exec::seq, expected_grad);
@@ -146,7 +152,10 @@ TYPED_TEST(LossExecutors, KlBitIdentical) {
   using T = TypeParam;
   const auto& b = large_batch<T>();
   const auto layout = b.layout();
-  const auto normalizer = cascade_rl::local_loss_counts(exec::seq, layout).normalizer(400);
+  const auto normalizer_for = [counts = cascade_rl::local_loss_counts(exec::seq, layout)](
+                                  cascade_rl::loss_aggregation mode) {
+    return counts.normalizer(mode, 400);
+  };
   for (const auto estimator :
        {kl_estimator::k1, kl_estimator::abs, kl_estimator::k2, kl_estimator::k3}) {
     const cascade_rl::kl_options kl{.estimator = estimator};
@@ -159,7 +168,7 @@ TYPED_TEST(LossExecutors, KlBitIdentical) {
         .kl = kl, .coefficient = 0.1, .aggregation = loss_aggregation::seq_mean_token_mean};
     const double expected_loss = cascade_rl::kl_loss(
         exec::seq, layout, {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs},
-        expected_loss_grad, normalizer, loss_options);
+        expected_loss_grad, normalizer_for(loss_options.aggregation), loss_options);
     for (const auto& policy : parallel_policies) {
       const std::string context = std::string(cascade_rl::to_string(estimator)) + " threads " +
                                   std::to_string(policy.threads);
@@ -172,7 +181,7 @@ TYPED_TEST(LossExecutors, KlBitIdentical) {
       expect_same_bits(grad, expected_grad, context + " grad");
       const double loss = cascade_rl::kl_loss(
           policy, layout, {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs}, loss_grad,
-          normalizer, loss_options);
+          normalizer_for(loss_options.aggregation), loss_options);
       EXPECT_TRUE(same_bits(loss, expected_loss)) << context;
       expect_same_bits(loss_grad, expected_loss_grad, context + " loss grad");
     }
@@ -184,9 +193,12 @@ TYPED_TEST(LossExecutors, AggregationAndImportanceHelpersBitIdentical) {
   const auto& b = large_batch<T>();
   const auto layout = b.layout();
   const auto counts = cascade_rl::local_loss_counts(exec::seq, layout);
-  const auto normalizer = counts.normalizer(400);
+  const auto normalizer_for = [counts = counts](cascade_rl::loss_aggregation mode) {
+    return counts.normalizer(mode, 400);
+  };
   std::vector<T> expected_weights(b.tokens()), expected_is(b.tokens()), expected_grad(b.tokens());
-  cascade_rl::aggregation_weights(exec::seq, layout, std::span<T>(expected_weights), normalizer,
+  cascade_rl::aggregation_weights(exec::seq, layout, std::span<T>(expected_weights),
+                                  normalizer_for(loss_aggregation::seq_mean_token_mean),
                                   loss_aggregation::seq_mean_token_mean);
   const auto expected_counts = cascade_rl::importance_weights(
       exec::seq, layout,
@@ -194,14 +206,15 @@ TYPED_TEST(LossExecutors, AggregationAndImportanceHelpersBitIdentical) {
       expected_is, {.mode = importance_sampling::band_mask});
   const double expected_loss = cascade_rl::aggregate_token_losses(
       exec::seq, layout, {.token_losses = b.ref_log_probs, .token_grads = b.advantages},
-      expected_grad, normalizer, loss_aggregation::token_mean);
+      expected_grad, normalizer_for(loss_aggregation::token_mean), loss_aggregation::token_mean);
   for (const auto& policy : parallel_policies) {
     const std::string context = "threads " + std::to_string(policy.threads);
     const auto c = cascade_rl::local_loss_counts(policy, layout);
     EXPECT_EQ(c.tokens, counts.tokens);
     EXPECT_EQ(c.sequences, counts.sequences);
     std::vector<T> weights(b.tokens()), is(b.tokens()), grad(b.tokens());
-    cascade_rl::aggregation_weights(policy, layout, std::span<T>(weights), normalizer,
+    cascade_rl::aggregation_weights(policy, layout, std::span<T>(weights),
+                                    normalizer_for(loss_aggregation::seq_mean_token_mean),
                                     loss_aggregation::seq_mean_token_mean);
     expect_same_bits(weights, expected_weights, context + " weights");
     const auto is_counts = cascade_rl::importance_weights(
@@ -212,7 +225,7 @@ TYPED_TEST(LossExecutors, AggregationAndImportanceHelpersBitIdentical) {
     EXPECT_EQ(is_counts.masked, expected_counts.masked);
     const double loss = cascade_rl::aggregate_token_losses(
         policy, layout, {.token_losses = b.ref_log_probs, .token_grads = b.advantages}, grad,
-        normalizer, loss_aggregation::token_mean);
+        normalizer_for(loss_aggregation::token_mean), loss_aggregation::token_mean);
     EXPECT_TRUE(same_bits(loss, expected_loss)) << context;
     expect_same_bits(grad, expected_grad, context + " aggregate");
   }

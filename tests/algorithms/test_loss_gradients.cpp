@@ -65,8 +65,9 @@ random_batch<double> batch_for(std::uint64_t seed) {
       seed, {.sequences = 24, .max_length = 12, .log_ratio_spread = 0.6});
 }
 
-loss_normalizer normalizer_of(const random_batch<double>& batch) {
-  return cascade_rl::local_loss_counts(exec::seq, batch.layout()).normalizer(7.0);
+loss_normalizer normalizer_of(const random_batch<double>& batch,
+                              cascade_rl::loss_aggregation mode) {
+  return cascade_rl::local_loss_counts(exec::seq, batch.layout()).normalizer(mode, 7.0);
 }
 
 bool near(double x, double kink) { return std::abs(x - kink) < 1e-4 * std::max(1.0, std::abs(kink)); }
@@ -74,7 +75,7 @@ bool near(double x, double kink) { return std::abs(x - kink) < 1e-4 * std::max(1
 void check_ppo(const ppo_clip_options& options, std::uint64_t seed, const std::string& name) {
   const auto batch = batch_for(seed);
   const auto layout = batch.layout();
-  const auto normalizer = normalizer_of(batch);
+  const auto normalizer = normalizer_of(batch, options.aggregation);
   const auto ppo = [&](const std::vector<double>& lp, std::vector<double>& grad) {
     return cascade_rl::ppo_clip_loss(exec::seq, layout,
                                      {.log_probs = lp,
@@ -137,7 +138,7 @@ TEST(LossGradients, ReinforceLogProbSurrogateMatchesFiniteDifferences) {
   for (const auto mode : all_aggregation_modes) {
     const auto batch = batch_for(seed++);
     const auto layout = batch.layout();
-    const auto normalizer = normalizer_of(batch);
+    const auto normalizer = normalizer_of(batch, mode);
     const loss_fn loss = [&](const std::vector<double>& lp, std::vector<double>& grad) {
       return cascade_rl::reinforce_loss(
                  exec::seq, layout, {.log_probs = lp, .advantages = batch.advantages}, grad,
@@ -166,7 +167,7 @@ TEST(LossGradients, KlLossEveryEstimatorMatchesFiniteDifferences) {
       // Push some k3 tokens past the output clamp (gradient 0 there).
       for (std::size_t t = 0; t < batch.tokens(); t += 9) batch.ref_log_probs[t] += 4.0;
       const auto layout = batch.layout();
-      const auto normalizer = normalizer_of(batch);
+      const auto normalizer = normalizer_of(batch, mode);
       const cascade_rl::kl_loss_options options{
           .kl = {.estimator = estimator}, .coefficient = 0.7, .aggregation = mode};
       const loss_fn loss = [&](const std::vector<double>& lp, std::vector<double>& grad) {

@@ -94,7 +94,8 @@ TEST(LossInputs, KlAggregationAndImportanceTakeNamedInputs) {
   std::vector<float> aggregated_grad(5);
   const double aggregated = cr::aggregate_token_losses(
       exec::seq, b.layout(), {.token_losses = values, .token_grads = grad}, aggregated_grad,
-      cr::loss_normalizer{}, cr::loss_aggregation::token_sum);
+      cr::loss_normalizer{.mode = cr::loss_aggregation::token_sum},
+      cr::loss_aggregation::token_sum);
   EXPECT_EQ(aggregated, 0.5);
   EXPECT_EQ(aggregated_grad, grad);
 

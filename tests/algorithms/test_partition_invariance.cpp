@@ -45,14 +45,17 @@ using slice_loss = std::function<run_result(const token_layout& layout, std::siz
                                             std::size_t end, std::span<double> grad_out,
                                             const loss_normalizer& normalizer)>;
 
-void expect_partition_invariant(const random_batch<double>& batch, const slice_loss& loss,
-                                std::uint64_t seed, const std::string& context) {
+void expect_partition_invariant(const random_batch<double>& batch, loss_aggregation mode,
+                                const slice_loss& loss, std::uint64_t seed,
+                                const std::string& context) {
   const auto layout = batch.layout();
   const std::size_t n = batch.tokens();
   std::vector<double> whole_grad(n);
   const auto counts = cascade_rl::local_loss_counts(exec::seq, layout);
-  const loss_normalizer normalizer = counts.normalizer(9.0);
-  const run_result whole = loss(layout, 0, n, whole_grad, normalizer);
+  const auto normalizer_for = [counts = counts](cascade_rl::loss_aggregation mode) {
+    return counts.normalizer(mode, 9.0);
+  };
+  const run_result whole = loss(layout, 0, n, whole_grad, normalizer_for(mode));
 
   std::mt19937_64 rng(seed);
   for (int trial = 0; trial < 4; ++trial) {
@@ -68,10 +71,10 @@ void expect_partition_invariant(const random_batch<double>& batch, const slice_l
     double loss_sum = 0;
     std::size_t count_sum = 0;
     for (const auto& slice : slices) {
-      const run_result part =
-          loss(slice.layout(), slice.token_begin, slice.token_end,
-               std::span<double>(grad).subspan(slice.token_begin, slice.token_end - slice.token_begin),
-               normalizer);
+      const run_result part = loss(
+          slice.layout(), slice.token_begin, slice.token_end,
+          std::span<double>(grad).subspan(slice.token_begin, slice.token_end - slice.token_begin),
+          normalizer_for(mode));
       loss_sum += part.loss;
       count_sum += part.count;
     }
@@ -118,7 +121,7 @@ TEST(PartitionInvariance, PpoClipEveryModeAndCorrection) {
                                       100000 * r.metrics.importance_masked +
                                       10000000 * r.metrics.importance_truncated};
       };
-      expect_partition_invariant(batch, loss, seed++,
+      expect_partition_invariant(batch, mode, loss, seed++,
                                  "ppo " + std::string(cascade_rl::to_string(mode)));
     }
   }
@@ -146,7 +149,7 @@ TEST(PartitionInvariance, ReinforceEveryMode) {
                                        grad, normalizer, options);
         return run_result{r.loss, r.metrics.valid_tokens + 1000 * r.metrics.importance_masked};
       };
-      expect_partition_invariant(batch, loss, seed++,
+      expect_partition_invariant(batch, mode, loss, seed++,
                                  "reinforce " + std::string(cascade_rl::to_string(mode)));
     }
   }
@@ -171,7 +174,7 @@ TEST(PartitionInvariance, KlLossEveryEstimatorAndMode) {
                                               grad, normalizer, options),
                           0};
       };
-      expect_partition_invariant(batch, loss, seed++,
+      expect_partition_invariant(batch, mode, loss, seed++,
                                  std::string(cascade_rl::to_string(estimator)) + " " +
                                      std::string(cascade_rl::to_string(mode)));
     }
@@ -186,12 +189,15 @@ TEST(PartitionInvariance, LocalNormalisersWouldNotBeInvariant) {
   const std::size_t n = batch.tokens();
   std::vector<double> whole(n), sliced(n);
   auto run = [&](const token_layout& l, std::size_t b, std::size_t e, std::span<double> grad) {
-    const auto normalizer = cascade_rl::local_loss_counts(exec::seq, l).normalizer();
+    const auto normalizer_for =
+        [counts = cascade_rl::local_loss_counts(exec::seq, l)](cascade_rl::loss_aggregation mode) {
+          return counts.normalizer(mode, 1.0);
+        };
     cascade_rl::reinforce_loss(
         exec::seq, l,
         {.log_probs = std::span<const double>(batch.log_probs).subspan(b, e - b),
          .advantages = std::span<const double>(batch.advantages).subspan(b, e - b)},
-        grad, normalizer);
+        grad, normalizer_for(loss_aggregation::token_mean));
   };
   run(layout, 0, n, whole);
   const auto first = cascade_rl::testing::slice_sequences(layout, 0, 3);

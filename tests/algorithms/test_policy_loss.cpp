@@ -71,7 +71,7 @@ TEST(ReinforceLoss, SequenceMeanModes) {
   std::vector<double> grad(5);
   const auto result = cascade_rl::reinforce_loss(
       exec::seq, b.layout(), {.log_probs = in(b.log_probs), .advantages = in(b.advantages)},
-      out(grad), loss_normalizer{.sequences = 2},
+      out(grad), loss_normalizer{.mode = loss_aggregation::seq_mean_token_mean, .sequences = 2},
       reinforce_options{.aggregation = loss_aggregation::seq_mean_token_mean});
   // ((-2 - 2) / 2 + (1 + 1) / 2) / 2
   EXPECT_DOUBLE_EQ(result.loss, -0.5);
@@ -89,7 +89,7 @@ TEST(ReinforceLoss, TruncatedImportanceWeightIsAConstantFactor) {
       {.log_probs = in(b.log_probs),
        .advantages = in(b.advantages),
        .behaviour_log_probs = in(behaviour)},
-      out(grad), loss_normalizer{},
+      out(grad), loss_normalizer{.mode = loss_aggregation::token_sum},
       reinforce_options{.aggregation = loss_aggregation::token_sum,
                         .importance = {.mode = importance_sampling::truncated, .cap = 1.5}});
   // -2 * 1.5 - 2 * 0.5 + 1 * 1 + 1 * 1.2
@@ -170,7 +170,7 @@ TEST(PpoClipLoss, EveryClipRegimeHandComputed) {
                                 {.log_probs = in(log_probs),
                                  .old_log_probs = in(b.old_log_probs),
                                  .advantages = in(b.advantages)},
-                                out(grad), loss_normalizer{},
+                                out(grad), loss_normalizer{.mode = loss_aggregation::token_sum},
                                 ppo_clip_options{.clip_low = 0.2,
                                                  .clip_high = 0.28,
                                                  .dual_clip = 3.0,
@@ -226,7 +226,7 @@ TEST(PpoClipLoss, LogRatioClampZeroesTheGradient) {
       {.log_probs = in(log_probs),
        .old_log_probs = in(old_log_probs),
        .advantages = in(advantages)},
-      out(grad), loss_normalizer{},
+      out(grad), loss_normalizer{.mode = loss_aggregation::token_sum},
       ppo_clip_options{
           .clip_low = 0.9, .clip_high = 1e12, .aggregation = loss_aggregation::token_sum});
   EXPECT_NEAR(result.loss, -std::exp(20.0) - std::exp(-1.0), 1e-6);
@@ -270,7 +270,7 @@ TEST(PpoClipLoss, TruncatedImportanceUsesOldLogProbs) {
        .old_log_probs = in(old_log_probs),
        .advantages = in(advantages),
        .behaviour_log_probs = in(behaviour)},
-      out(grad), loss_normalizer{},
+      out(grad), loss_normalizer{.mode = loss_aggregation::token_sum},
       ppo_clip_options{.aggregation = loss_aggregation::token_sum,
                        .importance = {.mode = importance_sampling::truncated, .cap = 2.0}});
   // t0: w = min(4, 2) = 2, l = -1.1; t1: w = 0.5, upper clip l = -1.2

@@ -42,7 +42,8 @@ void check_policy_loss_vanilla(const nlohmann::json& entry, const std::string& c
                                     .clip_ratio_low = entry["clip_low"].get<double>(),
                                     .clip_ratio_high = entry["clip_high"].get<double>(),
                                     .clip_ratio_c = entry["clip_ratio_c"].get<double>()}));
-  const auto normalizer = verl::single_rank_normalizer(cascade_rl::exec::seq, layout, batch.width);
+  const auto normalizer =
+      verl::single_rank_normalizer(cascade_rl::exec::seq, layout, options.aggregation, batch.width);
   const auto result = cascade_rl::ppo_clip_loss(
       cascade_rl::exec::seq, layout,
       {.log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages}, grad,

@@ -152,7 +152,8 @@ TEST(MopdStage, DistilsTowardTheRoutedTeacherWithTheBand) {
   cr::reinforce_loss(
       cr::exec::seq, layout,
       {.log_probs = s, .advantages = a, .behaviour_log_probs = batch.behaviour_log_probs}, dlogp,
-      cr::local_loss_counts(cr::exec::seq, layout).normalizer(), cr::mopd_options());
+      cr::local_loss_counts(cr::exec::seq, layout).normalizer(cr::loss_aggregation::token_mean),
+      cr::mopd_options());
   double sum = 0;
   for (float d : dlogp) sum += d;
   EXPECT_DOUBLE_EQ(student.update_calls[0].dlogp_sum, sum);

@@ -218,7 +218,7 @@ void expect_step_exact(std::uint64_t seed, cr::loss_aggregation mode, Loss&& los
   cr::grpo_advantages(exec::seq, groups, rewards, whole_adv);
   cr::broadcast_to_tokens(exec::seq, whole_layout, whole_adv, whole_token_adv);
   const cr::loss_counts whole_counts = cr::local_loss_counts(exec::seq, whole_layout);
-  const cr::loss_normalizer whole_norm = whole_counts.normalizer(24.0);
+  const cr::loss_normalizer whole_norm = whole_counts.normalizer(mode, 24.0);
   const cr::policy_loss_result whole =
       loss(batch, whole_layout, 0, batch.tokens(), std::span<const T>(whole_token_adv),
            std::span<T>(whole_grad), whole_norm);
@@ -258,8 +258,8 @@ void expect_step_exact(std::uint64_t seed, cr::loss_aggregation mode, Loss&& los
       cr::global_loss_counts(comm, cr::local_loss_counts(exec::seq, layout));
   EXPECT_EQ(counts.tokens, whole_counts.tokens);
   EXPECT_EQ(counts.sequences, whole_counts.sequences);
-  const cr::loss_normalizer norm = cr::global_normalizer(
-      comm, cr::local_loss_counts(exec::seq, layout), 24.0);
+  const cr::loss_normalizer norm =
+      cr::global_normalizer(comm, cr::local_loss_counts(exec::seq, layout), mode, 24.0);
   const cr::policy_loss_result part = loss(batch, layout, shard.token_begin, shard.token_end,
                                            std::span<const T>(token_adv), std::span<T>(grad), norm);
 

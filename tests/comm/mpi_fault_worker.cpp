@@ -37,7 +37,8 @@ void steps(cr::mpi_communicator& comm, const std::string& mode) {
       if (mode == "stall") std::this_thread::sleep_for(std::chrono::minutes(10));
     }
     const cr::loss_counts local{static_cast<std::size_t>(100 + comm.rank()), 4};
-    const cr::loss_normalizer normalizer = cr::global_normalizer(comm, local);
+    const cr::loss_normalizer normalizer =
+        cr::global_normalizer(comm, local, cr::loss_aggregation::token_mean);
     const double loss = cr::all_reduce_value(comm, 1.0 / normalizer.tokens, cr::reduce_op::sum);
     if (loss <= 0) throw std::logic_error("bad loss");
     comm.barrier();

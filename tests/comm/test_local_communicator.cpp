@@ -65,7 +65,9 @@ TEST(GlobalReductions, OneRankIsTheLocalResult) {
   const cr::loss_counts global = cr::global_loss_counts(comm, local);
   EXPECT_EQ(global.tokens, local.tokens);
   EXPECT_EQ(global.sequences, local.sequences);
-  const cr::loss_normalizer n = cr::global_normalizer(comm, local, 3.0);
+  const cr::loss_normalizer n =
+      cr::global_normalizer(comm, local, cr::loss_aggregation::seq_mean_token_sum_norm, 3.0);
+  EXPECT_EQ(n.mode, cr::loss_aggregation::seq_mean_token_sum_norm);
   EXPECT_EQ(n.tokens, static_cast<double>(local.tokens));
   EXPECT_EQ(n.scale, 3.0);
 

@@ -54,20 +54,23 @@ TEST(OpenMpPolicy, CanonicalSumsAndLossesHaveSequentialBits) {
   }
   const auto term = [&](std::size_t i) { return static_cast<double>(advantages[i]) * 1e3; };
   const double sum = detail::blocked_sum(exec::seq, n, term);
-  const cr::loss_normalizer normalizer = cr::local_loss_counts(exec::seq, layout).normalizer();
+  const auto normalizer_for =
+      [counts = cr::local_loss_counts(exec::seq, layout)](cascade_rl::loss_aggregation mode) {
+        return counts.normalizer(mode, 1.0);
+      };
   std::vector<float> grad_seq(n), grad_omp(n);
   const cr::ppo_clip_options options{.dual_clip = 3.0};
   const auto seq = cr::ppo_clip_loss(
       exec::seq, layout,
       {.log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages}, grad_seq,
-      normalizer, options);
+      normalizer_for(options.aggregation), options);
   for (int threads : {1, 2, 7}) {
     const auto policy = exec::omp.with_threads(threads);
     EXPECT_TRUE(same_bits(sum, detail::blocked_sum(policy, n, term))) << threads << " threads";
     const auto omp = cr::ppo_clip_loss(
         policy, layout,
         {.log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages},
-        grad_omp, normalizer, options);
+        grad_omp, normalizer_for(options.aggregation), options);
     EXPECT_TRUE(same_bits(seq.loss, omp.loss)) << threads << " threads";
     EXPECT_TRUE(same_bits(seq.metrics.approx_kl_sum, omp.metrics.approx_kl_sum)) << threads << " threads";
     EXPECT_EQ(seq.metrics.clipped, omp.metrics.clipped);

@@ -184,7 +184,10 @@ TEST_F(Gpu, LossesMatchHostInEveryMode) {
   const device_token_layout d_layout{offsets.data(), mask.data(), b.offsets.size() - 1, b.tokens()};
   device_vector<float> logp(b.log_probs), old(b.old_log_probs), adv(b.advantages),
       behaviour(b.behaviour_log_probs), ref(b.ref_log_probs), grad(b.tokens()), values(b.tokens());
-  const auto normalizer = cr::local_loss_counts(cr::exec::seq, layout).normalizer(128.0);
+  const auto normalizer_for =
+      [counts = cr::local_loss_counts(cr::exec::seq, layout)](cascade_rl::loss_aggregation mode) {
+        return counts.normalizer(mode, 128.0);
+      };
   std::vector<float> want(b.tokens()), want_values(b.tokens());
   const cr::importance_options importance[] = {
       {}, {.mode = cr::importance_sampling::truncated, .cap = 1.5}, {.mode = cr::importance_sampling::band_mask}};
@@ -195,12 +198,12 @@ TEST_F(Gpu, LossesMatchHostInEveryMode) {
                                         {.log_probs = b.log_probs,
                                          .advantages = b.advantages,
                                          .behaviour_log_probs = b.behaviour_log_probs},
-                                        want, normalizer, ro);
+                                        want, normalizer_for(mode), ro);
       const auto d = cr::reinforce_loss(cr::exec::cuda{}, d_layout,
                                         {.log_probs = logp.cspan(),
                                          .advantages = adv.cspan(),
                                          .behaviour_log_probs = behaviour.cspan()},
-                                        grad.span(), normalizer, ro);
+                                        grad.span(), normalizer_for(mode), ro);
       expect_same_sum(d.loss, h.loss, "reinforce loss");
       EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
       EXPECT_EQ(d.metrics.importance_masked, h.metrics.importance_masked);
@@ -213,13 +216,13 @@ TEST_F(Gpu, LossesMatchHostInEveryMode) {
                                          .old_log_probs = b.old_log_probs,
                                          .advantages = b.advantages,
                                          .behaviour_log_probs = b.behaviour_log_probs},
-                                        want, normalizer, po);
+                                        want, normalizer_for(mode), po);
       const auto dp = cr::ppo_clip_loss(cr::exec::cuda{}, d_layout,
                                         {.log_probs = logp.cspan(),
                                          .old_log_probs = old.cspan(),
                                          .advantages = adv.cspan(),
                                          .behaviour_log_probs = behaviour.cspan()},
-                                        grad.span(), normalizer, po);
+                                        grad.span(), normalizer_for(mode), po);
       expect_same_sum(dp.loss, hp.loss, "ppo loss");
       EXPECT_EQ(dp.metrics.clipped, hp.metrics.clipped);
       EXPECT_EQ(dp.metrics.dual_clipped, hp.metrics.dual_clipped);
@@ -230,7 +233,7 @@ TEST_F(Gpu, LossesMatchHostInEveryMode) {
                                             .old_log_probs = old.cspan(),
                                             .advantages = adv.cspan(),
                                             .behaviour_log_probs = behaviour.cspan()},
-                                           grad.span(), normalizer, po);
+                                           grad.span(), normalizer_for(mode), po);
       EXPECT_EQ(again.loss, dp.loss) << "not deterministic";
     }
   for (auto estimator : {cr::kl_estimator::k1, cr::kl_estimator::abs, cr::kl_estimator::k2, cr::kl_estimator::k3}) {
@@ -247,19 +250,21 @@ TEST_F(Gpu, LossesMatchHostInEveryMode) {
     const cr::kl_loss_options lo{.kl = kl, .coefficient = 0.1, .aggregation = cr::loss_aggregation::seq_mean_token_mean};
     const double hl = cr::kl_loss(cr::exec::seq, layout,
                                   {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs},
-                                  want, normalizer, lo);
+                                  want, normalizer_for(lo.aggregation), lo);
     const double dl = cr::kl_loss(cr::exec::cuda{}, d_layout,
                                   {.log_probs = logp.cspan(), .ref_log_probs = ref.cspan()},
-                                  grad.span(), normalizer, lo);
+                                  grad.span(), normalizer_for(lo.aggregation), lo);
     expect_same_sum(dl, hl, "kl loss");
     expect_same_bits(grad.host(), want, "kl loss grad");
   }
   const double ha = cr::aggregate_token_losses(
       cr::exec::seq, layout, {.token_losses = b.ref_log_probs, .token_grads = b.advantages}, want,
-      normalizer, cr::loss_aggregation::seq_mean_token_sum_norm);
+      normalizer_for(cr::loss_aggregation::seq_mean_token_sum_norm),
+      cr::loss_aggregation::seq_mean_token_sum_norm);
   const double da = cr::aggregate_token_losses(
       cr::exec::cuda{}, d_layout, {.token_losses = ref.cspan(), .token_grads = adv.cspan()},
-      grad.span(), normalizer, cr::loss_aggregation::seq_mean_token_sum_norm);
+      grad.span(), normalizer_for(cr::loss_aggregation::seq_mean_token_sum_norm),
+      cr::loss_aggregation::seq_mean_token_sum_norm);
   expect_same_sum(da, ha, "aggregate_token_losses");
   expect_same_bits(grad.host(), want, "aggregate grad");
 }
@@ -718,20 +723,23 @@ TEST_F(Gpu, NonFiniteInputsAreNamedAsTheHostNamesThem) {
         },
         "distillation_advantages");
     // As the advantages of a loss (its second argument).
-    const auto normalizer = cr::local_loss_counts(cr::exec::seq, host_layout).normalizer(1.0);
+    const auto normalizer_for = [counts = cr::local_loss_counts(cr::exec::seq, host_layout)](
+                                    cascade_rl::loss_aggregation mode) {
+      return counts.normalizer(mode, 1.0);
+    };
     expect_same_refusal(
         [&] {
           cr::reinforce_loss(cr::exec::cuda{}, layout,
                              {.log_probs = d_finite.cspan(),
                               .advantages = rewards.cspan(),
                               .behaviour_log_probs = d_finite.cspan()},
-                             out.span(), normalizer);
+                             out.span(), normalizer_for(cr::loss_aggregation::token_mean));
         },
         [&] {
           cr::reinforce_loss(
               cr::exec::seq, host_layout,
               {.log_probs = host_finite, .advantages = host_r, .behaviour_log_probs = host_finite},
-              host_out, normalizer);
+              host_out, normalizer_for(cr::loss_aggregation::token_mean));
         },
         "reinforce_loss");
   }

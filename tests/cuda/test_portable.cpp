@@ -200,7 +200,10 @@ std::vector<cr::importance_options> importance_variants() {
 TEST(PortableLosses, ReinforceEveryModeMatchesHost) {
   const auto b = big_batch(3);
   const auto layout = b.layout();
-  const auto normalizer = cr::local_loss_counts(cr::exec::seq, layout).normalizer(97.0);
+  const auto normalizer_for =
+      [counts = cr::local_loss_counts(cr::exec::seq, layout)](cascade_rl::loss_aggregation mode) {
+        return counts.normalizer(mode, 97.0);
+      };
   std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
   for (auto mode : cr::testing::all_aggregation_modes)
     for (auto surrogate : {cr::reinforce_surrogate::ratio, cr::reinforce_surrogate::log_prob})
@@ -211,10 +214,10 @@ TEST(PortableLosses, ReinforceEveryModeMatchesHost) {
                                           {.log_probs = b.log_probs,
                                            .advantages = b.advantages,
                                            .behaviour_log_probs = b.behaviour_log_probs},
-                                          hg, normalizer, options);
+                                          hg, normalizer_for(mode), options);
         portable::reinforce_loss(system, device_layout(b), b.log_probs.data(), b.advantages.data(),
-                                 b.behaviour_log_probs.data(), dg.data(), normalizer, options,
-                                 scratch.data());
+                                 b.behaviour_log_probs.data(), dg.data(), normalizer_for(mode),
+                                 options, scratch.data());
         expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
         expect_same_bits(dg, hg, "reinforce dL/dlogp");
       }
@@ -223,7 +226,10 @@ TEST(PortableLosses, ReinforceEveryModeMatchesHost) {
 TEST(PortableLosses, PpoClipEveryModeMatchesHost) {
   const auto b = big_batch(4);
   const auto layout = b.layout();
-  const auto normalizer = cr::local_loss_counts(cr::exec::seq, layout).normalizer(64.0);
+  const auto normalizer_for =
+      [counts = cr::local_loss_counts(cr::exec::seq, layout)](cascade_rl::loss_aggregation mode) {
+        return counts.normalizer(mode, 64.0);
+      };
   std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
   std::vector<cr::ppo_clip_options> variants(3);
   variants[1].clip_high = 0.28;
@@ -240,10 +246,11 @@ TEST(PortableLosses, PpoClipEveryModeMatchesHost) {
                                           .old_log_probs = b.old_log_probs,
                                           .advantages = b.advantages,
                                           .behaviour_log_probs = b.behaviour_log_probs},
-                                         hg, normalizer, options);
-        portable::ppo_clip_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
-                                b.advantages.data(), b.behaviour_log_probs.data(), dg.data(),
-                                normalizer, options, scratch.data());
+                                         hg, normalizer_for(mode), options);
+        portable::ppo_clip_loss(system, device_layout(b), b.log_probs.data(),
+                                b.old_log_probs.data(), b.advantages.data(),
+                                b.behaviour_log_probs.data(), dg.data(), normalizer_for(mode),
+                                options, scratch.data());
         const auto d = scratch[portable::result_index(b.tokens())];
         expect_same_metrics(d, h);
         EXPECT_GT(h.metrics.clipped, 0u);
@@ -258,7 +265,10 @@ TEST(PortableLosses, UnmaskedReinforceAndPpoMatchHost) {
   const cr::token_layout layout(b.offsets);
   const device_token_layout dlayout{b.offsets.data(), nullptr, b.offsets.size() - 1, b.tokens()};
   const float* const no_behaviour = nullptr;
-  const auto normalizer = cr::local_loss_counts(cr::exec::seq, layout).normalizer(50.0);
+  const auto normalizer_for =
+      [counts = cr::local_loss_counts(cr::exec::seq, layout)](cascade_rl::loss_aggregation mode) {
+        return counts.normalizer(mode, 50.0);
+      };
   std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
   for (auto mode : cr::testing::all_aggregation_modes)
     for (auto surrogate : {cr::reinforce_surrogate::ratio, cr::reinforce_surrogate::log_prob}) {
@@ -266,9 +276,10 @@ TEST(PortableLosses, UnmaskedReinforceAndPpoMatchHost) {
       std::vector<float> hg(b.tokens()), dg(b.tokens());
       const auto h = cr::reinforce_loss(cr::exec::par.with_threads(3), layout,
                                         {.log_probs = b.log_probs, .advantages = b.advantages}, hg,
-                                        normalizer, options);
+                                        normalizer_for(mode), options);
       portable::reinforce_loss(system, dlayout, b.log_probs.data(), b.advantages.data(),
-                               no_behaviour, dg.data(), normalizer, options, scratch.data());
+                               no_behaviour, dg.data(), normalizer_for(mode), options,
+                               scratch.data());
       expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
       expect_same_bits(dg, hg, "unmasked reinforce dL/dlogp");
     }
@@ -277,10 +288,10 @@ TEST(PortableLosses, UnmaskedReinforceAndPpoMatchHost) {
   const auto h = cr::ppo_clip_loss(
       cr::exec::par.with_threads(2), layout,
       {.log_probs = b.log_probs, .old_log_probs = b.old_log_probs, .advantages = b.advantages}, hg,
-      normalizer, ppo);
+      normalizer_for(ppo.aggregation), ppo);
   portable::ppo_clip_loss(system, dlayout, b.log_probs.data(), b.old_log_probs.data(),
-                          b.advantages.data(), no_behaviour, dg.data(), normalizer, ppo,
-                          scratch.data());
+                          b.advantages.data(), no_behaviour, dg.data(),
+                          normalizer_for(ppo.aggregation), ppo, scratch.data());
   expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
   expect_same_bits(dg, hg, "unmasked ppo dL/dlogp");
 }
@@ -288,7 +299,10 @@ TEST(PortableLosses, UnmaskedReinforceAndPpoMatchHost) {
 TEST(PortableLosses, KlEstimatorsAndAggregationMatchHost) {
   const auto b = big_batch(5);
   const auto layout = b.layout();
-  const auto normalizer = cr::local_loss_counts(cr::exec::seq, layout).normalizer(10.0);
+  const auto normalizer_for =
+      [counts = cr::local_loss_counts(cr::exec::seq, layout)](cascade_rl::loss_aggregation mode) {
+        return counts.normalizer(mode, 10.0);
+      };
   std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
   for (auto estimator : {cr::kl_estimator::k1, cr::kl_estimator::abs, cr::kl_estimator::k2, cr::kl_estimator::k3}) {
     const cr::kl_options kl{.estimator = estimator, .input_clamp = 1.0, .output_clamp = 0.9};
@@ -305,17 +319,18 @@ TEST(PortableLosses, KlEstimatorsAndAggregationMatchHost) {
       const cr::kl_loss_options options{.kl = kl, .coefficient = 0.25, .aggregation = mode};
       const double hl = cr::kl_loss(cr::exec::seq, layout,
                                     {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs},
-                                    hg, normalizer, options);
+                                    hg, normalizer_for(mode), options);
       portable::kl_loss(system, device_layout(b), b.log_probs.data(), b.ref_log_probs.data(),
-                        dg.data(), normalizer, options, scratch.data());
+                        dg.data(), normalizer_for(mode), options, scratch.data());
       EXPECT_EQ(scratch[portable::result_index(b.tokens())].loss, hl);
       expect_same_bits(dg, hg, "kl loss gradient");
 
       const double ha = cr::aggregate_token_losses(
           cr::exec::seq, layout, {.token_losses = b.ref_log_probs, .token_grads = b.advantages}, hg,
-          normalizer, mode);
+          normalizer_for(mode), mode);
       portable::aggregate_token_losses(system, device_layout(b), b.ref_log_probs.data(),
-                                       b.advantages.data(), dg.data(), normalizer, mode, scratch.data());
+                                       b.advantages.data(), dg.data(), normalizer_for(mode), mode,
+                                       scratch.data());
       EXPECT_EQ(scratch[portable::result_index(b.tokens())].loss, ha);
       expect_same_bits(dg, hg, "aggregated gradient");
     }
@@ -325,14 +340,18 @@ TEST(PortableLosses, KlEstimatorsAndAggregationMatchHost) {
 #if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_OMP
 TEST(PortableLosses, SameBitsForAnyThreadCount) {
   const auto b = big_batch(6);
-  const auto normalizer = cr::local_loss_counts(cr::exec::seq, b.layout()).normalizer();
+  const auto normalizer_for = [counts = cr::local_loss_counts(cr::exec::seq, b.layout())](
+                                  cascade_rl::loss_aggregation mode) {
+    return counts.normalizer(mode, 1.0);
+  };
   std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
   std::vector<double> losses;
   for (int threads : {1, 2, 3, 8}) {
     omp_set_num_threads(threads);
     std::vector<float> g(b.tokens());
     portable::ppo_clip_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
-                            b.advantages.data(), b.behaviour_log_probs.data(), g.data(), normalizer,
+                            b.advantages.data(), b.behaviour_log_probs.data(), g.data(),
+                            normalizer_for(cr::loss_aggregation::token_mean),
                             cr::ppo_clip_options{}, scratch.data());
     losses.push_back(scratch[portable::result_index(b.tokens())].loss);
   }

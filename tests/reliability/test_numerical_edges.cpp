@@ -306,10 +306,11 @@ void expect_masked_tokens_silent(const Loss& loss, bool all_masked) {
 TEST(FullyMasked, EveryLossEveryAggregation) {
   // The normaliser is the step's (other micro-batches have tokens), so it is positive
   // even when this micro-batch has none.
-  const cr::loss_normalizer norm{.tokens = 40, .sequences = 10, .scale = 16};
   for (const bool all_masked : {false, true})
     for (const auto aggregation : aggregations) {
       SCOPED_TRACE(testing::Message() << "aggregation " << cr::to_string(aggregation) << " all masked " << all_masked);
+      const cr::loss_normalizer norm{
+          .mode = aggregation, .tokens = 40, .sequences = 10, .scale = 16};
       for (const auto surrogate : {cr::reinforce_surrogate::ratio, cr::reinforce_surrogate::log_prob})
         for (const auto& importance :
              {cr::importance_options{}, cr::mopd_options().importance,

@@ -9,8 +9,8 @@
 
 #include <cstddef>
 
-#include "cascade_rl/algorithms/advantage_options.hpp"
 #include "cascade_rl/core/host_device.hpp"
+#include "cascade_rl/terms/advantage_options.hpp"
 #include "cascade_rl/terms/group_advantage.hpp"
 
 namespace cascade_rl {

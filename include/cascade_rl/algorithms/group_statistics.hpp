@@ -15,7 +15,6 @@
 #include <span>
 #include <string>
 
-#include "cascade_rl/algorithms/advantage_options.hpp"
 #include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/contiguous_ranges.hpp"
@@ -24,6 +23,7 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
+#include "cascade_rl/terms/advantage_options.hpp"
 #include "cascade_rl/terms/group_advantage.hpp"
 #include "cascade_rl/terms/group_moments.hpp"
 

@@ -21,7 +21,6 @@
 #include <span>
 #include <string>
 
-#include "cascade_rl/algorithms/advantage_options.hpp"
 #include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/core/checks.hpp"
@@ -30,6 +29,7 @@
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/vector_lanes.hpp"
+#include "cascade_rl/terms/advantage_options.hpp"
 #include "cascade_rl/terms/group_advantage.hpp"
 
 namespace cascade_rl {

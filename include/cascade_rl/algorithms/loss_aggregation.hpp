@@ -106,6 +106,15 @@ void for_each_divisor(loss_aggregation mode, const loss_normalizer& normalizer, 
   }
 }
 
+// Refuses a normaliser made for another mode than the loss aggregates by (every
+// executor's check, whatever the batch holds).
+inline void require_normalizer_mode(loss_aggregation mode, const loss_normalizer& normalizer) {
+  if (normalizer.mode != mode)
+    fail("normalizer", "was made for " + std::string(to_string(normalizer.mode)) +
+                           ", but the loss aggregates by " + std::string(to_string(mode)) +
+                           " (options.aggregation): make it with loss_counts::normalizer(mode)");
+}
+
 // Refuses a normaliser the mode divides by when it is not a positive finite number
 // (every executor's check: the caller has already seen that the batch has a valid token).
 inline void require_normalizer_for(loss_aggregation mode, const loss_normalizer& normalizer) {
@@ -119,6 +128,7 @@ inline void require_normalizer_for(loss_aggregation mode, const loss_normalizer&
 template <class Policy>
 void validate_normalizer(const Policy& policy, const token_layout& layout,
                          const loss_normalizer& normalizer, loss_aggregation mode) {
+  require_normalizer_mode(mode, normalizer);
   const bool any_valid =
       first_index_where(policy, layout.tokens(), [&](std::size_t t) { return layout.valid(t); }) !=
       no_index;
@@ -241,8 +251,9 @@ aggregated<Metrics> reduce_token_losses(const Policy& policy, const token_layout
 template <std::floating_point T>
 bool uniform_aggregation_weight(const loss_normalizer& normalizer, loss_aggregation mode,
                                 T& weight) {
-  // seq-mean-token-mean weighs each sequence by its own valid tokens.
-  if (mode == loss_aggregation::seq_mean_token_mean) return false;
+  // seq-mean-token-mean weighs each sequence by its own valid tokens; a normaliser of
+  // another mode goes to the checks, which refuse it.
+  if (mode == loss_aggregation::seq_mean_token_mean || normalizer.mode != mode) return false;
   bool usable = true;
   for_each_divisor(mode, normalizer, [&usable](double value, std::string_view) {
     usable = usable && value > 0 && std::isfinite(value);

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "cascade_rl/core/error.hpp"
 #include "cascade_rl/terms/aggregation_weight.hpp"
 
 namespace cascade_rl {
@@ -19,8 +20,24 @@ struct loss_counts {
     sequences += other.sequences;
     return *this;
   }
-  [[nodiscard]] loss_normalizer normalizer(double scale = 1) const {
-    return {static_cast<double>(tokens), static_cast<double>(sequences), scale};
+  // The normaliser of `mode` from the step's total counts. seq-mean-token-sum-norm also
+  // divides by a constant (veRL: the padded response length), so this overload refuses it:
+  // use the one that takes the length.
+  [[nodiscard]] loss_normalizer normalizer(loss_aggregation mode) const {
+    if (mode == loss_aggregation::seq_mean_token_sum_norm)
+      detail::fail("mode",
+                   "is seq_mean_token_sum_norm, which divides by sequences x the padded "
+                   "response length: call normalizer(mode, padded_length)");
+    return {.mode = mode,
+            .tokens = static_cast<double>(tokens),
+            .sequences = static_cast<double>(sequences)};
+  }
+  // Any mode, with seq-mean-token-sum-norm's constant (read by that mode only).
+  [[nodiscard]] loss_normalizer normalizer(loss_aggregation mode, double padded_length) const {
+    return {.mode = mode,
+            .tokens = static_cast<double>(tokens),
+            .sequences = static_cast<double>(sequences),
+            .scale = padded_length};
   }
 };
 

@@ -18,7 +18,6 @@
 #include <span>
 #include <string>
 
-#include "cascade_rl/algorithms/advantage_options.hpp"
 #include "cascade_rl/algorithms/broadcast.hpp"
 #include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
@@ -29,6 +28,7 @@
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/terms/advantage_options.hpp"
 #include "cascade_rl/terms/discounted_return.hpp"
 #include "cascade_rl/terms/whitening.hpp"
 

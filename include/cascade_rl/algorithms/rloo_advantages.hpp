@@ -11,13 +11,13 @@
 #include <cstddef>
 #include <span>
 
-#include "cascade_rl/algorithms/advantage_options.hpp"
 #include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
+#include "cascade_rl/terms/advantage_options.hpp"
 
 namespace cascade_rl {
 

@@ -121,7 +121,10 @@ class mopd_stage {
     const token_layout layout = batch.layout();
     const std::size_t n = batch.token_count();
     std::vector<float> teacher(n), student(n), advantages(n), dlogp(n);
-    const loss_normalizer normalizer = detail::step_normalizer(layout, config_, comm);
+    const reinforce_options loss_options =
+        mopd_options(config_.mopd.band_low, config_.mopd.band_high);
+    const loss_normalizer normalizer =
+        detail::step_normalizer(layout, loss_options.aggregation, config_, comm);
     policy_loss_result loss;
     double kl_sum = 0.0;
     std::uint64_t kl_count = 0;
@@ -137,8 +140,7 @@ class mopd_stage {
                             {.log_probs = student,
                              .advantages = advantages,
                              .behaviour_log_probs = batch.behaviour_log_probs},
-                            dlogp, normalizer,
-                            mopd_options(config_.mopd.band_low, config_.mopd.band_high));
+                            dlogp, normalizer, loss_options);
     }
     kl_sum = sum_in_rank_order(comm, kl_sum);
     kl_count = sum_counts(comm, kl_count);

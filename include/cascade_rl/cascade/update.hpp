@@ -66,11 +66,11 @@ struct update_totals {
   }
 };
 
-inline loss_normalizer step_normalizer(const token_layout& layout, const stage_config& config,
-                                       communicator_ref comm = {}) {
-  // seq-mean-token-sum-norm divides by a constant: the maximum response length (veRL
-  // uses the padded length).
-  return global_normalizer(comm, local_loss_counts(exec::par, layout),
+// The step's normaliser for the loss's aggregation mode. seq-mean-token-sum-norm divides by
+// a constant too: the maximum response length (veRL uses the padded length).
+inline loss_normalizer step_normalizer(const token_layout& layout, loss_aggregation mode,
+                                       const stage_config& config, communicator_ref comm = {}) {
+  return global_normalizer(comm, local_loss_counts(exec::par, layout), mode,
                            static_cast<double>(config.sampling.max_response_length));
 }
 
@@ -80,7 +80,8 @@ policy_loss_result on_policy_update(P& policy, const rollout_batch& batch,
                                     const stage_config& config, double lr,
                                     communicator_ref comm = {}) {
   const token_layout layout = batch.layout();
-  const loss_normalizer normalizer = step_normalizer(layout, config, comm);
+  const loss_normalizer normalizer =
+      step_normalizer(layout, config.update.aggregation, config, comm);
   std::vector<float> dlogp(batch.token_count());
   const reinforce_options options{.aggregation = config.update.aggregation,
                                   .surrogate = reinforce_surrogate::ratio,
@@ -134,7 +135,8 @@ void ppo_update(P& policy, const rollout_batch& batch, std::span<const float> ad
       std::vector<float> mini_advantages(selection.kept_sequences.size());
       gather_sequences(exec::seq, selection, advantages, mini_advantages);
       const token_layout layout = mini.layout();
-      const loss_normalizer normalizer = step_normalizer(layout, config, comm);
+      const loss_normalizer normalizer =
+          step_normalizer(layout, config.update.aggregation, config, comm);
       std::vector<float> token_advantages(mini.token_count()), log_probs(mini.token_count()),
           dlogp(mini.token_count());
       policy_loss_result result;

@@ -20,10 +20,18 @@ template <Communicator C>
   return {static_cast<std::size_t>(counts[0]), static_cast<std::size_t>(counts[1])};
 }
 
+// The step's normaliser of `mode` from every rank's counts (loss_counts::normalizer):
+// seq-mean-token-sum-norm takes the padded response length too.
 template <Communicator C>
 [[nodiscard]] loss_normalizer global_normalizer(C& comm, const loss_counts& local,
-                                                double scale = 1) {
-  return global_loss_counts(comm, local).normalizer(scale);
+                                                loss_aggregation mode) {
+  return global_loss_counts(comm, local).normalizer(mode);
+}
+
+template <Communicator C>
+[[nodiscard]] loss_normalizer global_normalizer(C& comm, const loss_counts& local,
+                                                loss_aggregation mode, double padded_length) {
+  return global_loss_counts(comm, local).normalizer(mode, padded_length);
 }
 
 }  // namespace cascade_rl

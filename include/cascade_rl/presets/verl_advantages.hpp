@@ -9,10 +9,10 @@
 // where veRL amplifies a rounding residue (a group that differs by one ulp); anywhere
 // else the double default agrees within float32 tolerance.
 
-#include "cascade_rl/algorithms/advantage_options.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/rloo_advantages.hpp"
+#include "cascade_rl/terms/advantage_options.hpp"
 
 namespace cascade_rl::presets::verl {
 

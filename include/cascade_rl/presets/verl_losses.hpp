@@ -93,13 +93,14 @@ namespace cascade_rl::presets::verl {
   return {.kl = kl_penalty(kl_loss_type), .coefficient = kl_loss_coef, .aggregation = mode};
 }
 
-// The normaliser veRL's agg_loss uses on one rank without micro-batching: the batch's
-// own valid tokens and non-empty sequences, and the padded length T as scale.
+// The normaliser veRL's agg_loss uses for `mode` on one rank without micro-batching: the
+// batch's own valid tokens and non-empty sequences, and the padded length T as scale.
 template <exec::host_policy Policy>
 [[nodiscard]] loss_normalizer single_rank_normalizer(const Policy& policy,
                                                      const token_layout& layout,
+                                                     loss_aggregation mode,
                                                      std::size_t padded_length) {
-  return local_loss_counts(policy, layout).normalizer(static_cast<double>(padded_length));
+  return local_loss_counts(policy, layout).normalizer(mode, static_cast<double>(padded_length));
 }
 
 }  // namespace cascade_rl::presets::verl

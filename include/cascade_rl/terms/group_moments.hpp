@@ -15,10 +15,10 @@
 
 #include <cstddef>
 
-#include "cascade_rl/algorithms/advantage_options.hpp"
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/host_device.hpp"
 #include "cascade_rl/core/vector_lanes.hpp"
+#include "cascade_rl/terms/advantage_options.hpp"
 
 namespace cascade_rl::terms {
 

@@ -34,6 +34,7 @@ namespace cascade_rl::cuda::detail {
 template <class Term, class Run>
 loss_tally run_tokens_throwing(cudaStream_t stream, loss_aggregation mode,
                                const loss_normalizer& normalizer, Run run) {
+  cascade_rl::detail::require_normalizer_mode(mode, normalizer);
   const auto [report, tally] = run_and_report_result<loss_tally>(stream, run);
   throw_if_reported(report, Term::arguments);
   // Counts only matter when a token used them; the host core checks the same way.
@@ -129,7 +130,8 @@ double kl_penalty(exec::cuda_policy policy, const cuda::device_token_layout& lay
   cuda::detail::require_tokens(values_out.size(), layout, "values_out");
   cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
   return cuda::detail::run_tokens_throwing<cuda::detail::kl_term<T>>(
-             policy.stream, loss_aggregation::token_sum, {},
+             policy.stream, loss_aggregation::token_sum,
+             loss_normalizer{.mode = loss_aggregation::token_sum},
              [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
                return cuda::kl_penalty(temp, bytes, layout, log_probs.data(), ref_log_probs.data(),
                                        values_out.data(), grad_out.data(), options, result,
