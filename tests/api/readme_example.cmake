@@ -14,7 +14,10 @@ math(EXPR _code "${_code} + 7")
 string(SUBSTRING "${_rest}" ${_code} -1 _rest)
 string(FIND "${_rest}" "```" _end)
 string(SUBSTRING "${_rest}" 0 ${_end} _example)
-file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/api_readme_example.cpp" "${_example}")
+# Written beside and copied only when it changed, so that a reconfigure does not rebuild it.
+file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/api_readme_example.cpp.new" "${_example}")
+file(COPY_FILE "${CMAKE_CURRENT_BINARY_DIR}/api_readme_example.cpp.new"
+     "${CMAKE_CURRENT_BINARY_DIR}/api_readme_example.cpp" ONLY_IF_DIFFERENT)
 add_executable(api_readme_example "${CMAKE_CURRENT_BINARY_DIR}/api_readme_example.cpp")
 target_link_libraries(api_readme_example PRIVATE cascade_rl::cascade_rl)
 add_test(NAME api_readme_example COMMAND api_readme_example)

@@ -76,8 +76,7 @@ inline group_selection select_groups(const group_layout& groups,
 }
 
 // out[k] = in[selection.kept_sequences[k]]: compacts any per-sequence array.
-template <exec::host_policy Policy, class Out>
-requires contiguous_sized_range<Out> && writable_range<Out>
+template <exec::host_policy Policy, contiguous_writable_range Out>
 void gather_sequences(const Policy& policy, const group_selection& selection,
                       std::span<const std::ranges::range_value_t<Out>> in, Out&& out_range) {
   const auto out = output_span(out_range);

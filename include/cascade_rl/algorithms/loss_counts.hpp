@@ -28,9 +28,7 @@ struct loss_counts {
       detail::fail("mode",
                    "is seq_mean_token_sum_norm, which divides by sequences x the padded "
                    "response length: call normalizer(mode, padded_length)");
-    return {.mode = mode,
-            .tokens = static_cast<double>(tokens),
-            .sequences = static_cast<double>(sequences)};
+    return normalizer(mode, 0.0);  // no scale: no other mode reads it
   }
   // Any mode, with seq-mean-token-sum-norm's constant (read by that mode only).
   [[nodiscard]] loss_normalizer normalizer(loss_aggregation mode, double padded_length) const {

@@ -13,7 +13,8 @@
 //
 //   contiguous_input    a range of float or double an algorithm takes its value type from
 //                       when it writes no floating-point output (group statistics, filters).
-//   contiguous_output_of<V>  a writable range of V (the gather of any per-sequence array).
+//   contiguous_writable_range  a writable range of any type (the gather of any
+//                       per-sequence array).
 //
 // A range that is not contiguous (std::list, std::deque, a filtering view), a const output
 // or another value type is refused at compile time; the compiler's note names the concept
@@ -30,16 +31,13 @@ template <class R>
 concept contiguous_sized_range = std::ranges::contiguous_range<R> && std::ranges::sized_range<R>;
 
 template <class R>
-concept writable_range =
+concept contiguous_writable_range =
+    contiguous_sized_range<R> &&
     !std::is_const_v<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
 
 template <class R>
-concept contiguous_output = contiguous_sized_range<R> && writable_range<R> &&
-    std::floating_point<std::ranges::range_value_t<R>>;
-
-template <class R, class V>
-concept contiguous_output_of = contiguous_sized_range<R> && writable_range<R> &&
-    std::same_as<std::ranges::range_value_t<R>, V>;
+concept contiguous_output =
+    contiguous_writable_range<R> && std::floating_point<std::ranges::range_value_t<R>>;
 
 template <class R>
 concept contiguous_input =
@@ -50,13 +48,9 @@ concept contiguous_input =
 template <contiguous_output R>
 using output_value_t = std::ranges::range_value_t<R>;
 
-template <contiguous_input R>
-using input_value_t = std::ranges::range_value_t<R>;
-
 // The span an algorithm works on.
-template <class R>
-requires contiguous_sized_range<R> && writable_range<R> std::span<std::ranges::range_value_t<R>>
-output_span(R&& out) {
+template <contiguous_writable_range R>
+std::span<std::ranges::range_value_t<R>> output_span(R&& out) {
   return {std::ranges::data(out), std::ranges::size(out)};
 }
 
