@@ -175,6 +175,53 @@ TEST(CascadeRun, ObserversGetJsonLinesProgressAndTheForgettingTable) {
   EXPECT_NE(table.str().find("BWT"), std::string::npos);
 }
 
+// Records every event as one line; the second observer has two members only.
+struct event_log {
+  std::vector<std::string>* lines;
+  void on_stage_begin(const cr::stage_config& c, std::size_t index) const {
+    lines->push_back("begin " + c.name + " " + std::to_string(index));
+  }
+  void on_step(const cr::step_metrics& m) const {
+    lines->push_back("step " + m.stage + " " + std::to_string(m.step));
+  }
+  void on_evaluation(const cr::evaluation_record& e) const {
+    lines->push_back("evaluation " + e.label + (e.stage_end ? " end" : " inside"));
+  }
+  void on_stage_end(const cr::stage_config& c, const cr::forgetting_matrix& m) const {
+    lines->push_back("end " + c.name + " " + std::to_string(m.rows()));
+  }
+};
+struct stage_counter {
+  int begun = 0, ended = 0;
+  void on_stage_begin(const cr::stage_config&, std::size_t) { ++begun; }
+  void on_stage_end(const cr::stage_config&, const cr::forgetting_matrix&) { ++ended; }
+};
+
+TEST(CascadeRun, EventsArriveInRunOrderAndOnlyWhereAnObserverHasTheirMember) {
+  auto cascade = make_test_cascade(2, 1, 1);
+  tabular_policy policy;
+  std::vector<std::string> lines;
+  stage_counter counter;
+  cr::run_cascade(cascade, policy, {.seed = 3}, event_log{&lines}, counter);
+  const std::vector<std::string> expected = {
+      "evaluation before end",  "begin stage_a 0", "step stage_a 1",  "step stage_a 2",
+      "evaluation stage_a end", "end stage_a 2",   "begin stage_b 1", "step stage_b 1",
+      "evaluation stage_b end", "end stage_b 3",   "begin mopd 2",    "step mopd 1",
+      "evaluation mopd end",    "end mopd 4"};
+  EXPECT_EQ(lines, expected);
+  EXPECT_EQ(counter.begun, 3);
+  EXPECT_EQ(counter.ended, 3);
+
+  // notify() itself: a step event reaches the log, and the counter (no on_step) is skipped.
+  lines.clear();
+  cr::step_metrics m;
+  m.stage = "x";
+  m.step = 9;
+  const event_log log{&lines};
+  cr::notify(std::forward_as_tuple(log, counter), cr::step_event{m});
+  EXPECT_EQ(lines, std::vector<std::string>{"step x 9"});
+}
+
 TEST(CascadeRun, OrderingCheckWarnsThroughObservers) {
   auto rlhf = cr::make_grpo_stage(grpo_config("rlhf", "a", 1, 0.01, 2, 2, domain_prompts("a", 0, 2)),
                                   cr::prompt_pool(domain_prompts("a", 0, 2)), exact_answer_reward{});

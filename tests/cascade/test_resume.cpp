@@ -190,7 +190,7 @@ TEST(Resume, MalformedStateIsRefusedAndChangesNothing) {
   state["position"].erase("step");
   std::ofstream(ckpt / "state.json", std::ios::trunc) << state.dump();
   cr::detail::seal_checkpoint(ckpt);  // an edit with valid checksums: content checks refuse it
-  expect_resume_refused(dir, "state", "malformed", "step");
+  expect_resume_refused(dir, "state.position.step", "is missing");
   fs::remove_all(dir);
 }
 
@@ -211,6 +211,41 @@ TEST(Resume, HeaderFieldsOfTheWrongTypeAreRefused) {
   refused("version", "1", "state.version");
   refused("version", 1.5, "state.version");
   refused("format", nlohmann::json::object(), "state.format");
+  refused("format", "cascade_rl.checkpoint-2", "state.format");
+  refused("version", 2, "state.version");
+  auto teachers = original.at("teachers");
+  ASSERT_FALSE(teachers.empty());
+  teachers[0]["origin"] = "borrowed";
+  refused("teachers", teachers, "state.teachers[0].origin: unknown name \"borrowed\"");
+  teachers[0].erase("origin");
+  refused("teachers", teachers, "state.teachers[0].origin: is missing");
+  refused("extra", 1, "state.extra: unknown key");
+  fs::remove_all(dir);
+}
+
+// The state a resumed runner holds is the one the interrupted runner checkpointed, field
+// for field (run_state_difference walks the same field list as the checkpoint writer).
+TEST(Resume, ResumedRunnerHoldsTheStateItsPredecessorCheckpointed) {
+  const fs::path dir = fresh_dir("state");
+  for (const std::size_t steps : {3u, 10u, 17u}) {
+    fs::remove_all(dir);
+    auto cascade = make_test_cascade();
+    tabular_policy policy;
+    auto first =
+        cr::make_runner(cascade, policy, {.seed = 8, .checkpoint_dir = dir, .max_steps = steps});
+    ASSERT_FALSE(first.run().finished);
+    const cr::run_state interrupted = first.state();
+    EXPECT_EQ(interrupted.position.global_step, steps);
+    EXPECT_GT(interrupted.sequence, 0u);
+
+    auto again = make_test_cascade();
+    tabular_policy fresh;
+    auto second = cr::make_runner(again, fresh, {.seed = 8, .checkpoint_dir = dir});
+    EXPECT_NE(cr::run_state_difference(second.state(), interrupted), "");
+    ASSERT_TRUE(second.resume());
+    EXPECT_EQ(cr::run_state_difference(second.state(), interrupted), "") << steps << " steps";
+    EXPECT_TRUE(fresh.snapshot() == policy.snapshot());
+  }
   fs::remove_all(dir);
 }
 

@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cascade_rl/cascade/atomic_file.hpp"
+#include "cascade_rl/cascade/checkpoint_header.hpp"
 #include "cascade_rl/cascade/concepts.hpp"
 #include "cascade_rl/cascade/teacher_registry.hpp"
 #include "cascade_rl/core/error.hpp"
@@ -222,23 +223,17 @@ void write_checkpoint(const std::filesystem::path& dir, std::uint64_t sequence, 
                       const teacher_registry<snapshot_t<P>>& teachers, nlohmann::json state,
                       std::size_t keep) {
   std::filesystem::create_directories(dir / "teachers");
-  nlohmann::json table = nlohmann::json::array();
+  checkpoint_header header{.format = detail::checkpoint_format,
+                           .version = detail::checkpoint_version,
+                           .next_teacher_id = teachers.next_id(),
+                           .policy = "policy"};
   for (const auto& [domain, entry] : teachers.entries()) {
     const std::string file = detail::teacher_file(entry.id);
     const std::filesystem::path path = dir / "teachers" / file;
     if (!std::filesystem::exists(path)) detail::save_snapshot_atomically(policy, *entry.snapshot, path);
-    table.push_back({{"domain", domain},
-                     {"file", file},
-                     {"id", entry.id},
-                     {"score", entry.score},
-                     {"origin", entry.origin == teacher_origin::assigned ? "assigned" : "captured"},
-                     {"source", entry.source}});
+    header.teachers.push_back({domain, file, entry.id, entry.score, entry.origin, entry.source});
   }
-  state["format"] = detail::checkpoint_format;
-  state["version"] = detail::checkpoint_version;
-  state["teachers"] = std::move(table);
-  state["next_teacher_id"] = teachers.next_id();
-  state["policy"] = "policy";
+  detail::add_checkpoint_header(state, header);
 
   const std::string name = detail::checkpoint_name(sequence);
   std::filesystem::path partial = dir / name;
@@ -246,8 +241,8 @@ void write_checkpoint(const std::filesystem::path& dir, std::uint64_t sequence, 
   std::filesystem::remove_all(partial);
   std::filesystem::create_directories(partial);
   try {
-    policy.save(policy.snapshot(), partial / "policy");
-    detail::sync_tree(partial / "policy");
+    policy.save(policy.snapshot(), partial / header.policy);
+    detail::sync_tree(partial / header.policy);
     detail::write_file_atomically(partial / "state.json", state.dump(1));
     detail::seal_checkpoint(partial);
     detail::sync_path(partial);
@@ -305,40 +300,23 @@ std::optional<loaded_checkpoint<snapshot_t<P>>> read_latest_checkpoint(const std
   for (const auto& s : skipped)
     std::fprintf(stderr, "cascade_rl: skipping %s; resuming from '%s'\n", s.c_str(), path.string().c_str());
   nlohmann::json state = detail::read_json_file(path / "state.json");
-  const auto field = [&](const char* f) { return "checkpoint '" + path.string() + "' state." + f; };
-  // Typed lookups: nlohmann's value() throws its own type_error for a field of another
-  // type (the fuzzer found {"format": 1}); every refusal here is a cascade_rl::error.
-  const auto string_field = [&](const char* f, const std::string& fallback) {
-    const auto it = state.find(f);
-    if (it == state.end()) return fallback;
-    if (!it->is_string()) detail::fail(field(f), "is not a string");
-    return it->get<std::string>();
-  };
-  if (!state.is_object() || string_field("format", "") != detail::checkpoint_format)
-    detail::fail(field("format"), "is missing or not a cascade_rl checkpoint");
-  const auto version = state.find("version");
-  if (version == state.end() || !version->is_number_integer() ||
-      version->get<std::int64_t>() != detail::checkpoint_version)
-    detail::fail(field("version"), "is not " + std::to_string(detail::checkpoint_version));
+  const std::string field = "checkpoint '" + path.string() + "' state";
+  const checkpoint_header header = detail::checkpoint_header_from_json(state, field);
+  if (header.format != detail::checkpoint_format)
+    detail::fail(field + ".format", "is '" + header.format + "', not a cascade_rl checkpoint");
+  if (header.version != detail::checkpoint_version)
+    detail::fail(field + ".version", "is " + std::to_string(header.version) + ", not " +
+                                         std::to_string(detail::checkpoint_version));
 
   teacher_registry<snapshot> teachers;
-  try {
-    std::map<std::uint64_t, std::shared_ptr<const snapshot>> by_id;
-    for (const auto& t : state.at("teachers")) {
-      const auto id = t.at("id").get<std::uint64_t>();
-      if (!by_id.contains(id))
-        by_id[id] = std::make_shared<const snapshot>(policy.load(dir / "teachers" / t.at("file").get<std::string>()));
-      teacher_entry<snapshot> entry{by_id[id], t.at("score").get<double>(),
-                                    t.at("origin").get<std::string>() == "assigned" ? teacher_origin::assigned
-                                                                                    : teacher_origin::captured,
-                                    t.at("source").get<std::string>(), id};
-      teachers.put(t.at("domain").get<std::string>(), std::move(entry));
-    }
-    teachers.set_next_id(std::max(teachers.next_id(), state.at("next_teacher_id").get<std::uint64_t>()));
-  } catch (const nlohmann::json::exception& e) {
-    detail::fail(field("teachers"), std::string("is malformed: ") + e.what());
+  std::map<std::uint64_t, std::shared_ptr<const snapshot>> by_id;
+  for (const teacher_record& t : header.teachers) {
+    if (!by_id.contains(t.id))
+      by_id[t.id] = std::make_shared<const snapshot>(policy.load(dir / "teachers" / t.file));
+    teachers.put(t.domain, teacher_entry<snapshot>{by_id[t.id], t.score, t.origin, t.source, t.id});
   }
-  snapshot policy_snapshot = policy.load(path / string_field("policy", "policy"));
+  teachers.set_next_id(std::max(teachers.next_id(), header.next_teacher_id));
+  snapshot policy_snapshot = policy.load(path / header.policy);
   return loaded_checkpoint<snapshot>{path, std::move(state), std::move(policy_snapshot), std::move(teachers),
                                     std::move(skipped)};
 }

@@ -49,6 +49,9 @@ class forgetting_matrix {
     rows_.push_back({std::move(label), std::move(trained), std::move(scores)});
   }
 
+  // Same domains, same rows (labels, trained domains, scores compared with ==).
+  friend bool operator==(const forgetting_matrix&, const forgetting_matrix&) = default;
+
   [[nodiscard]] const std::vector<std::string>& domains() const { return domains_; }
   [[nodiscard]] std::size_t rows() const { return rows_.size(); }
   [[nodiscard]] const std::string& label(std::size_t row) const { return rows_.at(row).label; }
@@ -162,6 +165,7 @@ class forgetting_matrix {
     std::string label;
     std::vector<std::string> trained;
     std::vector<double> scores;
+    friend bool operator==(const row_t&, const row_t&) = default;
   };
   std::vector<std::string> domains_;
   std::vector<row_t> rows_;

@@ -7,8 +7,10 @@
 //   on_evaluation(const evaluation_record&)            before the first stage, inside a
 //                                                      stage (stop criteria), after each
 //   on_stage_end(const stage_config&, const forgetting_matrix&)
-// Three ready-made ones: metrics as JSON lines, a one-line console progress per step,
-// and the forgetting table after each stage.
+// The runner delivers each as an event struct through notify(observers, event), which
+// calls the member on the observers that have it. Three ready-made observers: metrics as
+// JSON lines, a one-line console progress per step, and the forgetting table after each
+// stage.
 
 #include <algorithm>
 #include <cstddef>
@@ -16,6 +18,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +36,62 @@ struct evaluation_record {
   bool stage_end = false;       // a forgetting-matrix row (false: inside a stage)
   std::vector<domain_score> scores{};
 };
+
+// ---- events -------------------------------------------------------------------------------
+
+struct warning_event {
+  std::string_view text;
+};
+struct stage_begin_event {
+  const stage_config& config;
+  std::size_t stage_index;
+};
+struct step_event {
+  const step_metrics& metrics;
+};
+struct evaluation_event {
+  const evaluation_record& record;
+};
+struct stage_end_event {
+  const stage_config& config;
+  const forgetting_matrix& forgetting;
+};
+
+namespace detail {
+
+// An event to one observer: its member for that event, when it has one.
+template <class O>
+void deliver(O& o, const warning_event& e) {
+  if constexpr (requires { o.on_warning(e.text); }) o.on_warning(e.text);
+}
+template <class O>
+void deliver(O& o, const stage_begin_event& e) {
+  if constexpr (requires { o.on_stage_begin(e.config, e.stage_index); })
+    o.on_stage_begin(e.config, e.stage_index);
+}
+template <class O>
+void deliver(O& o, const step_event& e) {
+  if constexpr (requires { o.on_step(e.metrics); }) o.on_step(e.metrics);
+}
+template <class O>
+void deliver(O& o, const evaluation_event& e) {
+  if constexpr (requires { o.on_evaluation(e.record); }) o.on_evaluation(e.record);
+}
+template <class O>
+void deliver(O& o, const stage_end_event& e) {
+  if constexpr (requires { o.on_stage_end(e.config, e.forgetting); })
+    o.on_stage_end(e.config, e.forgetting);
+}
+
+}  // namespace detail
+
+// Delivers `event` to every observer of the tuple, in order.
+template <class Event, class... O>
+void notify(const std::tuple<O&...>& observers, const Event& event) {
+  std::apply([&](auto&... o) { (detail::deliver(o, event), ...); }, observers);
+}
+
+// ---- ready-made observers ----------------------------------------------------------------
 
 // One JSON object per line: {"event": "step", ...step_metrics}, {"event": "evaluation",
 // ...}, {"event": "stage_end", "forgetting": ...}. Flushed per line, so a killed run

@@ -43,6 +43,7 @@
 #include "cascade_rl/cascade/forgetting_matrix.hpp"
 #include "cascade_rl/cascade/observers.hpp"
 #include "cascade_rl/cascade/rng.hpp"
+#include "cascade_rl/cascade/run_state.hpp"
 #include "cascade_rl/cascade/stage.hpp"
 #include "cascade_rl/cascade/teacher_registry.hpp"
 #include "cascade_rl/core/error.hpp"
@@ -72,18 +73,6 @@ struct cascade_report {
 
 namespace detail {
 
-// Calls o.member(args...) when the observer has it.
-#define CASCADE_RL_NOTIFY(observers, member, ...)                                  \
-  std::apply(                                                                       \
-      [&](auto&... o) {                                                             \
-        (                                                                           \
-            [&](auto& one) {                                                        \
-              if constexpr (requires { one.member(__VA_ARGS__); }) one.member(__VA_ARGS__); \
-            }(o),                                                                   \
-            ...);                                                                   \
-      },                                                                            \
-      observers)
-
 // The evaluation seed: fixed for a run, independent of the training generator.
 inline std::uint64_t evaluation_seed(std::uint64_t seed) { return seed ^ 0x9e3779b97f4a7c15ULL; }
 
@@ -100,17 +89,32 @@ class cascade_runner {
 
   // Data-parallel: `comm` (kept by reference) spans the ranks running this cascade.
   cascade_runner(cascade<S...>& stages, P& policy, communicator_ref comm, run_options options = {})
-      : stages_(&stages), policy_(&policy), options_(std::move(options)), comm_(comm),
-        rng_(options_.seed), matrix_(stages.eval_domains()) {}
+      : stages_(&stages),
+        policy_(&policy),
+        options_(std::move(options)),
+        comm_(comm),
+        state_{.stages = stage_names(stages),
+               .rng = rng_type(options_.seed),
+               .forgetting = forgetting_matrix(stages.eval_domains())} {}
 
   // Explicit teachers: assign before run() (an assigned teacher is never replaced).
   [[nodiscard]] teacher_registry<snapshot>& teachers() { return teachers_; }
   [[nodiscard]] const teacher_registry<snapshot>& teachers() const { return teachers_; }
-  [[nodiscard]] const forgetting_matrix& forgetting() const { return matrix_; }
-  [[nodiscard]] std::size_t stage_index() const { return stage_; }
-  [[nodiscard]] std::size_t step() const { return step_; }
-  [[nodiscard]] std::size_t global_step() const { return global_step_; }
-  [[nodiscard]] bool finished() const { return stage_ == stages_->size(); }
+  // Where the run stands: what a checkpoint written now would hold besides the policy
+  // and the teachers (its sequence is that of the last one written).
+  [[nodiscard]] run_state state() const {
+    run_state now = state_;
+    now.stage_state =
+        now.position.stage < stages_->size()
+            ? stages_->visit(now.position.stage, [](const auto& s) { return s.state(); })
+            : nlohmann::json();
+    return now;
+  }
+  [[nodiscard]] const forgetting_matrix& forgetting() const { return state_.forgetting; }
+  [[nodiscard]] std::size_t stage_index() const { return state_.position.stage; }
+  [[nodiscard]] std::size_t step() const { return state_.position.step; }
+  [[nodiscard]] std::size_t global_step() const { return state_.position.global_step; }
+  [[nodiscard]] bool finished() const { return state_.position.stage == stages_->size(); }
   [[nodiscard]] communicator_ref communicator() const { return comm_; }
 
   // Loads the latest checkpoint of options.checkpoint_dir, if there is one, and returns
@@ -124,7 +128,7 @@ class cascade_runner {
     } else {
       // Every rank reads; a failure or a different checkpoint on any rank fails all.
       std::optional<loaded_checkpoint<snapshot>> loaded;
-      parsed_state parsed;
+      run_state parsed;
       std::exception_ptr failure;
       try {
         loaded = read_latest_checkpoint(options_.checkpoint_dir, *policy_);
@@ -134,20 +138,10 @@ class cascade_runner {
       }
       agree_on_checkpoint(failure, loaded ? parsed.sequence : 0);
       if (!loaded) return false;
-      if (parsed.stage < stages_->size())
-        stages_->visit(parsed.stage, [&](auto& s) { s.load_state(parsed.stage_state); });
+      if (parsed.position.stage < stages_->size())
+        stages_->visit(parsed.position.stage, [&](auto& s) { s.load_state(parsed.stage_state); });
       // Commit: nothing below throws but restore, which runs last.
-      stage_ = parsed.stage;
-      step_ = parsed.step;
-      global_step_ = parsed.global_step;
-      baseline_done_ = parsed.baseline_done;
-      stage_stopped_ = parsed.stage_stopped;
-      best_ = parsed.best;
-      since_improvement_ = parsed.since_improvement;
-      sequence_ = parsed.sequence;
-      stopped_early_ = parsed.stopped_early;
-      rng_ = parsed.rng;
-      matrix_ = parsed.matrix;
+      state_ = std::move(parsed);
       teachers_ = std::move(loaded->teachers);
       policy_->restore(loaded->policy);
       return true;
@@ -157,59 +151,60 @@ class cascade_runner {
   // Runs (or continues) the cascade. Observers: see observers.hpp.
   template <class... O>
   cascade_report run(O&&... observers) {
-    auto obs = std::forward_as_tuple(observers...);
+    const auto obs = std::forward_as_tuple(observers...);
     validate();
     const std::vector<std::string> warnings = stages_->warnings();
-    for (const std::string& w : warnings) CASCADE_RL_NOTIFY(obs, on_warning, std::string_view(w));
+    for (const std::string& w : warnings) notify(obs, warning_event{w});
 
+    run_position& at = state_.position;
     std::size_t taken = 0;
     bool dirty = false;
-    if (!baseline_done_) {
+    if (!at.baseline_done) {
       evaluate_all("before", {}, obs);
-      baseline_done_ = true;
+      at.baseline_done = true;
       checkpoint();
     }
-    while (stage_ < stages_->size()) {
+    while (at.stage < stages_->size()) {
       bool interrupted = false;
-      stages_->visit(stage_, [&](auto& stage) {
+      stages_->visit(at.stage, [&](auto& stage) {
         const stage_config& config = stage.config();
-        if (step_ == 0 && !stage_stopped_) {
+        if (at.step == 0 && !at.stage_stopped) {
           require_teachers_now(stage);
-          CASCADE_RL_NOTIFY(obs, on_stage_begin, config, stage_);
+          notify(obs, stage_begin_event{config, at.stage});
         }
-        while (!stage_stopped_ && step_ < config.steps) {
+        while (!at.stage_stopped && at.step < config.steps) {
           if (options_.max_steps != 0 && taken == options_.max_steps) {
             interrupted = true;
             return;
           }
-          step_context<snapshot> context{step_, config.lr.at(step_, config.steps), rng_, teachers_,
-                                         comm_};
+          step_context<snapshot> context{at.step, config.lr.at(at.step, config.steps), state_.rng,
+                                         teachers_, comm_};
           step_metrics m = stage.step(*policy_, context);
-          ++step_;
-          ++global_step_;
+          ++at.step;
+          ++at.global_step;
           ++taken;
           m.stage = config.name;
-          m.stage_index = stage_;
-          m.step = step_;
+          m.stage_index = at.stage;
+          m.step = at.step;
           m.steps = config.steps;
-          m.global_step = global_step_;
+          m.global_step = at.global_step;
           m.lr = context.lr;
-          CASCADE_RL_NOTIFY(obs, on_step, static_cast<const step_metrics&>(m));
-          if (config.stop.eval_every != 0 && step_ % config.stop.eval_every == 0 && step_ < config.steps)
+          notify(obs, step_event{m});
+          if (config.stop.eval_every != 0 && at.step % config.stop.eval_every == 0 &&
+              at.step < config.steps)
             evaluate_inside(stage, obs);
           dirty = true;
-          if (global_step_ % std::max<std::size_t>(options_.checkpoint_every, 1) == 0) {
+          if (at.global_step % std::max<std::size_t>(options_.checkpoint_every, 1) == 0) {
             checkpoint();
             dirty = false;
           }
         }
         evaluate_all(config.name, config.domains, obs);
-        CASCADE_RL_NOTIFY(obs, on_stage_end, config, static_cast<const forgetting_matrix&>(matrix_));
-        ++stage_;
-        step_ = 0;
-        stage_stopped_ = false;
-        best_.reset();
-        since_improvement_ = 0;
+        notify(obs, stage_end_event{config, state_.forgetting});
+        ++at.stage;
+        at.step = 0;
+        at.stage_stopped = false;
+        state_.stop = {};
         checkpoint();
         dirty = false;
       });
@@ -241,7 +236,7 @@ class cascade_runner {
     // from which one will be captured (every domain is evaluated before the first stage).
     const std::vector<std::string> evaluated = stages_->eval_domains();
     const std::set<std::string> capturable(evaluated.begin(), evaluated.end());
-    for (std::size_t k = stage_; k < stages_->size(); ++k)
+    for (std::size_t k = state_.position.stage; k < stages_->size(); ++k)
       stages_->visit(k, [&](const auto& stage) {
         if constexpr (needs_teachers<std::decay_t<decltype(stage)>>)
           for (const std::string& d : stage.required_teachers())
@@ -267,7 +262,8 @@ class cascade_runner {
   // of them before the first stage).
   [[nodiscard]] std::set<std::string> wanted_teachers() const {
     std::set<std::string> wanted;
-    const std::size_t first = baseline_done_ ? stage_ + 1 : 0;
+    const run_position& at = state_.position;
+    const std::size_t first = at.baseline_done ? at.stage + 1 : 0;
     for (std::size_t k = first; k < stages_->size(); ++k)
       stages_->visit(k, [&](const auto& stage) {
         if constexpr (needs_teachers<std::decay_t<decltype(stage)>>)
@@ -299,12 +295,14 @@ class cascade_runner {
     stages_->for_each([&](auto& stage) {
       for (auto& s : evaluate_stage(stage, seed)) scores.push_back(std::move(s));
     });
-    std::vector<double> row(matrix_.domains().size(), 0.0);
-    for (const auto& s : scores) row[matrix_.column(s.domain)] = s.score;
-    matrix_.add_row(label, trained, row);
+    forgetting_matrix& matrix = state_.forgetting;
+    std::vector<double> row(matrix.domains().size(), 0.0);
+    for (const auto& s : scores) row[matrix.column(s.domain)] = s.score;
+    matrix.add_row(label, trained, row);
     offer_teachers(scores, label);
-    const evaluation_record record{label, stage_, step_, true, scores};
-    CASCADE_RL_NOTIFY(obs, on_evaluation, record);
+    const evaluation_record record{label, state_.position.stage, state_.position.step, true,
+                                   scores};
+    notify(obs, evaluation_event{record});
   }
 
   template <class Stage_, class Obs>
@@ -312,55 +310,48 @@ class cascade_runner {
     const stage_config& config = stage.config();
     const std::vector<domain_score> scores = evaluate_stage(stage, detail::evaluation_seed(options_.seed));
     offer_teachers(scores, config.name);
-    const evaluation_record record{config.name, stage_, step_, false, scores};
-    CASCADE_RL_NOTIFY(obs, on_evaluation, record);
+    const evaluation_record record{config.name, state_.position.stage, state_.position.step, false,
+                                   scores};
+    notify(obs, evaluation_event{record});
     double mean = 0.0;
     for (const auto& s : scores) mean += s.score;
     if (!scores.empty()) mean /= static_cast<double>(scores.size());
     const stop_criteria& stop = config.stop;
-    if (!best_ || mean > *best_ + stop.plateau_min_delta) {
-      best_ = mean;
-      since_improvement_ = 0;
+    stop_progress& progress = state_.stop;
+    if (!progress.best || mean > *progress.best + stop.plateau_min_delta) {
+      progress.best = mean;
+      progress.since_improvement = 0;
     } else {
-      ++since_improvement_;
+      ++progress.since_improvement;
     }
     const bool reached = stop.target_score && mean >= *stop.target_score;
-    const bool plateau = stop.plateau_patience != 0 && since_improvement_ >= stop.plateau_patience;
+    const bool plateau =
+        stop.plateau_patience != 0 && progress.since_improvement >= stop.plateau_patience;
     if (reached || plateau) {
-      stage_stopped_ = true;
-      stopped_early_.push_back(config.name);
+      state_.position.stage_stopped = true;
+      state_.stopped_early.push_back(config.name);
     }
   }
 
   // ---- checkpoints -------------------------------------------------------------------
 
-  [[nodiscard]] std::vector<std::string> stage_names() const {
+  static std::vector<std::string> stage_names(const cascade<S...>& stages) {
     std::vector<std::string> names;
-    for (const auto& c : stages_->configs()) names.push_back(c.name);
+    for (const auto& c : stages.configs()) names.push_back(c.name);
     return names;
   }
 
   void checkpoint() {
     if (options_.checkpoint_dir.empty()) return;
     if constexpr (Checkpointable<P>) {
-      nlohmann::json state = {
-          {"stages", stage_names()},
-          {"position", {{"stage", stage_}, {"step", step_}, {"global_step", global_step_},
-                        {"baseline_done", baseline_done_}, {"stage_stopped", stage_stopped_}}},
-          {"stop", {{"best", best_ ? nlohmann::json(*best_) : nlohmann::json()},
-                    {"since_improvement", since_improvement_}}},
-          {"stopped_early", stopped_early_},
-          {"rng", detail::save_rng(rng_)},
-          {"forgetting", matrix_.to_json()},
-          {"sequence", sequence_ + 1},
-          {"stage_state", stage_ < stages_->size()
-                              ? stages_->visit(stage_, [](const auto& s) { return s.state(); })
-                              : nlohmann::json()}};
+      const std::uint64_t sequence = state_.sequence + 1;
+      run_state next = state();
+      next.sequence = sequence;
       // Rank 0 writes (every rank's state is the same); the others learn whether it did.
       std::exception_ptr failure;
       if (comm_.rank() == 0) try {
-          write_checkpoint(options_.checkpoint_dir, sequence_ + 1, *policy_, teachers_,
-                           std::move(state), options_.keep_checkpoints);
+          write_checkpoint(options_.checkpoint_dir, sequence, *policy_, teachers_,
+                           run_state_to_json(next), options_.keep_checkpoints);
         } catch (...) {
           failure = std::current_exception();
         }
@@ -368,11 +359,11 @@ class cascade_runner {
         std::uint8_t failed = failure ? 1 : 0;
         comm_.broadcast(std::span<std::uint8_t>(&failed, 1), 0);
         if (failed != 0 && !failure)
-          detail::fail("checkpoint", "writing checkpoint " + std::to_string(sequence_ + 1) +
-                                         " to '" + options_.checkpoint_dir.string() + "' failed on rank 0");
+          detail::fail("checkpoint", "writing checkpoint " + std::to_string(sequence) + " to '" +
+                                         options_.checkpoint_dir.string() + "' failed on rank 0");
       }
       if (failure) std::rethrow_exception(failure);
-      ++sequence_;
+      state_.sequence = sequence;
     }
   }
 
@@ -400,49 +391,23 @@ class cascade_runner {
     }
   }
 
-  struct parsed_state {
-    std::size_t stage = 0, step = 0, global_step = 0, since_improvement = 0;
-    std::uint64_t sequence = 0;
-    bool baseline_done = false, stage_stopped = false;
-    std::optional<double> best;
-    std::vector<std::string> stopped_early;
-    rng_type rng;
-    forgetting_matrix matrix;
-    nlohmann::json stage_state;
-  };
-
-  [[nodiscard]] parsed_state parse_state(const nlohmann::json& state, const std::string& where) const {
+  // The run state of a checkpoint's state.json, checked against this cascade.
+  [[nodiscard]] run_state parse_state(const nlohmann::json& state, const std::string& where) const {
     const std::string field = "checkpoint '" + where + "' state";
-    parsed_state p;
-    try {
-      const auto names = state.at("stages").get<std::vector<std::string>>();
-      if (names != stage_names())
-        detail::fail(field + ".stages", "are " + detail::joined(names) +
-                                            ", but this cascade's stages are " + detail::joined(stage_names()));
-      const auto& position = state.at("position");
-      p.stage = position.at("stage").get<std::size_t>();
-      p.step = position.at("step").get<std::size_t>();
-      p.global_step = position.at("global_step").get<std::size_t>();
-      p.baseline_done = position.at("baseline_done").get<bool>();
-      p.stage_stopped = position.at("stage_stopped").get<bool>();
-      const auto& stop = state.at("stop");
-      if (!stop.at("best").is_null()) p.best = stop.at("best").get<double>();
-      p.since_improvement = stop.at("since_improvement").get<std::size_t>();
-      p.stopped_early = state.at("stopped_early").get<std::vector<std::string>>();
-      p.rng = detail::load_rng(state.at("rng").get<std::string>(), field + ".rng");
-      p.sequence = state.at("sequence").get<std::uint64_t>();
-      p.stage_state = state.at("stage_state");
-    } catch (const nlohmann::json::exception& e) {
-      detail::fail(field, std::string("is malformed: ") + e.what());
-    }
-    if (p.stage > stages_->size())
+    run_state p = run_state_from_json(state, field, detail::checkpoint_header_keys());
+    if (p.stages != state_.stages)
+      detail::fail(field + ".stages", "are " + detail::joined(p.stages) +
+                                          ", but this cascade's stages are " +
+                                          detail::joined(state_.stages));
+    if (p.position.stage > stages_->size())
       detail::fail(field + ".position.stage", "is past the last stage");
-    if (p.stage < stages_->size()) {
-      const std::size_t steps = stages_->visit(p.stage, [](const auto& s) { return s.config().steps; });
-      if (p.step > steps) detail::fail(field + ".position.step", "is past the stage's step budget");
+    if (p.position.stage < stages_->size()) {
+      const std::size_t steps =
+          stages_->visit(p.position.stage, [](const auto& s) { return s.config().steps; });
+      if (p.position.step > steps)
+        detail::fail(field + ".position.step", "is past the stage's step budget");
     }
-    p.matrix = forgetting_matrix::from_json(state.at("forgetting"));
-    if (p.matrix.domains() != stages_->eval_domains())
+    if (p.forgetting.domains() != state_.forgetting.domains())
       detail::fail(field + ".forgetting", "has other domains than this cascade's evaluation sets");
     return p;
   }
@@ -450,13 +415,15 @@ class cascade_runner {
   [[nodiscard]] cascade_report report(bool finished, std::vector<std::string> warnings) const {
     cascade_report r;
     r.finished = finished;
-    r.global_step = global_step_;
-    r.forgetting = matrix_;
-    for (const auto& d : matrix_.domains()) r.backward_transfer.emplace_back(d, matrix_.backward_transfer(d));
-    r.backward_transfer_overall = matrix_.backward_transfer();
-    r.regressions = matrix_.regressions(options_.regression_threshold);
+    const forgetting_matrix& matrix = state_.forgetting;
+    r.global_step = state_.position.global_step;
+    r.forgetting = matrix;
+    for (const auto& d : matrix.domains())
+      r.backward_transfer.emplace_back(d, matrix.backward_transfer(d));
+    r.backward_transfer_overall = matrix.backward_transfer();
+    r.regressions = matrix.regressions(options_.regression_threshold);
     r.warnings = std::move(warnings);
-    r.stopped_early = stopped_early_;
+    r.stopped_early = state_.stopped_early;
     return r;
   }
 
@@ -464,21 +431,9 @@ class cascade_runner {
   P* policy_;
   run_options options_;
   communicator_ref comm_;
-  rng_type rng_;
-  forgetting_matrix matrix_;
+  run_state state_;
   teacher_registry<snapshot> teachers_;
-  std::size_t stage_ = 0;
-  std::size_t step_ = 0;
-  std::size_t global_step_ = 0;
-  bool baseline_done_ = false;
-  bool stage_stopped_ = false;
-  std::optional<double> best_;
-  std::size_t since_improvement_ = 0;
-  std::uint64_t sequence_ = 0;
-  std::vector<std::string> stopped_early_;
 };
-
-#undef CASCADE_RL_NOTIFY
 
 template <Policy P, stage_shape... S>
   requires(Stage<S, P> && ...)

@@ -18,7 +18,13 @@
 namespace cascade_rl {
 namespace detail {
 
-// The path of the first field where a and b differ, or "" when they are equal.
+template <class T>
+constexpr bool is_vector = false;
+template <class T, class A>
+constexpr bool is_vector<std::vector<T, A>> = true;
+
+// The path of the first field where a and b differ, or "" when they are equal. Types
+// that are neither described, optional nor vectors compare with == as a whole.
 template <class T>
 std::string config_difference(const T& a, const T& b, const std::string& path);
 
@@ -43,7 +49,7 @@ std::string config_difference(const T& a, const T& b, const std::string& path) {
     return first;
   } else if constexpr (requires { a.has_value(); }) {
     return config_difference_of_optionals(a, b, path);
-  } else if constexpr (requires { a.size(); a[0]; } && !std::is_same_v<T, std::string>) {
+  } else if constexpr (is_vector<T>) {
     if (a.size() != b.size()) return path;
     for (std::size_t i = 0; i < a.size(); ++i)
       if (std::string d = config_difference(a[i], b[i], element_path(path, i)); !d.empty()) return d;

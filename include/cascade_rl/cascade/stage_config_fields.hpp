@@ -15,6 +15,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "cascade_rl/algorithms/importance_weights.hpp"
 #include "cascade_rl/algorithms/length_filters.hpp"
@@ -38,6 +39,17 @@ struct config_fields;  // static constexpr std::tuple list{config_field...}
 
 template <class T>
 concept described_config = requires { config_fields<T>::list; };
+
+// A config file may leave out a field (it keeps its default); a saved state may not: a
+// struct whose config_fields<T> has `static constexpr bool every_field_required = true`
+// is read with every listed key present, a missing one refused by its path.
+template <class T>
+constexpr bool every_field_required = [] {
+  if constexpr (requires { config_fields<T>::every_field_required; })
+    return config_fields<T>::every_field_required;
+  else
+    return false;
+}();
 
 // A key that config files of an earlier version held and that now means nothing: the
 // reader refuses it by name and says what to set instead (an optional member
@@ -187,6 +199,15 @@ template <class Object, class F>
 void for_each_field(Object& object, F&& f) {
   std::apply([&](const auto&... field) { (f(field.key, object.*field.member), ...); },
              config_fields<std::remove_const_t<Object>>::list);
+}
+
+// The keys of T's fields, in order.
+template <described_config T>
+std::vector<std::string> field_keys() {
+  std::vector<std::string> keys;
+  std::apply([&](const auto&... field) { (keys.emplace_back(field.key), ...); },
+             config_fields<T>::list);
+  return keys;
 }
 
 // The number of members of an aggregate: the largest N for which T{x_1, ..., x_N}

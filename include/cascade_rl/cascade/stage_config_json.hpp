@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -40,6 +41,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -87,6 +89,24 @@ template <class T>
 void read(const json& j, std::vector<T>& out, const std::string& path);
 template <described_config T>
 void read(const json& j, T& out, const std::string& path);
+
+// A type that keeps its own JSON form (a generator state, the forgetting matrix, a
+// stage's opaque state) joins the walk through json_codec<T>, specialised next to it:
+//   static void read(const json&, T&, const std::string& path);  // errors name path
+//   static ordered_json write(const T&, const std::string& path);
+template <class T>
+struct json_codec;
+
+template <class T>
+concept coded_json = requires(const json& j, T& out, const std::string& path) {
+  json_codec<T>::read(j, out, path);
+  { json_codec<T>::write(std::as_const(out), path) } -> std::same_as<ordered_json>;
+};
+
+template <coded_json T>
+void read(const json& j, T& out, const std::string& path) {
+  json_codec<T>::read(j, out, path);
+}
 
 inline void read(const json& j, bool& out, const std::string& path) {
   if (!j.is_boolean()) wrong_type(j, path, "true or false");
@@ -185,7 +205,10 @@ void read(const json& j, T& out, const std::string& path) {
   }
   for_each_field(out, [&](std::string_view key, auto& member) {
     const auto it = j.find(key);
-    if (it != j.end()) read(*it, member, member_path(path, key));
+    if (it != j.end())
+      read(*it, member, member_path(path, key));
+    else if constexpr (every_field_required<T>)
+      fail(member_path(path, key), "is missing");
   });
 }
 
@@ -216,6 +239,11 @@ ordered_json write(E v, const std::string& path) {
   if (name.empty())
     fail(path, "holds value " + std::to_string(static_cast<long long>(v)) + ", which is not an enumerator");
   return std::string(name);
+}
+
+template <coded_json T>
+ordered_json write(const T& v, const std::string& path) {
+  return json_codec<T>::write(v, path);
 }
 
 template <class T>
