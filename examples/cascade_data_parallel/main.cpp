@@ -26,6 +26,7 @@
 #include <iostream>
 #include <span>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -101,7 +102,7 @@ struct data_parallel_policy {
     table t;
     std::ifstream in(path, std::ios::binary);
     if (!in.read(reinterpret_cast<char*>(t.logits.data()), t.logits.size() * sizeof(double)))
-      throw cr::error("cascade_rl: " + path.string() + ": truncated policy file");
+      throw cr::error(path.string(), "truncated policy file");
     return t;
   }
 };
@@ -127,7 +128,9 @@ int main(int argc, char** argv) {
       if (std::strcmp(argv[i], "--matrix") == 0 && i + 1 < argc) matrix_file = argv[++i];
       else if (std::strcmp(argv[i], "--checkpoints") == 0 && i + 1 < argc) checkpoints = argv[++i];
       else if (std::strcmp(argv[i], "--check") == 0) check = true;
-      else throw cr::error(std::string("cascade_data_parallel: unknown argument '") + argv[i] + "'");
+      else
+        throw std::runtime_error(std::string("cascade_data_parallel: unknown argument '") +
+                                 argv[i] + "'");
     }
     auto comm = cr::mpi_communicator::world({.timeout = std::chrono::minutes(2)});
     const bool printer = comm.rank() == 0;
@@ -159,7 +162,7 @@ int main(int argc, char** argv) {
       if (!matrix_file.empty()) {
         std::ofstream file(matrix_file);
         file << m.to_json().dump() << '\n';
-        if (!file) throw cr::error("cascade_data_parallel: cannot write " + matrix_file);
+        if (!file) throw std::runtime_error("cascade_data_parallel: cannot write " + matrix_file);
       }
     }
     comm.barrier();

@@ -81,7 +81,7 @@ struct tabular_policy {
     table t;
     std::ifstream in(path, std::ios::binary);
     if (!in.read(reinterpret_cast<char*>(t.logits.data()), t.logits.size() * sizeof(double)))
-      throw cr::error("cascade_rl: " + path.string() + ": truncated policy file");
+      throw cr::error(path.string(), "truncated policy file");
     return t;
   }
 };

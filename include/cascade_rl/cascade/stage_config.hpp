@@ -156,11 +156,7 @@ void check_nested(const std::string& field, std::string_view own_prefix, Check c
   try {
     check();
   } catch (const error& e) {
-    std::string_view rest(e.what());
-    constexpr std::string_view tag = "cascade_rl: ";  // what fail() always writes first
-    if (rest.starts_with(tag)) rest.remove_prefix(tag.size());
-    if (rest.starts_with(own_prefix)) rest.remove_prefix(own_prefix.size());
-    throw error(std::string(tag) + field + "." + std::string(rest));
+    throw e.relocated(field, own_prefix);
   }
 }
 

@@ -288,10 +288,7 @@ auto within(const std::string& where, F f) -> decltype(f()) {
   try {
     return f();
   } catch (const error& e) {
-    std::string_view rest(e.what());
-    constexpr std::string_view tag = "cascade_rl: ";
-    if (rest.starts_with(tag)) rest.remove_prefix(tag.size());
-    throw error(std::string(tag) + where + ": " + std::string(rest));
+    throw e.with_context(where);
   }
 }
 
