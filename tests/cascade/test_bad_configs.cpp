@@ -87,11 +87,38 @@ TEST(BadConfig, MopdOutcomeMixWithoutReward) {
   expect_refused(cascade, "stage 'mopd'.mopd.outcome_weight", "no reward");
 }
 
-TEST(BadConfig, SeveralEpochsUnderTheOnPolicyRule) {
+// Epochs and mini-batches exist only under the PPO-clip rule, so several epochs under
+// the on-policy rule cannot be written; PPO's own counts are checked.
+template <class Rule>
+concept has_epochs = requires(Rule r) { r.epochs; };
+static_assert(has_epochs<cr::ppo_clip_update> && !has_epochs<cr::on_policy_update>);
+
+TEST(BadConfig, PpoEpochsAndMiniBatches) {
   auto config = good();
-  config.update.epochs = 2;
-  auto cascade = cr::make_cascade(grpo(config));
-  expect_refused(cascade, "stage 's'.update", "ppo_clip");
+  config.update.rule = cr::ppo_clip_update{.epochs = 0};
+  auto c1 = cr::make_cascade(grpo(config));
+  expect_refused(c1, "stage 's'.update.rule.ppo_clip.epochs", "is 0");
+  config.update.rule = cr::ppo_clip_update{.mini_batches = config.prompts_per_step + 1};
+  auto c2 = cr::make_cascade(grpo(config));
+  expect_refused(c2, "stage 's'.update.rule.ppo_clip.mini_batches", "more than prompts_per_step");
+}
+
+TEST(BadConfig, PpoClipOptionsOfTheOnPolicyRule) {
+  const cr::update_options on_policy{};
+  cr::testing::expect_error_naming([&] { (void)on_policy.ppo_clip(); }, "update.rule",
+                                   "ppo_clip_update");
+  const cr::update_options ppo{.aggregation = cr::loss_aggregation::token_sum,
+                               .rule = cr::ppo_clip_update{.clip_high = 0.28}};
+  EXPECT_EQ(ppo.ppo_clip().aggregation, cr::loss_aggregation::token_sum);
+  EXPECT_EQ(ppo.ppo_clip().clip_high, 0.28);
+}
+
+TEST(BadConfig, MopdUnderThePpoRule) {
+  auto config = cr::testing::test_mopd_config(5);
+  config.update.rule = cr::ppo_clip_update{};
+  auto cascade = cr::make_cascade(
+      grpo(good()), cr::make_mopd_stage(config, cr::prompt_pool(domain_prompts("a", 0, 4))));
+  expect_refused(cascade, "stage 'mopd'.update.rule", "on_policy");
 }
 
 TEST(BadConfig, StopCriterionWithoutEvaluation) {
@@ -133,13 +160,19 @@ TEST(BadConfig, OverlongFilterWithoutLimit) {
 TEST(BadConfig, BadOptionsOfTheUpdateRuleInUse) {
   // Checked with the config, not first at the loss after a whole generation.
   auto config = good();
-  config.update = {.rule = cr::update_rule::ppo_clip, .epochs = 2, .ppo = {.clip_low = 1.0}};
+  config.update = {.rule = cr::ppo_clip_update{.epochs = 2, .clip_low = 1.0}};
   auto c1 = cr::make_cascade(grpo(config));
-  expect_refused(c1, "stage 's'.update.ppo.clip_low", "clip_low < 1");
+  expect_refused(c1, "stage 's'.update.rule.ppo_clip.clip_low", "clip_low < 1");
   config = good();
-  config.update.importance = {.mode = cr::importance_sampling::truncated, .cap = 0.0};
+  config.update.rule =
+      cr::on_policy_update{.importance = {.mode = cr::importance_sampling::truncated, .cap = 0.0}};
   auto c2 = cr::make_cascade(grpo(config));
-  expect_refused(c2, "stage 's'.update.importance.cap", "cap > 0");
+  expect_refused(c2, "stage 's'.update.rule.on_policy.importance.cap", "cap > 0");
+  config = good();
+  config.update.rule = cr::ppo_clip_update{
+      .importance = {.mode = cr::importance_sampling::band_mask, .band_low = -1}};
+  auto c3 = cr::make_cascade(grpo(config));
+  expect_refused(c3, "stage 's'.update.rule.ppo_clip.importance.band_low", ">= 0");
 }
 
 TEST(BadConfig, PolicyReturningAMalformedBatchIsNamed) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "cascade_rl/cascade.hpp"
@@ -31,7 +32,7 @@ TEST(Schedules, Cascade2OrderAndPublishedSettings) {
   EXPECT_EQ(s.if_rl.lr.at(0, 180), 3e-6);
   EXPECT_EQ(s.if_rl.lr.at(179, 180), 3e-6);
   EXPECT_TRUE(s.if_rl.filters.drop_zero_variance_groups);
-  EXPECT_EQ(s.if_rl.update.rule, cr::update_rule::on_policy);
+  EXPECT_TRUE(std::holds_alternative<cr::on_policy_update>(s.if_rl.update.rule));
   // MOPD: 128 x 4, lr 2e-7 -> 2e-6 over 30 steps, about 50 steps, band [0.5, 2].
   EXPECT_EQ(s.mopd.kind, cr::stage_kind::mopd);
   EXPECT_EQ(s.mopd.prompts_per_step, 128u);

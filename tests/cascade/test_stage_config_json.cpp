@@ -11,6 +11,7 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <unistd.h>
@@ -70,44 +71,49 @@ TEST(StageConfigJson, PublishedSchedulesRoundTrip) {
 // Every field differs from its default, doubles included whose shortest decimal form
 // needs all 17 digits, and the config still passes the engine's checks.
 cr::stage_config every_field_set() {
-  return {.name = "math_rl",
-          .kind = cr::stage_kind::math_rl,
-          .domains = {"math", "gsm8k"},
-          .group_size = 8,
-          .prompts_per_step = 64,
-          .steps = 250,
-          .stop = {.eval_every = 5, .target_score = 0.9, .plateau_patience = 3, .plateau_min_delta = 1.0 / 3.0},
-          .lr = cr::cosine_lr(0.1 + 0.2, 3e-7, 10, 1e-7),
-          .sampling = {.temperature = std::nextafter(0.7, 1.0), .top_p = 0.95, .max_response_length = 4096},
-          .update = {.rule = cr::update_rule::ppo_clip,
-                     .epochs = 2,
-                     .mini_batches = 4,
-                     .aggregation = cr::loss_aggregation::seq_mean_token_sum_norm,
-                     .ppo = {.clip_low = 0.1,
-                             .clip_high = 0.28,
-                             .dual_clip = 3.0,
-                             .log_ratio_clamp = 10.0,
-                             .importance = {.mode = cr::importance_sampling::truncated,
-                                            .cap = 1.5,
-                                            .band_low = 0.25,
-                                            .band_high = 4.0}},
-                     .importance = {.mode = cr::importance_sampling::band_mask,
-                                    .cap = 3.0,
-                                    .band_low = 0.4,
-                                    .band_high = 2.5}},
-          .filters = {.drop_zero_variance_groups = false,
-                      .overlong = cr::overlong_options{.mode = cr::overlong_mode::soft_penalty,
-                                                       .max_length = 4096,
-                                                       .buffer_length = 512,
-                                                       .penalty_factor = 0.5,
-                                                       .truncated_is_overlong = false}},
-          .mopd = {.band_low = 0.3, .band_high = 3.0, .outcome_weight = 5e-324},
-          .success_threshold = 0.75,
-          .reward_workers = 8,
-          .evals = {{.domain = "math",
-                     .prompts = {{.id = -7, .domain = "math", .text = "2+2? \"quoted\"\n\u00e9", .reference = "4"}},
-                     .samples_per_prompt = 4}},
-          .eval_sampling = {.temperature = 0.6, .top_p = 0.9, .max_response_length = 2048}};
+  return {
+      .name = "math_rl",
+      .kind = cr::stage_kind::math_rl,
+      .domains = {"math", "gsm8k"},
+      .group_size = 8,
+      .prompts_per_step = 64,
+      .steps = 250,
+      .stop = {.eval_every = 5,
+               .target_score = 0.9,
+               .plateau_patience = 3,
+               .plateau_min_delta = 1.0 / 3.0},
+      .lr = cr::cosine_lr(0.1 + 0.2, 3e-7, 10, 1e-7),
+      .sampling = {.temperature = std::nextafter(0.7, 1.0),
+                   .top_p = 0.95,
+                   .max_response_length = 4096},
+      .update = {.aggregation = cr::loss_aggregation::seq_mean_token_sum_norm,
+                 .rule =
+                     cr::ppo_clip_update{.epochs = 2,
+                                         .mini_batches = 4,
+                                         .clip_low = 0.1,
+                                         .clip_high = 0.28,
+                                         .dual_clip = 3.0,
+                                         .log_ratio_clamp = 10.0,
+                                         .importance = {.mode = cr::importance_sampling::truncated,
+                                                        .cap = 1.5,
+                                                        .band_low = 0.25,
+                                                        .band_high = 4.0}}},
+      .filters = {.drop_zero_variance_groups = false,
+                  .overlong = cr::overlong_options{.mode = cr::overlong_mode::soft_penalty,
+                                                   .max_length = 4096,
+                                                   .buffer_length = 512,
+                                                   .penalty_factor = 0.5,
+                                                   .truncated_is_overlong = false}},
+      .mopd = {.band_low = 0.3, .band_high = 3.0, .outcome_weight = 5e-324},
+      .success_threshold = 0.75,
+      .reward_workers = 8,
+      .evals = {{.domain = "math",
+                 .prompts = {{.id = -7,
+                              .domain = "math",
+                              .text = "2+2? \"quoted\"\n\u00e9",
+                              .reference = "4"}},
+                 .samples_per_prompt = 4}},
+      .eval_sampling = {.temperature = 0.6, .top_p = 0.9, .max_response_length = 2048}};
 }
 
 // Paths of leaves (numbers, strings, booleans) equal in both documents: a field the
@@ -124,8 +130,11 @@ void equal_leaves(const nlohmann::ordered_json& a, const nlohmann::ordered_json&
 TEST(StageConfigJson, EveryFieldSetRoundTrips) {
   const cr::stage_config c = every_field_set();
   // Every leaf is non-default, including those of the optional and repeated structs.
+  // (The update rule against the alternative c holds, at its defaults.)
   std::vector<std::string> unchanged;
-  equal_leaves(cr::stage_config_to_json(c), cr::stage_config_to_json({}), "", unchanged);
+  cr::stage_config ppo_defaults;
+  ppo_defaults.update.rule = cr::ppo_clip_update{};
+  equal_leaves(cr::stage_config_to_json(c), cr::stage_config_to_json(ppo_defaults), "", unchanged);
   const nlohmann::ordered_json fields = cr::stage_config_to_json(c);
   cr::stage_config with_defaults;  // optional and repeated structs present, at their defaults
   with_defaults.filters.overlong = cr::overlong_options{};
@@ -142,8 +151,8 @@ TEST(StageConfigJson, EveryFieldSetRoundTrips) {
   expect_round_trip({c, cr::nemotron_cascade2_schedule().mopd});
   // The comparison itself finds a change anywhere, nested ones included.
   cr::stage_config d = c;
-  d.update.ppo.importance.band_high = std::nextafter(4.0, 5.0);
-  EXPECT_EQ(cr::stage_config_difference(c, d), "update.ppo.importance.band_high");
+  std::get<cr::ppo_clip_update>(d.update.rule).importance.band_high = std::nextafter(4.0, 5.0);
+  EXPECT_EQ(cr::stage_config_difference(c, d), "update.rule.ppo_clip.importance.band_high");
   d = c;
   d.evals[0].prompts[0].text += " ";
   EXPECT_EQ(cr::stage_config_difference(c, d), "evals[0].prompts[0].text");
@@ -161,7 +170,6 @@ TEST(StageConfigJson, EnumNamesAreUniqueAndReadBack) {
   };
   check(cr::enum_names<cr::stage_kind>::table);
   check(cr::enum_names<cr::loss_aggregation>::table);
-  check(cr::enum_names<cr::update_rule>::table);
   check(cr::enum_names<cr::lr_shape>::table);
   check(cr::enum_names<cr::overlong_mode>::table);
   check(cr::enum_names<cr::importance_sampling>::table);
@@ -187,8 +195,8 @@ constexpr const char* hand_written = R"({
      "mopd": {"band_low": 0.5, "band_high": 2}},
     {"name": "math_rl", "kind": "math RL", "domains": ["math"], "steps": 200,
      "lr": {"shape": "cosine", "peak": 3e-6, "floor": 3e-7, "warmup_steps": 10},
-     "update": {"rule": "ppo_clip", "epochs": 2, "mini_batches": 4, "aggregation": "seq-mean-token-mean",
-                "ppo": {"clip_high": 0.28, "dual_clip": 3}},
+     "update": {"aggregation": "seq-mean-token-mean",
+                "rule": {"ppo_clip": {"epochs": 2, "mini_batches": 4, "clip_high": 0.28, "dual_clip": 3}}},
      "stop": {"eval_every": 10, "target_score": 0.9},
      "evals": [{"domain": "math", "samples_per_prompt": 4,
                 "prompts": [{"id": 1, "domain": "math", "text": "1+1", "reference": "2"}]}]}
@@ -223,10 +231,13 @@ TEST(StageConfigJson, HandWrittenFileParsesToTheExpectedValues) {
   EXPECT_EQ(s[2].group_size, 16u);  // the C++ default
   EXPECT_EQ(s[2].lr.shape, cr::lr_shape::cosine);
   EXPECT_EQ(s[2].lr.floor, 3e-7);
-  EXPECT_EQ(s[2].update.rule, cr::update_rule::ppo_clip);
-  EXPECT_EQ(s[2].update.ppo.clip_low, 0.2);
-  EXPECT_EQ(s[2].update.ppo.clip_high, 0.28);
-  EXPECT_EQ(s[2].update.ppo.dual_clip, 3.0);
+  ASSERT_TRUE(std::holds_alternative<cr::ppo_clip_update>(s[2].update.rule));
+  const auto& ppo = std::get<cr::ppo_clip_update>(s[2].update.rule);
+  EXPECT_EQ(ppo.epochs, 2u);
+  EXPECT_EQ(ppo.mini_batches, 4u);
+  EXPECT_EQ(ppo.clip_low, 0.2);  // the C++ default
+  EXPECT_EQ(ppo.clip_high, 0.28);
+  EXPECT_EQ(ppo.dual_clip, 3.0);
   EXPECT_EQ(s[2].update.aggregation, cr::loss_aggregation::seq_mean_token_mean);
   EXPECT_EQ(s[2].update.ppo_clip().aggregation, cr::loss_aggregation::seq_mean_token_mean);
   EXPECT_EQ(s[2].update.ppo_clip().clip_high, 0.28);
@@ -263,8 +274,9 @@ std::string with_third_stage(const std::string& stage_fields) {
 }
 
 TEST(StageConfigJsonErrors, UnknownKeyAtDepth) {
-  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"ppo": {"clip_lo": 0.1}})")),
-            "cascade_rl: stages[2].update.ppo.clip_lo: unknown key (did you mean clip_low?)");
+  EXPECT_EQ(
+      parse_error(with_third_stage(R"("update": {"rule": {"ppo_clip": {"clip_lo": 0.1}}})")),
+      "cascade_rl: stages[2].update.rule.ppo_clip.clip_lo: unknown key (did you mean clip_low?)");
   EXPECT_EQ(parse_error(with_third_stage(R"("evals": [{"domain": "x", "prompts": [{"id": 1, "answer": "2"}]}])")),
             "cascade_rl: stages[2].evals[0].prompts[0].answer: unknown key");
   EXPECT_EQ(parse_error(R"({"stage": []})"), "cascade_rl: stage: unknown key (did you mean stages?)");
@@ -274,13 +286,116 @@ TEST(StageConfigJsonErrors, UnknownKeyAtDepth) {
 // overwrote. It is gone from the C++ struct, and a config file that still sets it is
 // refused by name with the field to set instead, not quietly ignored.
 template <class U>
-concept has_ppo_aggregation = requires(U u) { u.ppo.aggregation; };
-static_assert(!has_ppo_aggregation<cr::update_options>);
+concept has_aggregation = requires(U u) { u.aggregation; };
+static_assert(!has_aggregation<cr::ppo_clip_update> && !has_aggregation<cr::on_policy_update>);
 
 TEST(StageConfigJsonErrors, RemovedPpoAggregationIsRefusedByName) {
-  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"ppo": {"aggregation": "token-sum"}})")),
-            "cascade_rl: stages[2].update.ppo.aggregation: removed key: set update.aggregation (one "
-            "aggregation serves both update rules)");
+  EXPECT_EQ(parse_error(with_third_stage(
+                R"("update": {"rule": {"ppo_clip": {"aggregation": "token-sum"}}})")),
+            "cascade_rl: stages[2].update.rule.ppo_clip.aggregation: removed key: set "
+            "update.aggregation (one aggregation serves both update rules)");
+}
+
+// Before the rule was a variant, epochs, mini-batches, PPO's and the on-policy
+// importance options sat beside it: an old file is refused where it sets them, with
+// where they live now.
+TEST(StageConfigJsonErrors, RemovedUpdateFieldsSayWhereTheyLiveNow) {
+  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"epochs": 2})")),
+            "cascade_rl: stages[2].update.epochs: removed key: set update.rule.ppo_clip.epochs "
+            "(only the PPO-clip rule takes several epochs)");
+  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"mini_batches": 1})")),
+            "cascade_rl: stages[2].update.mini_batches: removed key: set "
+            "update.rule.ppo_clip.mini_batches (only the PPO-clip rule takes mini-batches)");
+  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"ppo": {"clip_low": 0.1}})")),
+            "cascade_rl: stages[2].update.ppo: removed key: set update.rule.ppo_clip, which holds "
+            "clip_low, clip_high, dual_clip, log_ratio_clamp and importance");
+  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"importance": {"mode": "truncated"}})")),
+            "cascade_rl: stages[2].update.importance: removed key: set "
+            "update.rule.on_policy.importance (the on-policy rule's correction; PPO's is "
+            "update.rule.ppo_clip.importance)");
+  // A file the previous version wrote: the first removed key (in key order) is named.
+  const std::string old_update =
+      R"("update": {"rule": "on_policy", "epochs": 1, "mini_batches": 1, "aggregation": "token-mean",
+                    "ppo": {"clip_low": 0.2}, "importance": {"mode": "none"}})";
+  EXPECT_EQ(parse_error(with_third_stage(old_update)).substr(0, 53),
+            "cascade_rl: stages[2].update.epochs: removed key: set");
+  // The old string form of the rule.
+  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": "ppo_clip"})")),
+            "cascade_rl: stages[2].update.rule: expected an object with one key naming the "
+            "alternative (one of: on_policy, ppo_clip), got string \"ppo_clip\"; write "
+            "{\"ppo_clip\": {}}");
+}
+
+// The rule is an object with exactly one key, the alternative it holds.
+TEST(StageConfigJsonErrors, RuleNamesExactlyOneKnownAlternative) {
+  EXPECT_EQ(parse_error(with_third_stage(
+                R"("update": {"rule": {"on_policy": {}, "ppo_clip": {"epochs": 2}}})")),
+            "cascade_rl: stages[2].update.rule: has 2 keys (on_policy, ppo_clip); expected exactly "
+            "one, naming the alternative chosen (one of: on_policy, ppo_clip)");
+  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {}})")),
+            "cascade_rl: stages[2].update.rule: has no key; expected exactly one, naming the "
+            "alternative chosen (one of: on_policy, ppo_clip)");
+  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"ppo_clp": {"epochs": 2}}})")),
+            "cascade_rl: stages[2].update.rule.ppo_clp: unknown alternative (did you mean "
+            "ppo_clip?); expected one of: on_policy, ppo_clip");
+  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"reinforce": {}}})")),
+            "cascade_rl: stages[2].update.rule.reinforce: unknown alternative; expected one of: "
+            "on_policy, ppo_clip");
+  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": [1]})")),
+            "cascade_rl: stages[2].update.rule: expected an object with one key naming the "
+            "alternative (one of: on_policy, ppo_clip), got array");
+  // Inside the alternative, its own fields only: epochs mean nothing on policy.
+  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"on_policy": {"epochs": 2}}})")),
+            "cascade_rl: stages[2].update.rule.on_policy.epochs: unknown key");
+  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"ppo_clip": {"epochs": -1}}})")),
+            "cascade_rl: stages[2].update.rule.ppo_clip.epochs: must be >= 0, got -1");
+}
+
+// Write then read gives the same rule, for each alternative and at its defaults.
+TEST(StageConfigJson, UpdateRuleRoundTripsAsOneKeyObject) {
+  cr::stage_config on_policy{.name = "a", .steps = 1};
+  on_policy.update.rule =
+      cr::on_policy_update{.importance = {.mode = cr::importance_sampling::truncated, .cap = 1.5}};
+  cr::stage_config ppo{
+      .name = "b", .steps = 1, .update = {.rule = cr::ppo_clip_update{.epochs = 3}}};
+  cr::stage_config defaults{.name = "c", .steps = 1};
+  expect_round_trip({on_policy, ppo, defaults});
+
+  const nlohmann::ordered_json written = cr::stage_config_to_json(ppo).at("update");
+  EXPECT_EQ(
+      written.dump(),
+      R"({"aggregation":"token-mean","rule":{"ppo_clip":{"epochs":3,"mini_batches":1,"clip_low":0.2,)"
+      R"("clip_high":0.2,"dual_clip":null,"log_ratio_clamp":20.0,"importance":{"mode":"none","cap":2.0,)"
+      R"("band_low":0.5,"band_high":2.0}}}})");
+  EXPECT_EQ(
+      cr::stage_config_to_json(defaults).at("update").at("rule").dump(),
+      R"({"on_policy":{"importance":{"mode":"none","cap":2.0,"band_low":0.5,"band_high":2.0}}})");
+  EXPECT_EQ(cr::stage_config_difference(
+                cr::stage_config_from_json(cr::stage_config_to_json(on_policy)), on_policy),
+            "");
+
+  // A rule of the other alternative differs at update.rule; the same one, at its field.
+  cr::stage_config on_policy_b = ppo;
+  on_policy_b.update.rule = cr::on_policy_update{};
+  EXPECT_EQ(cr::stage_config_difference(on_policy_b, ppo), "update.rule");
+  cr::stage_config ppo2 = ppo;
+  std::get<cr::ppo_clip_update>(ppo2.update.rule).epochs = 4;
+  EXPECT_EQ(cr::stage_config_difference(ppo, ppo2), "update.rule.ppo_clip.epochs");
+
+  // Missing fields of the alternative take its defaults; {"on_policy": {}} is the default.
+  const auto parsed = cr::parse_schedule(
+      with_third_stage(R"("update": {"rule": {"ppo_clip": {"mini_batches": 1}}})"));
+  EXPECT_EQ(cr::stage_config_difference(parsed[2],
+                                        [] {
+                                          cr::stage_config c{.name = "c", .steps = 1};
+                                          c.update.rule = cr::ppo_clip_update{};
+                                          return c;
+                                        }()),
+            "");
+  EXPECT_EQ(cr::stage_config_difference(
+                cr::parse_schedule(with_third_stage(R"("update": {"rule": {"on_policy": {}}})"))[2],
+                defaults),
+            "");
 }
 
 TEST(StageConfigJsonErrors, WrongType) {
@@ -327,9 +442,24 @@ TEST(StageConfigJsonErrors, OutOfRangeValues) {
   EXPECT_EQ(parse_error(with_third_stage(R"("group_size": 1)")),
             "cascade_rl: stages[2].group_size: is 1, but GRPO's group baseline (mean and std of a group) needs "
             "at least 2");
-  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": "ppo_clip", "ppo": {"clip_low": 1}})")),
-            "cascade_rl: stages[2].update.ppo.clip_low: is 1.000000, expected 0 <= clip_low < 1 (the ratio "
-            "floor 1 - clip_low must stay positive)");
+  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"ppo_clip": {"clip_low": 1}}})")),
+            "cascade_rl: stages[2].update.rule.ppo_clip.clip_low: is 1.000000, expected 0 <= "
+            "clip_low < 1 (the ratio floor 1 - clip_low must stay positive)");
+  EXPECT_EQ(
+      parse_error(with_third_stage(R"("update": {"rule": {"ppo_clip": {"mini_batches": 200}}})")),
+      "cascade_rl: stages[2].update.rule.ppo_clip.mini_batches: is 200, more than "
+      "prompts_per_step = 128");
+  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"ppo_clip": {"epochs": 0}}})")),
+            "cascade_rl: stages[2].update.rule.ppo_clip.epochs: is 0");
+  EXPECT_EQ(
+      parse_error(with_third_stage(
+          R"("update": {"rule": {"on_policy": {"importance": {"mode": "truncated", "cap": 0}}}})")),
+      "cascade_rl: stages[2].update.rule.on_policy.importance.cap: is 0.000000, expected a "
+      "cap > 0");
+  EXPECT_EQ(parse_error(with_third_stage(
+                R"("kind": "MOPD", "domains": ["x"], "update": {"rule": {"ppo_clip": {}}})")),
+            "cascade_rl: stages[2].update.rule: must be on_policy (on_policy_update): MOPD takes "
+            "one step per batch");
   EXPECT_EQ(parse_error(with_third_stage(R"("filters": {"overlong": {"mode": "soft_penalty", "max_length": 8}})")),
             "cascade_rl: stages[2].filters.overlong.buffer_length: must lie in (0, max_length = 8], got 0");
   EXPECT_EQ(parse_error(with_third_stage(R"("kind": "MOPD", "mopd": {"band_low": 3})")),

@@ -132,7 +132,7 @@ TEST(GrpoStep, OverlongResponsesAreDroppedOrMasked) {
 
 TEST(GrpoStep, PpoTakesOneOptimizerStepPerMiniBatchAndEpoch) {
   auto c = config(4, 6);
-  c.update = {.rule = cr::update_rule::ppo_clip, .epochs = 2, .mini_batches = 3};
+  c.update = {.rule = cr::ppo_clip_update{.epochs = 2, .mini_batches = 3}};
   c.filters.drop_zero_variance_groups = false;
   auto stage = cr::make_grpo_stage(c, cr::prompt_pool(domain_prompts("a", 0, 6)), exact_answer_reward{});
   tabular_policy policy;

@@ -168,7 +168,7 @@ auto make_dp_cascade() {
   cr::stage_config b{.name = "ppo_b", .domains = {"b"}, .group_size = 3, .prompts_per_step = 7,
                      .steps = 5, .lr = cr::constant_lr(0.05), .sampling = {.max_response_length = max_length},
                      .evals = {{.domain = "b", .prompts = prompts("b", 4, 3)}}};
-  b.update = {.rule = cr::update_rule::ppo_clip, .epochs = 2, .mini_batches = 3};
+  b.update = {.rule = cr::ppo_clip_update{.epochs = 2, .mini_batches = 3}};
   cr::stage_config c{.name = "mopd", .domains = {"a"}, .group_size = 2, .prompts_per_step = 3,
                      .steps = 5, .lr = cr::linear_warmup_lr(0.02, 0.1, 2),
                      .sampling = {.max_response_length = max_length}};

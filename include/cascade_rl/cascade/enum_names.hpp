@@ -2,7 +2,7 @@
 // How a config file spells the enums of a stage config, and the way back from a name.
 // Where the library already names an enum for people (to_string: "IF-RL", veRL's
 // "token-mean"), that name is the spelling, so logs, metrics and config files agree;
-// the other enums are spelt as their C++ enumerators ("ppo_clip", "soft_penalty").
+// the other enums are spelt as their C++ enumerators ("linear_warmup", "soft_penalty").
 
 #include <array>
 #include <optional>
@@ -46,12 +46,6 @@ struct enum_names<loss_aggregation> {
       detail::named(loss_aggregation::token_mean), detail::named(loss_aggregation::token_sum),
       detail::named(loss_aggregation::seq_mean_token_sum), detail::named(loss_aggregation::seq_mean_token_mean),
       detail::named(loss_aggregation::seq_mean_token_sum_norm)};
-};
-
-template <>
-struct enum_names<update_rule> {
-  static constexpr std::array<std::pair<update_rule, std::string_view>, 2> table{
-      {{update_rule::on_policy, "on_policy"}, {update_rule::ppo_clip, "ppo_clip"}}};
 };
 
 template <>

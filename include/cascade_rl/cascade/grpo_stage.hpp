@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <span>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -111,16 +112,18 @@ class grpo_stage {
                                       estimator_(all, groups, out);
                                     });
     detail::update_totals totals;
-    if (config_.update.rule == update_rule::on_policy) {
+    if (const auto* ppo = std::get_if<ppo_clip_update>(&config_.update.rule)) {
+      detail::ppo_clip_steps(policy, batch, std::span<const float>(advantages), *ppo, config_,
+                             context.lr, context.rng, totals, comm);
+    } else {
       const token_layout layout = batch.layout();
       std::vector<float> token_advantages(batch.token_count());
       if (batch.response_count() != 0)
         broadcast_to_tokens(exec::par, layout, advantages, token_advantages);
-      totals.add(comm, detail::on_policy_update(policy, batch, std::span<const float>(token_advantages),
-                                                config_, context.lr, comm));
-    } else {
-      detail::ppo_update(policy, batch, std::span<const float>(advantages), config_, context.lr,
-                         context.rng, totals, comm);
+      totals.add(comm,
+                 detail::on_policy_step(policy, batch, std::span<const float>(token_advantages),
+                                        std::get<on_policy_update>(config_.update.rule), config_,
+                                        context.lr, comm));
     }
     totals.into(m);
     m.update_seconds = detail::seconds_since(start);

@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "cascade_rl/algorithms/length_filters.hpp"
@@ -51,41 +52,58 @@ struct stop_criteria {
   double plateau_min_delta = 0.0;         //   an improvement larger than min_delta (0: off)
 };
 
-enum class update_rule {
-  on_policy,  // one optimizer step per batch, REINFORCE at ratio 1 (Cascade RL's GRPO)
-  ppo_clip,   // `epochs` passes over `mini_batches` mini-batches, PPO clip against the
-              // behaviour log-probs (each mini-batch is one optimizer step)
+// The strictly on-policy rule (Cascade RL's GRPO): one optimizer step per batch,
+// REINFORCE at ratio 1, so PPO's clip would be inert.
+struct on_policy_update {
+  // A correction against the behaviour log-probs (e.g. truncated IS for sampler/trainer
+  // mismatch); when not none the trainer's log-probs are recomputed.
+  importance_options importance{};
+
+  // The options of reinforce_loss under this rule.
+  [[nodiscard]] reinforce_options loss_options(loss_aggregation aggregation) const {
+    return {.aggregation = aggregation,
+            .surrogate = reinforce_surrogate::ratio,
+            .importance = importance};
+  }
 };
 
-// The PPO-clip parameters of a stage: ppo_clip_options without the aggregation, which is
-// update_options::aggregation for both update rules (one field, one meaning: a second
-// copy here was silently overwritten by it).
-struct ppo_settings {
+// PPO's clipped surrogate against the behaviour log-probs: `epochs` passes over
+// `mini_batches` mini-batches, each mini-batch one optimizer step. The clip fields are
+// ppo_clip_options' without the aggregation, which is update_options::aggregation for
+// both rules (one field, one meaning).
+struct ppo_clip_update {
+  std::size_t epochs = 1;
+  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
   double clip_low = ppo_clip_options{}.clip_low;
   double clip_high = ppo_clip_options{}.clip_high;
   std::optional<double> dual_clip = ppo_clip_options{}.dual_clip;
   double log_ratio_clamp = ppo_clip_options{}.log_ratio_clamp;
   importance_options importance{};  // target of the ratio is the behaviour log-probs
+
+  // The options of ppo_clip_loss under this rule.
+  [[nodiscard]] ppo_clip_options loss_options(loss_aggregation aggregation) const {
+    return {.clip_low = clip_low,
+            .clip_high = clip_high,
+            .dual_clip = dual_clip,
+            .log_ratio_clamp = log_ratio_clamp,
+            .aggregation = aggregation,
+            .importance = importance};
+  }
 };
 
+// How a GRPO stage turns its batch into optimizer steps. The rule is one of two structs,
+// so that a field of the other rule cannot be set:
+//   .update = {.rule = cr::ppo_clip_update{.epochs = 2, .mini_batches = 4}}
 struct update_options {
-  update_rule rule = update_rule::on_policy;
-  std::size_t epochs = 1;
-  std::size_t mini_batches = 1;
   loss_aggregation aggregation = loss_aggregation::token_mean;  // both rules
-  ppo_settings ppo{};
-  // on_policy only: a correction against the behaviour log-probs (e.g. truncated IS for
-  // sampler/trainer mismatch); when not none the trainer's log-probs are recomputed.
-  importance_options importance{};
+  std::variant<on_policy_update, ppo_clip_update> rule{};
 
-  // The options of ppo_clip_loss for the ppo_clip rule.
+  // The options of ppo_clip_loss; the rule must be ppo_clip_update.
   [[nodiscard]] ppo_clip_options ppo_clip() const {
-    return {.clip_low = ppo.clip_low,
-            .clip_high = ppo.clip_high,
-            .dual_clip = ppo.dual_clip,
-            .log_ratio_clamp = ppo.log_ratio_clamp,
-            .aggregation = aggregation,
-            .importance = ppo.importance};
+    const ppo_clip_update* ppo = std::get_if<ppo_clip_update>(&rule);
+    if (ppo == nullptr)
+      detail::fail("update.rule", "is not ppo_clip_update, so it has no PPO-clip options");
+    return ppo->loss_options(aggregation);
   }
 };
 
@@ -150,7 +168,7 @@ struct stage_where {
 
 // Runs an algorithm's option check, whose messages name its own argument
 // ("options.clip_low", "max_length"), and re-points them at the stage field `field`
-// ("stage 's'.update.ppo.clip_low"): the user edits the config, not the call.
+// ("stage 's'.update.rule.ppo_clip.clip_low"): the user edits the config, not the call.
 template <class Check>
 void check_nested(const std::string& field, std::string_view own_prefix, Check check) {
   try {
@@ -184,15 +202,6 @@ inline void validate_stage_config(const stage_config& c, std::size_t min_group_s
   c.lr.validate(where("lr"));
   validate_sampling(c.sampling, where("sampling"));
   validate_sampling(c.eval_sampling, where("eval_sampling"));
-  if (c.update.epochs == 0) fail(where("update.epochs"), "is 0");
-  if (c.update.mini_batches == 0) fail(where("update.mini_batches"), "is 0");
-  if (c.update.mini_batches > c.prompts_per_step)
-    fail(where("update.mini_batches"),
-         "is " + std::to_string(c.update.mini_batches) + ", more than prompts_per_step = " +
-             std::to_string(c.prompts_per_step));
-  if (c.update.rule == update_rule::on_policy && (c.update.epochs != 1 || c.update.mini_batches != 1))
-    fail(where("update"), "asks for several epochs or mini-batches under the strictly "
-                          "on-policy rule; set .rule = update_rule::ppo_clip");
   if (c.reward_workers == 0) fail(where("reward_workers"), "is 0");
   if (!std::isfinite(c.success_threshold)) fail(where("success_threshold"), "is not finite");
   for (std::size_t e = 0; e < c.evals.size(); ++e) {
@@ -217,10 +226,21 @@ inline void validate_grpo_config(const stage_config& c, std::string_view at = {}
     check_nested(where("filters.overlong"), "", [&] {
       require_overlong_options(*c.filters.overlong, c.filters.overlong->mode == overlong_mode::soft_penalty);
     });
-  if (c.update.rule == update_rule::ppo_clip)
-    check_nested(where("update.ppo"), "options.", [&] { validate_ppo_options(c.update.ppo_clip()); });
-  else
-    validate_importance(c.update.importance, where("update.importance"));
+  if (const ppo_clip_update* ppo = std::get_if<ppo_clip_update>(&c.update.rule)) {
+    const std::string field = where("update.rule.ppo_clip");
+    if (ppo->epochs == 0) fail(field + ".epochs", "is 0");
+    if (ppo->mini_batches == 0) fail(field + ".mini_batches", "is 0");
+    if (ppo->mini_batches > c.prompts_per_step)
+      fail(field + ".mini_batches",
+           "is " + std::to_string(ppo->mini_batches) +
+               ", more than prompts_per_step = " + std::to_string(c.prompts_per_step));
+    check_nested(field, "options.",
+                 [&] { validate_ppo_options(ppo->loss_options(c.update.aggregation)); });
+  } else if (const on_policy_update* on_policy = std::get_if<on_policy_update>(&c.update.rule)) {
+    validate_importance(on_policy->importance, where("update.rule.on_policy.importance"));
+  } else {
+    fail(where("update.rule"), "holds no rule (left empty by an exception)");
+  }
 }
 
 // What a MOPD stage checks in its config (mopd_stage::validate, which also checks its
@@ -238,8 +258,9 @@ inline void validate_mopd_config(const stage_config& c, bool has_reward, std::st
   if (mixes && !has_reward) fail(where("mopd.outcome_weight"), "is non-zero, but the stage has no reward");
   if (!c.evals.empty() && !has_reward)
     fail(where("evals"), "are set, but the stage has no reward to score them");
-  if (c.update.rule != update_rule::on_policy)
-    fail(where("update.rule"), "must be on_policy: MOPD takes one step per batch");
+  if (!std::holds_alternative<on_policy_update>(c.update.rule))
+    fail(where("update.rule"),
+         "must be on_policy (on_policy_update): MOPD takes one step per batch");
 }
 
 // Checks across the stages of a schedule: unique names, and one evaluation set per

@@ -1,6 +1,7 @@
 #pragma once
 // Equality of stage configs that says where they differ: the path of the first field
-// that differs ("update.ppo.clip_low"), or "" when equal. It walks the same field lists
+// that differs ("update.rule.ppo_clip.clip_low"; "update.rule" when the rules are
+// different alternatives), or "" when equal. It walks the same field lists
 // as the JSON reader and writer (stage_config_fields.hpp), so "equal" means "the same
 // in every field a config file carries": the property round trips keep. Doubles compare
 // with ==.
@@ -10,6 +11,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "cascade_rl/cascade/stage_config.hpp"
@@ -47,6 +49,17 @@ std::string config_difference(const T& a, const T& b, const std::string& path) {
         },
         config_fields<T>::list);
     return first;
+  } else if constexpr (described_variant<T>) {
+    // Another alternative differs as a whole; the same one, in its fields.
+    if (a.index() != b.index()) return path.empty() ? std::string("(root)") : path;
+    if (a.valueless_by_exception()) return {};
+    return std::visit(
+        [&](const auto& alternative) {
+          using A = std::remove_cvref_t<decltype(alternative)>;
+          return config_difference(alternative, std::get<A>(b),
+                                   member_path(path, config_fields<A>::alternative));
+        },
+        a);
   } else if constexpr (requires { a.has_value(); }) {
     return config_difference_of_optionals(a, b, path);
   } else if constexpr (is_vector<T>) {

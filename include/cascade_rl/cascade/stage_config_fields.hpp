@@ -8,6 +8,7 @@
 // from config files.
 
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <span>
 #include <string>
@@ -15,6 +16,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "cascade_rl/algorithms/importance_weights.hpp"
@@ -58,6 +60,47 @@ struct removed_key {
   std::string_view key;
   std::string_view instead;  // the field that now carries its meaning
 };
+
+// A variant of described structs is written as an object with one key, the name of the
+// alternative it holds ({"ppo_clip": {...}}): each alternative names itself, once, in
+// its config_fields (`static constexpr std::string_view alternative = "ppo_clip";`).
+template <class T>
+concept variant_alternative = described_config<T> && requires {
+  { config_fields<T>::alternative } -> std::convertible_to<std::string_view>;
+};
+
+template <class... Names>
+constexpr bool distinct_names(const Names&... names) {
+  const std::array<std::string_view, sizeof...(Names)> list{names...};
+  for (std::size_t i = 0; i < list.size(); ++i)
+    for (std::size_t j = i + 1; j < list.size(); ++j)
+      if (list[i] == list[j]) return false;
+  return true;
+}
+
+template <class V>
+struct variant_names;  // names: the alternatives' names, in the variant's order
+
+template <class... A>
+  requires(variant_alternative<A> && ...)
+struct variant_names<std::variant<A...>> {
+  static constexpr std::array<std::string_view, sizeof...(A)> names{
+      config_fields<A>::alternative...};
+  static_assert(distinct_names(config_fields<A>::alternative...),
+                "two alternatives of a variant share a name in config_fields");
+};
+
+template <class V>
+concept described_variant = requires { variant_names<V>::names; };
+
+// "on_policy, ppo_clip": a variant's alternatives, for messages.
+template <described_variant V>
+std::string alternatives_list() {
+  std::string list;
+  for (const std::string_view name : variant_names<V>::names)
+    list.append(list.empty() ? "" : ", ").append(name);
+  return list;
+}
 
 template <class T>
 constexpr std::span<const removed_key> removed_keys_of() {
@@ -109,9 +152,19 @@ struct config_fields<importance_options> {
 };
 
 template <>
-struct config_fields<ppo_settings> {
-  using T = ppo_settings;
-  static constexpr std::tuple list{config_field{"clip_low", &T::clip_low},
+struct config_fields<on_policy_update> {
+  using T = on_policy_update;
+  static constexpr std::string_view alternative = "on_policy";
+  static constexpr std::tuple list{config_field{"importance", &T::importance}};
+};
+
+template <>
+struct config_fields<ppo_clip_update> {
+  using T = ppo_clip_update;
+  static constexpr std::string_view alternative = "ppo_clip";
+  static constexpr std::tuple list{config_field{"epochs", &T::epochs},
+                                   config_field{"mini_batches", &T::mini_batches},
+                                   config_field{"clip_low", &T::clip_low},
                                    config_field{"clip_high", &T::clip_high},
                                    config_field{"dual_clip", &T::dual_clip},
                                    config_field{"log_ratio_clamp", &T::log_ratio_clamp},
@@ -123,12 +176,21 @@ struct config_fields<ppo_settings> {
 template <>
 struct config_fields<update_options> {
   using T = update_options;
-  static constexpr std::tuple list{config_field{"rule", &T::rule},
-                                   config_field{"epochs", &T::epochs},
-                                   config_field{"mini_batches", &T::mini_batches},
-                                   config_field{"aggregation", &T::aggregation},
-                                   config_field{"ppo", &T::ppo},
-                                   config_field{"importance", &T::importance}};
+  static constexpr std::tuple list{config_field{"aggregation", &T::aggregation},
+                                   config_field{"rule", &T::rule}};
+  // Before the rule was a variant, its fields sat beside it whichever rule was chosen.
+  static constexpr std::array removed{
+      removed_key{"epochs",
+                  "update.rule.ppo_clip.epochs (only the PPO-clip rule takes several epochs)"},
+      removed_key{"mini_batches",
+                  "update.rule.ppo_clip.mini_batches (only the PPO-clip rule takes mini-batches)"},
+      removed_key{
+          "ppo",
+          "update.rule.ppo_clip, which holds clip_low, clip_high, dual_clip, log_ratio_clamp "
+          "and importance"},
+      removed_key{"importance",
+                  "update.rule.on_policy.importance (the on-policy rule's correction; PPO's "
+                  "is update.rule.ppo_clip.importance)"}};
 };
 
 template <>
@@ -185,7 +247,7 @@ struct config_fields<stage_config> {
       config_field{"eval_sampling", &T::eval_sampling}};
 };
 
-// JSON paths of a member and of an element: "update.ppo", "evals[0]".
+// JSON paths of a member and of an element: "update.rule", "evals[0]".
 inline std::string member_path(const std::string& path, std::string_view key) {
   return path.empty() ? std::string(key) : path + "." + std::string(key);
 }
@@ -236,10 +298,11 @@ constexpr bool lists_every_member = std::tuple_size_v<decltype(config_fields<T>:
 
 static_assert(lists_every_member<sampling_params> && lists_every_member<prompt> &&
                   lists_every_member<lr_schedule> && lists_every_member<stop_criteria> &&
-                  lists_every_member<importance_options> && lists_every_member<ppo_settings> &&
-                  lists_every_member<update_options> && lists_every_member<overlong_options> &&
-                  lists_every_member<filter_options> && lists_every_member<mopd_settings> &&
-                  lists_every_member<eval_set> && lists_every_member<stage_config>,
+                  lists_every_member<importance_options> && lists_every_member<on_policy_update> &&
+                  lists_every_member<ppo_clip_update> && lists_every_member<update_options> &&
+                  lists_every_member<overlong_options> && lists_every_member<filter_options> &&
+                  lists_every_member<mopd_settings> && lists_every_member<eval_set> &&
+                  lists_every_member<stage_config>,
               "a config struct gained a member: list it in config_fields (stage_config_fields.hpp) "
               "so that config files carry it");
 

@@ -9,17 +9,19 @@
 //     {"name": "mopd", "kind": "MOPD", ...}]}
 //
 // Keys are the C++ member names (stage_config_fields.hpp lists them); enums are spelt
-// as enum_names.hpp says ("IF-RL", "token-mean", "ppo_clip"); optionals are null when
-// unset. Reading is strict, because a config that is half understood trains the wrong
-// thing for days:
+// as enum_names.hpp says ("IF-RL", "token-mean"); optionals are null when unset; a
+// variant is an object with one key naming the alternative it holds
+// ("rule": {"ppo_clip": {"epochs": 2}} or {"on_policy": {}}). Reading is strict, because
+// a config that is half understood trains the wrong thing for days:
 //   - a missing field keeps its C++ default (in a nested object, the default of the
 //     enclosing struct: eval_sampling's temperature stays 0);
 //   - an unknown key, a wrong type, a bad enum name, a number out of the field's range
 //     or not finite is a cascade_rl::error naming the JSON path of the value
-//     ("stages[2].update.ppo.clip_lo: unknown key (did you mean clip_low?)"); a key an
-//     earlier version wrote and that no longer means anything is refused with what to
-//     set instead ("stages[2].update.ppo.aggregation: removed key: set update.aggregation
-//     ...");
+//     ("stages[2].update.rule.ppo_clip.clip_lo: unknown key (did you mean clip_low?)");
+//     a key an earlier version wrote and that no longer means anything is refused with
+//     what to set instead ("stages[2].update.epochs: removed key: set
+//     update.rule.ppo_clip.epochs ..."); a variant with no key or two keys, or an unknown
+//     alternative, is refused with the alternatives it has;
 //   - a parsed stage then passes the checks its stage will make (MOPD's for kind "MOPD",
 //     GRPO's otherwise; stage_config.hpp), and a schedule those across stages, so a
 //     config that parses is one the engine accepts, errors still naming JSON paths.
@@ -42,6 +44,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -89,6 +92,8 @@ template <class T>
 void read(const json& j, std::vector<T>& out, const std::string& path);
 template <described_config T>
 void read(const json& j, T& out, const std::string& path);
+template <described_variant V>
+void read(const json& j, V& out, const std::string& path);
 
 // A type that keeps its own JSON form (a generator state, the forgetting matrix, a
 // stage's opaque state) joins the walk through json_codec<T>, specialised next to it:
@@ -212,6 +217,41 @@ void read(const json& j, T& out, const std::string& path) {
   });
 }
 
+// {"ppo_clip": {...}}: exactly one key, naming the alternative. The alternative's fields
+// absent from `j` keep the values `out` has on entry when it holds that alternative
+// already, else the alternative's defaults.
+template <described_variant V>
+void read(const json& j, V& out, const std::string& path) {
+  constexpr auto& names = variant_names<V>::names;
+  const std::string expected =
+      "an object with one key naming the alternative (one of: " + alternatives_list<V>() + ")";
+  if (j.is_string() &&
+      std::find(names.begin(), names.end(), j.get_ref<const std::string&>()) != names.end())
+    fail(path, "expected " + expected + ", got " + found(j) + "; write {" + j.dump() + ": {}}");
+  if (!j.is_object()) wrong_type(j, path, expected);
+  if (j.size() != 1) {
+    std::string keys;
+    for (const auto& [key, value] : j.items()) keys.append(keys.empty() ? "" : ", ").append(key);
+    fail(path, (j.empty() ? std::string("has no key")
+                          : "has " + std::to_string(j.size()) + " keys (" + keys + ")") +
+                   "; expected exactly one, naming the alternative chosen (one of: " +
+                   alternatives_list<V>() + ")");
+  }
+  const std::string& key = j.begin().key();
+  const auto chosen =
+      static_cast<std::size_t>(std::find(names.begin(), names.end(), key) - names.begin());
+  if (chosen == names.size())
+    fail(member_path(path, key), "unknown alternative" + did_you_mean(key, names) +
+                                     "; expected one of: " + alternatives_list<V>());
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    const auto read_alternative = [&]<std::size_t A>(std::integral_constant<std::size_t, A>) {
+      if (out.index() != A) out.template emplace<A>();
+      read(j.begin().value(), std::get<A>(out), member_path(path, key));
+    };
+    ((chosen == I ? read_alternative(std::integral_constant<std::size_t, I>{}) : void()), ...);
+  }(std::make_index_sequence<std::variant_size_v<V>>{});
+}
+
 // ---- writing ---------------------------------------------------------------------------
 
 inline ordered_json write(bool v, const std::string&) { return v; }
@@ -252,6 +292,8 @@ template <class T>
 ordered_json write(const std::vector<T>& v, const std::string& path);
 template <described_config T>
 ordered_json write(const T& v, const std::string& path);
+template <described_variant V>
+ordered_json write(const V& v, const std::string& path);
 
 template <class T>
 ordered_json write(const std::optional<T>& v, const std::string& path) {
@@ -272,6 +314,20 @@ ordered_json write(const T& v, const std::string& path) {
     j[std::string(key)] = write(member, member_path(path, key));
   });
   return j;
+}
+
+template <described_variant V>
+ordered_json write(const V& v, const std::string& path) {
+  if (v.valueless_by_exception()) fail(path, "holds no alternative (left empty by an exception)");
+  return std::visit(
+      [&](const auto& alternative) {
+        const std::string_view name =
+            config_fields<std::remove_cvref_t<decltype(alternative)>>::alternative;
+        ordered_json j = ordered_json::object();
+        j[std::string(name)] = write(alternative, member_path(path, name));
+        return j;
+      },
+      v);
 }
 
 // Refused after reading: a stage its stage type would refuse.

@@ -2,13 +2,13 @@
 // The update phase of a GRPO-style stage: per-sequence advantages onto tokens, the loss
 // and dL/dlogp with normalisers fixed for the whole optimizer step, apply_gradient.
 //
-//   on_policy  one optimizer step over the whole (filtered) batch; REINFORCE at ratio 1
-//              (Cascade RL: strictly on-policy, so PPO's clip would be inert). The
-//              normaliser counts every valid token of the batch (local_loss_counts).
-//   ppo_clip   `epochs` passes; each pass shuffles the groups (cascade generator) and cuts
-//              them into `mini_batches` mini-batches, each one optimizer step with PPO's
-//              clipped surrogate against the behaviour log-probs, normalised over that
-//              mini-batch (its own optimizer step).
+//   on_policy_update  one optimizer step over the whole (filtered) batch; REINFORCE at
+//                     ratio 1 (Cascade RL: strictly on-policy, so PPO's clip would be
+//                     inert). The normaliser counts every valid token of the batch.
+//   ppo_clip_update   `epochs` passes; each pass shuffles the groups (cascade generator)
+//                     and cuts them into `mini_batches` mini-batches, each one optimizer
+//                     step with PPO's clipped surrogate against the behaviour log-probs,
+//                     normalised over that mini-batch (its own optimizer step).
 //
 // Data-parallel (comm of size R): the batch is this rank's shard of whole groups. The
 // normalisers count the tokens of every rank (integers, exact), so each token's
@@ -74,18 +74,17 @@ inline loss_normalizer step_normalizer(const token_layout& layout, loss_aggregat
                            static_cast<double>(config.sampling.max_response_length));
 }
 
+// The on_policy_update rule: one optimizer step over the batch.
 template <Policy P>
-policy_loss_result on_policy_update(P& policy, const rollout_batch& batch,
-                                    std::span<const float> token_advantages,
-                                    const stage_config& config, double lr,
-                                    communicator_ref comm = {}) {
+policy_loss_result on_policy_step(P& policy, const rollout_batch& batch,
+                                  std::span<const float> token_advantages,
+                                  const on_policy_update& rule, const stage_config& config,
+                                  double lr, communicator_ref comm = {}) {
   const token_layout layout = batch.layout();
   const loss_normalizer normalizer =
       step_normalizer(layout, config.update.aggregation, config, comm);
   std::vector<float> dlogp(batch.token_count());
-  const reinforce_options options{.aggregation = config.update.aggregation,
-                                  .surrogate = reinforce_surrogate::ratio,
-                                  .importance = config.update.importance};
+  const reinforce_options options = rule.loss_options(config.update.aggregation);
   policy_loss_result result;
   if (batch.response_count() == 0) {
     // Nothing here (data-parallel: other ranks hold the step); still a collective.
@@ -107,10 +106,11 @@ policy_loss_result on_policy_update(P& policy, const rollout_batch& batch,
   return result;
 }
 
+// The ppo_clip_update rule: rule.epochs x rule.mini_batches optimizer steps.
 template <Policy P>
-void ppo_update(P& policy, const rollout_batch& batch, std::span<const float> advantages,
-                const stage_config& config, double lr, rng_type& rng, update_totals& totals,
-                communicator_ref comm = {}) {
+void ppo_clip_steps(P& policy, const rollout_batch& batch, std::span<const float> advantages,
+                    const ppo_clip_update& rule, const stage_config& config, double lr,
+                    rng_type& rng, update_totals& totals, communicator_ref comm = {}) {
   // This rank's groups are global groups [first, first + local) of the (filtered) step.
   const std::size_t local = batch.prompt_count();
   std::vector<std::uint64_t> counts(static_cast<std::size_t>(comm.size()));
@@ -121,10 +121,11 @@ void ppo_update(P& policy, const rollout_batch& batch, std::span<const float> ad
     if (r == static_cast<std::size_t>(comm.rank())) first = groups;
     groups += static_cast<std::size_t>(counts[r]);
   }
-  const std::size_t parts = std::min(config.update.mini_batches, groups);
+  const std::size_t parts = std::min(rule.mini_batches, groups);
+  const ppo_clip_options options = rule.loss_options(config.update.aggregation);
   std::vector<std::size_t> order(groups);
   for (std::size_t g = 0; g < groups; ++g) order[g] = g;
-  for (std::size_t epoch = 0; epoch < config.update.epochs; ++epoch) {
+  for (std::size_t epoch = 0; epoch < rule.epochs; ++epoch) {
     if (parts > 1) shuffle(order, rng);
     for (std::size_t part = 0; part < parts; ++part) {
       std::vector<std::uint8_t> keep(local, 0);
@@ -147,7 +148,7 @@ void ppo_update(P& policy, const rollout_batch& batch, std::span<const float> ad
                                {.log_probs = log_probs,
                                 .old_log_probs = mini.behaviour_log_probs,
                                 .advantages = token_advantages},
-                               dlogp, normalizer, config.update.ppo_clip());
+                               dlogp, normalizer, options);
       }
       totals.add(comm, result);
       policy.apply_gradient(mini, std::span<const float>(dlogp), lr);
