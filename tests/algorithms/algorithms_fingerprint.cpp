@@ -135,7 +135,8 @@ void losses(const std::string& prefix, const batch<T>& b) {
       };
   const std::span<const T> logp(b.log_probs), old_logp(b.old_log_probs), behaviour(b.behaviour),
       ref(b.ref), advantages(b.advantages);
-  std::vector<T> grad(n), values(n);
+  std::vector<T> grad(n), values(n), weights(n);
+  for (std::size_t t = 0; t < n; ++t) weights[t] = T(0.5) + static_cast<T>(t % 7) / T(4);  // exact
   for (const auto mode : {cr::loss_aggregation::token_mean, cr::loss_aggregation::token_sum,
                           cr::loss_aggregation::seq_mean_token_sum, cr::loss_aggregation::seq_mean_token_mean,
                           cr::loss_aggregation::seq_mean_token_sum_norm}) {
@@ -149,6 +150,14 @@ void losses(const std::string& prefix, const batch<T>& b) {
                                          .behaviour_log_probs = behaviour},
                                         grad, normalizer_for(mode), ppo));
     print(m + ".ppo.grad", grad);
+    const cr::cispo_options cispo{.clip_low = 0.1, .clip_high = 0.28, .aggregation = mode};
+    print(m + ".cispo", cr::cispo_loss(exec::seq, tokens,
+                                       {.log_probs = logp,
+                                        .old_log_probs = old_logp,
+                                        .advantages = advantages,
+                                        .rollout_is_weights = weights},
+                                       grad, normalizer_for(mode), cispo));
+    print(m + ".cispo.grad", grad);
     cr::reinforce_options reinforce{.aggregation = mode};
     print(m + ".reinforce",
           cr::reinforce_loss(exec::seq, tokens, {.log_probs = logp, .advantages = advantages}, grad,

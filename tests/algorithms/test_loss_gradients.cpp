@@ -187,4 +187,48 @@ TEST(LossGradients, KlLossEveryEstimatorMatchesFiniteDifferences) {
   }
 }
 
+// CISPO's weight sg(clamp(r)) * A is a stop-gradient, so its dL/dlogp is not the slope of
+// the loss in logp alone (the clip moves with logp). It is the slope along old_logp and
+// logp moved together: r stays put and only the log-prob factor moves. That is the
+// difference taken here, on tokens on either side of the clip and beyond the log-ratio
+// clamp, with and without given weights.
+TEST(LossGradients, CispoStopGradientMatchesFiniteDifferences) {
+  std::uint64_t seed = 500;
+  for (const auto mode : all_aggregation_modes) {
+    for (const bool weighted : {false, true}) {
+      auto batch = batch_for(seed++);
+      for (std::size_t t = 0; t < batch.tokens(); t += 11) batch.old_log_probs[t] -= 25.0;
+      const auto weights = cascade_rl::testing::rollout_is_weights_of(batch);
+      const auto layout = batch.layout();
+      const auto normalizer = normalizer_of(batch, mode);
+      const cascade_rl::cispo_options options{
+          .clip_low = 0.1, .clip_high = 0.28, .aggregation = mode};
+      const auto cispo = [&](const std::vector<double>& lp, const std::vector<double>& old,
+                             std::vector<double>& grad) {
+        return cascade_rl::cispo_loss(
+            exec::seq, layout,
+            {.log_probs = lp,
+             .old_log_probs = old,
+             .advantages = batch.advantages,
+             .rollout_is_weights =
+                 weighted ? std::span<const double>(weights) : std::span<const double>{}},
+            grad, normalizer, options);
+      };
+      std::vector<double> grad(batch.tokens());
+      const auto metrics = cispo(batch.log_probs, batch.old_log_probs, grad).metrics;
+      EXPECT_GT(metrics.clipped, 5u);
+      std::vector<double> old = batch.old_log_probs;
+      const loss_fn loss = [&](const std::vector<double>& lp, std::vector<double>& out) {
+        // old_logp moved by the same step as logp (lp differs from the batch at one token).
+        for (std::size_t t = 0; t < lp.size(); ++t)
+          old[t] = batch.old_log_probs[t] + (lp[t] - batch.log_probs[t]);
+        return cispo(lp, old, out).loss;
+      };
+      expect_gradient_matches_differences(
+          batch, loss, [](std::size_t) { return false; },
+          "cispo " + std::string(cascade_rl::to_string(mode)) + (weighted ? " weighted" : ""));
+    }
+  }
+}
+
 }  // namespace

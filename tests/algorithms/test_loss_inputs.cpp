@@ -11,6 +11,7 @@
 #include <list>
 #include <ranges>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -47,6 +48,18 @@ static_assert(!reinforce_writes_into<std::vector<double>&>);  // float inputs
 static_assert(!reinforce_writes_into<decltype(std::views::filter(
                   std::declval<std::vector<float>&>(), [](float) { return true; }))>);
 
+template <class Out>
+constexpr bool cispo_writes_into = requires(Out&& out, const cr::token_layout& layout) {
+  cr::cispo_loss(exec::seq, layout, cr::policy_ratio_inputs<float>{}, std::forward<Out>(out),
+                 cr::loss_normalizer{});
+};
+static_assert(cispo_writes_into<std::vector<float>&>);
+static_assert(cispo_writes_into<std::span<float>>);
+static_assert(!cispo_writes_into<std::vector<double>&>);  // float inputs
+static_assert(!cispo_writes_into<const std::vector<float>&>);
+// The PPO inputs do not stand in for CISPO's (no behaviour_log_probs there, weights here).
+static_assert(!std::is_convertible_v<cr::ppo_clip_inputs<float>, cr::policy_ratio_inputs<float>>);
+
 // Two sequences of 2 and 3 tokens, token 3 masked.
 struct batch {
   std::vector<std::int64_t> offsets{0, 2, 5};
@@ -76,6 +89,25 @@ TEST(LossInputs, VectorsAndArraysBindWithoutCasts) {
       ppo_grad, cr::loss_normalizer{.tokens = 4});
   EXPECT_EQ(ppo.loss, -0.5);
   EXPECT_EQ(std::vector<float>(ppo_grad.begin(), ppo_grad.end()), grad);
+
+  // CISPO at ratio 1 is -A * logp: the token-mean of 2, 4, -0.5 and -3 is 0.625; the
+  // gradient is REINFORCE's. Given weights scale both, token by token.
+  std::vector<float> cispo_grad(5);
+  const auto cispo = cr::cispo_loss(
+      exec::seq, b.layout(),
+      {.log_probs = b.log_probs, .old_log_probs = b.old_log_probs, .advantages = b.advantages},
+      cispo_grad, cr::loss_normalizer{.tokens = 4});
+  EXPECT_EQ(cispo.loss, 0.625);
+  EXPECT_EQ(cispo_grad, grad);
+  const std::vector<float> weights{2.0f, 0.0f, 1.0f, 9.0f, 0.5f};
+  const auto weighted = cr::cispo_loss(exec::seq, b.layout(),
+                                       {.log_probs = b.log_probs,
+                                        .old_log_probs = b.old_log_probs,
+                                        .advantages = b.advantages,
+                                        .rollout_is_weights = weights},
+                                       cispo_grad, cr::loss_normalizer{.tokens = 4});
+  EXPECT_EQ(weighted.loss, (2 * 2.0 + 0 * 4.0 + 1 * -0.5 + 0.5 * -3.0) / 4);
+  EXPECT_EQ(cispo_grad, (std::vector<float>{-1.0f, 0.0f, 0.25f, 0.0f, 0.125f}));
 }
 
 TEST(LossInputs, KlAggregationAndImportanceTakeNamedInputs) {

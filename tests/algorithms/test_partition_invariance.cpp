@@ -155,6 +155,33 @@ TEST(PartitionInvariance, ReinforceEveryMode) {
   }
 }
 
+TEST(PartitionInvariance, CispoEveryModeWithAndWithoutWeights) {
+  std::uint64_t seed = 150;
+  for (const auto mode : all_aggregation_modes) {
+    for (const bool weighted : {false, true}) {
+      const auto batch = batch_for(seed);
+      const auto weights = cascade_rl::testing::rollout_is_weights_of(batch);
+      const cascade_rl::cispo_options options{.clip_high = 0.28, .aggregation = mode};
+      const slice_loss loss = [&](const token_layout& layout, std::size_t b, std::size_t e,
+                                  std::span<double> grad, const loss_normalizer& normalizer) {
+        auto sub = [&](const std::vector<double>& v) {
+          return std::span<const double>(v).subspan(b, e - b);
+        };
+        const auto r = cascade_rl::cispo_loss(
+            exec::seq, layout,
+            {.log_probs = sub(batch.log_probs),
+             .old_log_probs = sub(batch.old_log_probs),
+             .advantages = sub(batch.advantages),
+             .rollout_is_weights = weighted ? sub(weights) : std::span<const double>{}},
+            grad, normalizer, options);
+        return run_result{r.loss, r.metrics.valid_tokens + 1000 * r.metrics.clipped};
+      };
+      expect_partition_invariant(batch, mode, loss, seed++,
+                                 "cispo " + std::string(cascade_rl::to_string(mode)));
+    }
+  }
+}
+
 TEST(PartitionInvariance, KlLossEveryEstimatorAndMode) {
   std::uint64_t seed = 200;
   for (const auto estimator :

@@ -56,9 +56,23 @@ TEST(VerlNames, VanillaIsPpoClipWithTheActorsFields) {
                       "loss_agg_mode", "mean");
 }
 
+TEST(VerlNames, CispoTakesTheClipBoundsAndAggregation) {
+  const auto defaults = std::get<cascade_rl::cispo_options>(verl::policy_loss("cispo"));
+  EXPECT_EQ(defaults.clip_low, 0.2);
+  EXPECT_EQ(defaults.clip_high, 0.2);
+  EXPECT_EQ(defaults.log_ratio_clamp, 20.0);
+  EXPECT_EQ(defaults.aggregation, loss_aggregation::token_mean);
+  const auto wide = std::get<cascade_rl::cispo_options>(verl::policy_loss(
+      "cispo",
+      {.loss_agg_mode = "seq-mean-token-sum-norm", .clip_ratio = 0.3, .clip_ratio_low = 1.0}));
+  EXPECT_EQ(wide.clip_low, 1.0);
+  EXPECT_EQ(wide.clip_high, 0.3);
+  EXPECT_EQ(wide.aggregation, loss_aggregation::seq_mean_token_sum_norm);
+}
+
 TEST(VerlNames, UnknownAndNotYetImplementedLossesAreRefusedWithTheList) {
   expect_error_naming([] { (void)verl::policy_loss("ppo"); }, "loss_mode", "\"ppo\"",
-                      "not a veRL name", "implemented: vanilla", "gspo");
+                      "not a veRL name", "implemented: vanilla, cispo", "gspo");
   expect_error_naming([] { (void)verl::policy_loss("gspo"); }, "loss_mode",
                       "does not implement yet", "implemented: vanilla");
 }

@@ -1,10 +1,12 @@
 // Conformance with veRL's compute_policy_loss_vanilla, agg_loss and kl_penalty, through
-// the presets::verl options (tests/reference/verl_core_algos.json).
+// the presets::verl options (tests/reference/verl_core_algos.json), and with veRL's wave-2
+// policy losses (verl_core_algos_v2.json, see tests/reference/README_v2.md).
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string>
 #include <variant>
@@ -198,6 +200,118 @@ TEST(VerlReferenceLosses, LowVarKlClampsWhereTheLogRatioIsBeyondTwenty) {
     }
   }
   EXPECT_GT(clamped, 0u);
+}
+
+// ---- v2: veRL's other policy losses --------------------------------------------------
+
+// One case of verl_core_algos_v2.json's policy_losses.<name> with its shared batch, in T.
+template <class T>
+struct v2_case {
+  const nlohmann::json& json;
+  cascade_rl::testing::padded_batch batch;
+  std::vector<T> log_probs, old_log_probs, advantages, rollout_is_weights;
+  std::string mode;
+  std::string context;
+
+  v2_case(const nlohmann::json& c, const nlohmann::json& b, std::string where)
+      : json(c),
+        batch(padded_from_mask(b["response_mask"])),
+        log_probs(flatten<T>(b["log_prob"])),
+        old_log_probs(flatten<T>(b["old_log_prob"])),
+        advantages(flatten<T>(b["advantages"])),
+        mode(c["loss_agg_mode"].get<std::string>()),
+        context(std::move(where)) {
+    if (c["rollout_is_weights"].get<bool>())
+      rollout_is_weights = flatten<T>(b["rollout_is_weights"]);
+  }
+
+  // The actor fields the case's config holds (absent or null ones keep veRL's defaults).
+  [[nodiscard]] verl::actor_config actor() const {
+    const auto& c = json["config"];
+    const auto number = [&c](const char* key) -> std::optional<double> {
+      if (!c.contains(key) || c[key].is_null()) return std::nullopt;
+      return c[key].get<double>();
+    };
+    verl::actor_config config{.loss_agg_mode = mode};
+    if (const auto v = number("clip_ratio")) config.clip_ratio = *v;
+    config.clip_ratio_low = number("clip_ratio_low");
+    config.clip_ratio_high = number("clip_ratio_high");
+    if (const auto v = number("clip_ratio_c")) config.clip_ratio_c = *v;
+    return config;
+  }
+
+  // agg_loss's divisors: the batch's own counts, or the case's global_batch_info.
+  [[nodiscard]] cascade_rl::loss_normalizer normalizer(
+      cascade_rl::loss_aggregation aggregation) const {
+    const auto& info = json["config"]["global_batch_info"];
+    if (info.empty())
+      return verl::single_rank_normalizer(cascade_rl::exec::seq, batch.layout(), aggregation,
+                                          batch.width);
+    return verl::global_batch_normalizer(aggregation, info["batch_num_tokens"].get<double>(),
+                                         info["global_batch_size"].get<double>(),
+                                         info["loss_scale_factor"].get<double>());
+  }
+
+  // veRL's agg_loss multiplies by dp_size (see verl::global_batch_normalizer).
+  [[nodiscard]] double dp_size() const {
+    const auto& info = json["config"]["global_batch_info"];
+    return info.empty() ? 1.0 : info["dp_size"].get<double>();
+  }
+
+  // The loss and dL/dlogp, times dp_size; P4's magnitudes relative (README_v2's Cautions).
+  void expect_loss_and_gradient(double loss, const std::vector<T>& grad) const {
+    const bool relative = json["batch"] == "P4";
+    const double atol = relative ? 0.0 : cascade_rl::testing::reference_atol;
+    const double rtol = relative ? 1e-5 : cascade_rl::testing::reference_rtol;
+    const double dp = dp_size();
+    expect_close(loss * dp, json["loss"].get<double>(), context + " loss", rtol, atol);
+    std::vector<double> scaled(grad.size());
+    for (std::size_t t = 0; t < grad.size(); ++t) scaled[t] = static_cast<double>(grad[t]) * dp;
+    expect_all_close(std::span<const double>(scaled), flatten<double>(json["grad_log_prob"]),
+                     context + " grad_log_prob", rtol, relative ? 1e-6 : atol);
+  }
+
+  void expect_metric(double value, const char* key) const {
+    expect_close(value, json["metrics"][key].get<double>(), context + " " + key);
+  }
+};
+
+// Runs check(case) on every case of policy_losses.<name>, in double and in float.
+template <class Check>
+void for_each_v2_case(const std::string& name, const Check& check) {
+  const auto reference = load_reference("verl_core_algos_v2.json");
+  const auto& cases = reference["policy_losses"][name]["cases"];
+  ASSERT_FALSE(cases.empty()) << name;
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const auto& c = cases[k];
+    const auto& batch = reference["policy_loss_batches"][c["batch"].get<std::string>()];
+    const std::string context =
+        name + "[" + std::to_string(k) + "] " + c["batch"].get<std::string>() + " " +
+        c["loss_agg_mode"].get<std::string>() + " " + c["variant"].get<std::string>();
+    check(v2_case<double>(c, batch, context));
+    check(v2_case<float>(c, batch, context + " (float)"));
+  }
+}
+
+template <class T>
+void check_cispo(const v2_case<T>& c) {
+  const auto options = std::get<cascade_rl::cispo_options>(verl::policy_loss("cispo", c.actor()));
+  const auto layout = c.batch.layout();
+  std::vector<T> grad(layout.tokens(), T(-7));
+  const auto result = cascade_rl::cispo_loss(cascade_rl::exec::seq, layout,
+                                             {.log_probs = c.log_probs,
+                                              .old_log_probs = c.old_log_probs,
+                                              .advantages = c.advantages,
+                                              .rollout_is_weights = c.rollout_is_weights},
+                                             grad, c.normalizer(options.aggregation), options);
+  c.expect_loss_and_gradient(result.loss, grad);
+  c.expect_metric(result.metrics.clip_fraction(), "actor/pg_clipfrac");
+  c.expect_metric(result.metrics.approx_kl(), "actor/ppo_kl");
+  c.expect_metric(result.metrics.dual_clip_fraction(), "actor/pg_clipfrac_lower");
+}
+
+TEST(VerlReferenceLossesV2, CispoEveryCase) {
+  for_each_v2_case("cispo", [](const auto& c) { check_cispo(c); });
 }
 
 }  // namespace

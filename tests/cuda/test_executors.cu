@@ -236,6 +236,33 @@ TEST_F(Gpu, LossesMatchHostInEveryMode) {
                                            grad.span(), normalizer_for(mode), po);
       EXPECT_EQ(again.loss, dp.loss) << "not deterministic";
     }
+  const auto weights = cr::testing::rollout_is_weights_of(b);
+  device_vector<float> d_weights(weights);
+  for (auto mode : cr::testing::all_aggregation_modes)
+    for (const bool weighted : {false, true}) {
+      const cr::cispo_options co{.clip_low = 0.1, .clip_high = 0.28, .aggregation = mode};
+      const auto hc =
+          cr::cispo_loss(cr::exec::seq, layout,
+                         {.log_probs = b.log_probs,
+                          .old_log_probs = b.old_log_probs,
+                          .advantages = b.advantages,
+                          .rollout_is_weights = weighted ? std::span<const float>(weights)
+                                                         : std::span<const float>{}},
+                         want, normalizer_for(mode), co);
+      const auto dc = cr::cispo_loss(
+          cr::exec::cuda{}, d_layout,
+          {.log_probs = logp.cspan(),
+           .old_log_probs = old.cspan(),
+           .advantages = adv.cspan(),
+           .rollout_is_weights = weighted ? d_weights.cspan() : std::span<const float>{}},
+          grad.span(), normalizer_for(mode), co);
+      expect_same_sum(dc.loss, hc.loss, "cispo loss");
+      EXPECT_EQ(dc.metrics.valid_tokens, hc.metrics.valid_tokens);
+      EXPECT_EQ(dc.metrics.clipped, hc.metrics.clipped);
+      EXPECT_GT(hc.metrics.clipped, 0u);
+      expect_same_sum(dc.metrics.approx_kl_sum, hc.metrics.approx_kl_sum, "cispo approx_kl_sum");
+      expect_same_bits(grad.host(), want, "cispo grad");
+    }
   for (auto estimator : {cr::kl_estimator::k1, cr::kl_estimator::abs, cr::kl_estimator::k2, cr::kl_estimator::k3}) {
     const cr::kl_options kl{.estimator = estimator, .input_clamp = 1.0, .output_clamp = 0.9};
     const double h = cr::kl_penalty(cr::exec::seq, layout,
@@ -742,6 +769,25 @@ TEST_F(Gpu, NonFiniteInputsAreNamedAsTheHostNamesThem) {
               host_out, normalizer_for(cr::loss_aggregation::token_mean));
         },
         "reinforce_loss");
+    // As CISPO's rollout_is_weights (its fourth argument, after three finite ones).
+    expect_same_refusal(
+        [&] {
+          cr::cispo_loss(cr::exec::cuda{}, layout,
+                         {.log_probs = d_finite.cspan(),
+                          .old_log_probs = d_finite.cspan(),
+                          .advantages = d_finite.cspan(),
+                          .rollout_is_weights = rewards.cspan()},
+                         out.span(), normalizer_for(cr::loss_aggregation::token_mean));
+        },
+        [&] {
+          cr::cispo_loss(cr::exec::seq, host_layout,
+                         {.log_probs = host_finite,
+                          .old_log_probs = host_finite,
+                          .advantages = host_finite,
+                          .rollout_is_weights = host_r},
+                         host_out, normalizer_for(cr::loss_aggregation::token_mean));
+        },
+        "cispo_loss");
   }
 }
 

@@ -258,6 +258,54 @@ TEST(PortableLosses, PpoClipEveryModeMatchesHost) {
       }
 }
 
+TEST(PortableLosses, CispoEveryModeMatchesHost) {
+  const auto b = big_batch(7);
+  const auto layout = b.layout();
+  const auto weights = cr::testing::rollout_is_weights_of(b);
+  const auto normalizer_for =
+      [counts = cr::local_loss_counts(cr::exec::seq, layout)](cascade_rl::loss_aggregation mode) {
+        return counts.normalizer(mode, 64.0);
+      };
+  std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
+  for (auto mode : cr::testing::all_aggregation_modes)
+    for (const bool weighted : {false, true}) {
+      const cr::cispo_options options{
+          .clip_low = 0.1, .clip_high = 0.28, .log_ratio_clamp = 0.5, .aggregation = mode};
+      std::vector<float> hg(b.tokens()), dg(b.tokens());
+      const auto h =
+          cr::cispo_loss(cr::exec::seq, layout,
+                         {.log_probs = b.log_probs,
+                          .old_log_probs = b.old_log_probs,
+                          .advantages = b.advantages,
+                          .rollout_is_weights = weighted ? std::span<const float>(weights)
+                                                         : std::span<const float>{}},
+                         hg, normalizer_for(mode), options);
+      portable::cispo_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
+                           b.advantages.data(), weighted ? weights.data() : nullptr, dg.data(),
+                           normalizer_for(mode), options, scratch.data());
+      expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
+      EXPECT_GT(h.metrics.clipped, 0u);
+      expect_same_bits(dg, hg, "cispo dL/dlogp");
+    }
+  // Unmasked: the host's branch-free loop.
+  const cr::token_layout unmasked(b.offsets);
+  const device_token_layout dlayout{b.offsets.data(), nullptr, b.offsets.size() - 1, b.tokens()};
+  const auto counts = cr::local_loss_counts(cr::exec::seq, unmasked);
+  std::vector<float> hg(b.tokens()), dg(b.tokens());
+  const auto h = cr::cispo_loss(cr::exec::par.with_threads(3), unmasked,
+                                {.log_probs = b.log_probs,
+                                 .old_log_probs = b.old_log_probs,
+                                 .advantages = b.advantages,
+                                 .rollout_is_weights = weights},
+                                hg, counts.normalizer(cr::loss_aggregation::token_mean, 1.0));
+  portable::cispo_loss(system, dlayout, b.log_probs.data(), b.old_log_probs.data(),
+                       b.advantages.data(), weights.data(), dg.data(),
+                       counts.normalizer(cr::loss_aggregation::token_mean, 1.0),
+                       cr::cispo_options{}, scratch.data());
+  expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
+  expect_same_bits(dg, hg, "unmasked cispo dL/dlogp");
+}
+
 // Without a mask the host runs its branch-free loss loop: the same bits all the same.
 TEST(PortableLosses, UnmaskedReinforceAndPpoMatchHost) {
   const auto b = big_batch(6);

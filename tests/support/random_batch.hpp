@@ -3,6 +3,7 @@
 // micro-batches at sequence boundaries (sub-layouts with rebased offsets).
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <random>
@@ -113,6 +114,18 @@ inline std::vector<batch_slice> random_split(const token_layout& layout, std::si
   for (std::size_t k = 0; k + 1 < cuts.size(); ++k)
     slices.push_back(slice_sequences(layout, cuts[k], cuts[k + 1]));
   return slices;
+}
+
+// Precomputed rollout correction weights as veRL passes them (rollout_is_weights):
+// min(exp(old - behaviour), 2), so that they vary and some are capped.
+template <class T>
+std::vector<T> rollout_is_weights_of(const random_batch<T>& batch) {
+  std::vector<T> weights(batch.tokens());
+  for (std::size_t t = 0; t < weights.size(); ++t)
+    weights[t] =
+        static_cast<T>(std::min(2.0, std::exp(static_cast<double>(batch.old_log_probs[t]) -
+                                              static_cast<double>(batch.behaviour_log_probs[t]))));
+  return weights;
 }
 
 }  // namespace cascade_rl::testing

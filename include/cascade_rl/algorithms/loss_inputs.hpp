@@ -34,6 +34,17 @@ struct ppo_clip_inputs {
   std::span<const T> behaviour_log_probs = {};
 };
 
+// The losses of the ratio to the old policy from veRL's wave 2 (cispo_loss).
+// rollout_is_weights: veRL's precomputed rollout correction weights, a stop-gradient
+// factor on each token's loss (one per token); empty: none.
+template <std::floating_point T>
+struct policy_ratio_inputs {
+  std::span<const T> log_probs;
+  std::span<const T> old_log_probs;
+  std::span<const T> advantages;
+  std::span<const T> rollout_is_weights = {};
+};
+
 // kl_penalty and kl_loss: the policy's log-probs and the reference policy's.
 template <std::floating_point T>
 struct kl_inputs {

@@ -7,6 +7,8 @@
 //   ppo_clip_loss   PPO's clipped surrogate as in veRL compute_policy_loss_vanilla,
 //                   with clip-higher (DAPO: separate low/high ranges) and dual clip
 //                   (Ye et al. 2020, "Mastering Complex Control in MOBA Games").
+//   cispo_loss      CISPO (MiniMax-M1): the clipped ratio as a stop-gradient weight on
+//                   -A * logp, as in veRL compute_policy_loss_cispo.
 //
 // Each returns the aggregated loss (see loss_aggregation.hpp) and writes
 // grad_out[t] = dL/dlogp_t for every token, 0 on masked tokens: the seed of the
@@ -52,6 +54,16 @@ inline void validate_ppo_options(const ppo_clip_options& options) {
     fail("options.log_ratio_clamp",
          "is " + std::to_string(options.log_ratio_clamp) + ", expected > 0");
   validate_importance(options.importance, "options.importance");
+}
+
+inline void validate_cispo_options(const cispo_options& options) {
+  if (!(options.clip_low >= 0))
+    fail("options.clip_low", "is " + std::to_string(options.clip_low) + ", expected >= 0");
+  if (!(options.clip_high >= 0))
+    fail("options.clip_high", "is " + std::to_string(options.clip_high) + ", expected >= 0");
+  if (!(options.log_ratio_clamp > 0))
+    fail("options.log_ratio_clamp",
+         "is " + std::to_string(options.log_ratio_clamp) + ", expected > 0");
 }
 
 template <class Policy, std::floating_point T>
@@ -100,49 +112,76 @@ bool fused_loss_applies(const token_layout& layout, const std::array<token_input
   return uniform_aggregation_weight(normalizer, aggregation, weight);
 }
 
-// The passes every policy loss shares. `unweighted(t, metrics)` is the token's loss;
-// when the options ask for a correction the term is its importance-weighted form, with
-// the ratio of `ratio_target` (the log-probs the correction aims at) over the behaviour
-// log-probs. Both are free of branches so that their loops vectorise. First the fused
-// single pass when it applies, finiteness riding along (`nonfinite` flags a token whose
-// inputs are not all finite; the behaviour log-probs are checked too when corrected).
-// Else, or when a value is not finite, the checks that name the first bad input, then
-// the general pass.
-template <class Policy, std::floating_point T, std::size_t N, class Nonfinite, class Unweighted>
-policy_loss_result policy_loss_passes(const Policy& policy, const token_layout& layout,
-                                      const std::array<token_input<T>, N>& inputs,
-                                      std::span<const T> ratio_target,
-                                      std::span<const T> behaviour_log_probs, std::span<T> grad_out,
-                                      const loss_normalizer& normalizer, loss_aggregation aggregation,
-                                      const importance_options& importance, const Nonfinite& nonfinite,
-                                      const Unweighted& unweighted) {
-  const bool corrected = importance.mode != importance_sampling::none;
-  const auto weighted = [&](std::size_t t, policy_loss_metrics& m) {
-    return terms::importance_weighted(
-        unweighted(t, m),
-        static_cast<double>(ratio_target[t]) - static_cast<double>(behaviour_log_probs[t]),
-        importance, m);
-  };
+// The fused single pass when it applies, finiteness riding along (`nonfinite` flags a
+// token whose inputs are not all finite). Else, or when a value is not finite, the
+// checks that name the first bad input, then the general pass.
+template <class Policy, std::floating_point T, std::size_t N, class Nonfinite, class Term>
+policy_loss_result policy_loss_pass(const Policy& policy, const token_layout& layout,
+                                    const std::array<token_input<T>, N>& inputs,
+                                    std::span<const T> given_weights,
+                                    std::span<const T> behaviour_log_probs, std::span<T> grad_out,
+                                    const loss_normalizer& normalizer, loss_aggregation aggregation,
+                                    const importance_options& importance,
+                                    const Nonfinite& nonfinite, const Term& term) {
   T weight{};
   if (fused_loss_applies(layout, inputs, behaviour_log_probs, grad_out, normalizer, aggregation,
-                         importance, weight)) {
+                         importance, weight) &&
+      (given_weights.empty() || given_weights.size() == layout.tokens())) {
     const auto fused =
-        corrected ? fused_token_losses<policy_loss_metrics>(
-                        policy, layout, grad_out, weight,
-                        [&](std::size_t t) { return nonfinite(t) | nonfinite_at(behaviour_log_probs, t); },
-                        weighted)
-                  : fused_token_losses<policy_loss_metrics>(policy, layout, grad_out, weight,
-                                                            nonfinite, unweighted);
+        fused_token_losses<policy_loss_metrics>(policy, layout, grad_out, weight, nonfinite, term);
     if (!fused.nonfinite) return {fused.total.loss, fused.total.metrics};
     // A bad input: the checks below name it as they always have.
   }
-  for (const token_input<T>& input : inputs) validate_token_input(policy, layout, input.values, input.name);
-  prepare_policy_loss(policy, layout, behaviour_log_probs, grad_out, normalizer, aggregation, importance);
-  const auto total = reduce_token_losses<policy_loss_metrics>(
-      policy, layout, grad_out, [&](std::size_t t, policy_loss_metrics& m) {
-        return corrected ? weighted(t, m) : unweighted(t, m);
-      });
+  for (const token_input<T>& input : inputs)
+    validate_token_input(policy, layout, input.values, input.name);
+  if (!given_weights.empty())
+    validate_token_input(policy, layout, given_weights, "rollout_is_weights");
+  prepare_policy_loss(policy, layout, behaviour_log_probs, grad_out, normalizer, aggregation,
+                      importance);
+  const auto total = reduce_token_losses<policy_loss_metrics>(policy, layout, grad_out, term);
   return {total.loss, total.metrics};
+}
+
+// The passes every policy loss shares. `unweighted(t, metrics)` is the token's loss;
+// `given_weights` (veRL's rollout_is_weights; empty: none) scale it when present, and
+// when the options ask for a correction the term is then importance-weighted, with the
+// ratio of `ratio_target` (the log-probs the correction aims at) over the behaviour
+// log-probs, whose finiteness is checked too. Every term is free of branches so that
+// its loop vectorises; each combination is its own instantiation.
+template <class Policy, std::floating_point T, std::size_t N, class Nonfinite, class Unweighted>
+policy_loss_result policy_loss_passes(const Policy& policy, const token_layout& layout,
+                                      const std::array<token_input<T>, N>& inputs,
+                                      std::span<const T> given_weights,
+                                      std::span<const T> ratio_target,
+                                      std::span<const T> behaviour_log_probs, std::span<T> grad_out,
+                                      const loss_normalizer& normalizer,
+                                      loss_aggregation aggregation,
+                                      const importance_options& importance,
+                                      const Nonfinite& nonfinite, const Unweighted& unweighted) {
+  const auto pass = [&](const auto& nonfinite_of, const auto& term) {
+    return policy_loss_pass(policy, layout, inputs, given_weights, behaviour_log_probs, grad_out,
+                            normalizer, aggregation, importance, nonfinite_of, term);
+  };
+  const auto given = [&](std::size_t t, policy_loss_metrics& m) {
+    return terms::given_weighted(unweighted(t, m), static_cast<double>(given_weights[t]));
+  };
+  const auto given_nonfinite = [&](std::size_t t) {
+    return nonfinite(t) | nonfinite_at(given_weights, t);
+  };
+  const auto corrected = [&](const auto& inner_nonfinite, const auto& inner) {
+    return pass(
+        [&](std::size_t t) { return inner_nonfinite(t) | nonfinite_at(behaviour_log_probs, t); },
+        [&](std::size_t t, policy_loss_metrics& m) {
+          return terms::importance_weighted(
+              inner(t, m),
+              static_cast<double>(ratio_target[t]) - static_cast<double>(behaviour_log_probs[t]),
+              importance, m);
+        });
+  };
+  if (importance.mode == importance_sampling::none)
+    return given_weights.empty() ? pass(nonfinite, unweighted) : pass(given_nonfinite, given);
+  return given_weights.empty() ? corrected(nonfinite, unweighted)
+                               : corrected(given_nonfinite, given);
 }
 
 }  // namespace detail
@@ -170,8 +209,8 @@ policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layo
       policy, layout,
       std::array{detail::token_input<T>{log_probs, "log_probs"},
                  detail::token_input<T>{advantages, "advantages"}},
-      log_probs, inputs.behaviour_log_probs, output_span(grad_out), normalizer, options.aggregation,
-      options.importance,
+      std::span<const T>{}, log_probs, inputs.behaviour_log_probs, output_span(grad_out),
+      normalizer, options.aggregation, options.importance,
       [&](std::size_t t) {
         return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(advantages, t);
       },
@@ -211,8 +250,45 @@ policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layou
       std::array{detail::token_input<T>{log_probs, "log_probs"},
                  detail::token_input<T>{old_log_probs, "old_log_probs"},
                  detail::token_input<T>{advantages, "advantages"}},
-      old_log_probs, inputs.behaviour_log_probs, output_span(grad_out), normalizer,
-      options.aggregation, options.importance,
+      std::span<const T>{}, old_log_probs, inputs.behaviour_log_probs, output_span(grad_out),
+      normalizer, options.aggregation, options.importance,
+      [&](std::size_t t) {
+        return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
+               detail::nonfinite_at(advantages, t);
+      },
+      unweighted);
+}
+
+// CISPO: l_t = -sg(clamp(r_t, 1 - clip_low, 1 + clip_high)) * A_t * logp_t with r_t =
+// exp(clamp(logp_t - old_logp_t, +-log_ratio_clamp)), times inputs.rollout_is_weights
+// when given; dl_t/dlogp_t is the factor before logp_t, whatever the clip. metrics.clipped
+// counts the tokens whose ratio the clip moved (veRL's pg_clipfrac), approx_kl is PPO's.
+template <exec::host_policy Policy, contiguous_output Out>
+policy_loss_result cispo_loss(const Policy& policy, const token_layout& layout,
+                              const policy_ratio_inputs<output_value_t<Out>>& inputs,
+                              Out&& grad_out, const loss_normalizer& normalizer,
+                              const cispo_options& options = {}) {
+  using T = output_value_t<Out>;
+  detail::validate_cispo_options(options);
+  const terms::cispo_params params = detail::cispo_params_of(options);
+  const std::span<const T> log_probs = inputs.log_probs;
+  const std::span<const T> old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
+    ++m.valid_tokens;
+    const terms::ppo_clip_token_result r =
+        terms::cispo_token(static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
+                           static_cast<double>(advantages[t]), params);
+    terms::count_clips(r, m);
+    return detail::token_loss_with_kl(r);
+  };
+  return detail::policy_loss_passes(
+      policy, layout,
+      std::array{detail::token_input<T>{log_probs, "log_probs"},
+                 detail::token_input<T>{old_log_probs, "old_log_probs"},
+                 detail::token_input<T>{advantages, "advantages"}},
+      inputs.rollout_is_weights, old_log_probs, std::span<const T>{}, output_span(grad_out),
+      normalizer, options.aggregation, importance_options{},
       [&](std::size_t t) {
         return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
                detail::nonfinite_at(advantages, t);

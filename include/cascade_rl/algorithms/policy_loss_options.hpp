@@ -39,6 +39,18 @@ struct ppo_clip_options {
   importance_options importance{};
 };
 
+// CISPO: the ratio to the old policy clipped to [1 - clip_low, 1 + clip_high] and used
+// as a stop-gradient weight (MiniMax-M1's epsilon_low is often large: no floor). Only
+// the inputs' rollout_is_weights correct for the sampler; there is no importance option.
+struct cispo_options {
+  double clip_low = 0.2;   // >= 0; 1 - clip_low <= 0 leaves the ratio without a floor
+  double clip_high = 0.2;  // >= 0
+  // |logp - old_logp| is clamped to this before exp (veRL: 20); the gradient does not
+  // see the clamp (the weight is a stop-gradient).
+  double log_ratio_clamp = 20.0;
+  loss_aggregation aggregation = loss_aggregation::token_mean;
+};
+
 // MOPD (Nemotron-Cascade 2): -(1/|V|) sum_t w_t * a_t * log pi_train(y_t) with
 // w_t = r_t * 1[0.5 <= r_t <= 2], r_t = pi_train / pi_rollout (stop-gradient), and a_t =
 // teacher logp - student logp passed as the advantages. |V| counts every valid token,
@@ -57,6 +69,10 @@ namespace detail {
 inline terms::ppo_clip_params ppo_params_of(const ppo_clip_options& options) {
   return {options.clip_low, options.clip_high, options.dual_clip ? *options.dual_clip : 0.0,
           options.log_ratio_clamp};
+}
+
+inline terms::cispo_params cispo_params_of(const cispo_options& options) {
+  return {options.clip_low, options.clip_high, options.log_ratio_clamp};
 }
 
 }  // namespace detail

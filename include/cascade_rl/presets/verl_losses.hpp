@@ -4,6 +4,7 @@
 //   - PPO clip: clip_ratio 0.2 (clip_ratio_low/high override it), dual clip
 //     clip_ratio_c = 3.0 (always on in compute_policy_loss_vanilla), log-ratio clamped
 //     to +-20 before exp, loss_agg_mode "token-mean" by default;
+//   - CISPO: clip_ratio_low/high as PPO's, no dual clip, the clamp of +-20;
 //   - truncated IS: w = min(exp(old_log_prob - rollout_log_probs), tis_imp_ratio_cap);
 //   - kl_penalty names "kl"/"k1", "abs", "mse"/"k2", "low_var_kl"/"k3", the latter with
 //     the input clamped to +-20 and the output to +-10;
@@ -65,6 +66,18 @@ namespace cascade_rl::presets::verl {
   return options;
 }
 
+// compute_policy_loss_cispo: clip_ratio_low / clip_ratio_high (no dual clip), log-ratio
+// clamped to +-20 before exp, the actor's loss_agg_mode. veRL's rollout_is_weights are
+// the inputs' rollout_is_weights.
+[[nodiscard]] inline cispo_options cispo(loss_aggregation mode = loss_aggregation::token_mean,
+                                         double clip_ratio_low = 0.2,
+                                         double clip_ratio_high = 0.2) {
+  return {.clip_low = clip_ratio_low,
+          .clip_high = clip_ratio_high,
+          .log_ratio_clamp = 20.0,
+          .aggregation = mode};
+}
+
 // kl_penalty's type strings. The straight-through "+" variants (k3+) are not supported.
 [[nodiscard]] inline kl_options kl_penalty(std::string_view type) {
   kl_options options{.estimator = kl_estimator::k3, .input_clamp = 20.0, .output_clamp = 10.0};
@@ -101,6 +114,23 @@ template <exec::host_policy Policy>
                                                      loss_aggregation mode,
                                                      std::size_t padded_length) {
   return local_loss_counts(policy, layout).normalizer(mode, static_cast<double>(padded_length));
+}
+
+// actor.global_batch_info: the step's normaliser from the global counts veRL's trainer
+// passes (batch_num_tokens, global_batch_size, loss_scale_factor). veRL's agg_loss also
+// multiplies the rank's loss by dp_size, which undoes its engine's averaging of gradients
+// over the data-parallel ranks; cascade_rl's rank losses are shares of the step's loss
+// and their gradients are summed across ranks (distributed/), so dp_size is left out:
+// veRL's value is this loss times dp_size (multiply the gradient likewise under an
+// engine that averages).
+[[nodiscard]] inline loss_normalizer global_batch_normalizer(loss_aggregation mode,
+                                                             double batch_num_tokens,
+                                                             double global_batch_size,
+                                                             double loss_scale_factor) {
+  return {.mode = mode,
+          .tokens = batch_num_tokens,
+          .sequences = global_batch_size,
+          .scale = loss_scale_factor};
 }
 
 }  // namespace cascade_rl::presets::verl

@@ -66,5 +66,14 @@ CASCADE_RL_HD L importance_weighted(L l, double log_ratio, const importance_opti
   return l;
 }
 
+// The token loss scaled by a weight the caller computed (veRL's rollout_is_weights, a
+// stop-gradient factor): value and gradient alike.
+template <class L>
+CASCADE_RL_HD L given_weighted(L l, double weight) {
+  l.value = l.value * weight;
+  l.grad = l.grad * weight;
+  return l;
+}
+
 }  // namespace terms
 }  // namespace cascade_rl

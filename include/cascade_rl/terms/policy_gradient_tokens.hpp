@@ -12,6 +12,11 @@
 //                    range, so both branches carry -A r and autograd's halves sum to it.
 //                    At an exact tie with the dual bound we keep the full gradient where
 //                    autograd would halve it (a measure-zero set).
+//   cispo_token      CISPO (MiniMax-M1, arXiv 2506.13585) as in veRL
+//                    compute_policy_loss_cispo: l = -sg(clamp(r, 1 - lo, 1 + hi)) * A * logp,
+//                    r = exp(clamp(logp - old_logp, +-bound)); dl/dlogp = -clamp(r, ..) * A,
+//                    the clipped weight being a stop-gradient (so neither clip nor clamp
+//                    zeroes the gradient, unlike PPO's).
 
 #include <cstdint>
 
@@ -78,6 +83,41 @@ CASCADE_RL_HD inline ppo_clip_token_result ppo_clip_token(double logp, double ol
   r.approx_kl = -log_ratio;
   r.clipped = (clipped & 1) != 0;
   r.dual_clipped = (dual_clipped & 1) != 0;
+  return r;
+}
+
+// The options of cispo_options as plain values a kernel can take by copy.
+struct cispo_params {
+  double clip_low = 0.2;
+  double clip_high = 0.2;
+  double log_ratio_clamp = 20;
+};
+
+// Free of branches as ppo_clip_token. `clipped` is set where the clip moved the ratio
+// (veRL's pg_clipfrac for CISPO: ratio != clipped ratio, on either side); dual_clipped
+// stays false.
+CASCADE_RL_HD inline ppo_clip_token_result cispo_token(double logp, double old_logp,
+                                                       double advantage, const cispo_params& p) {
+  using math::detail::blend;
+  using math::detail::mask_of;
+  const double raw_log_ratio = logp - old_logp;
+  const double bound = p.log_ratio_clamp;
+  double log_ratio = blend(mask_of(raw_log_ratio > bound), bound, raw_log_ratio);
+  log_ratio = blend(mask_of(log_ratio < -bound), -bound, log_ratio);
+  const double ratio = math::exp(log_ratio);
+  const double low = 1.0 - p.clip_low;
+  const double high = 1.0 + p.clip_high;
+  const std::uint64_t below = mask_of(ratio < low);
+  const std::uint64_t above = mask_of(ratio > high);
+  double clipped_ratio = blend(below, low, ratio);
+  clipped_ratio = blend(mask_of(clipped_ratio > high), high, clipped_ratio);
+  // veRL's order: (-sg(clipped) * A) * logp.
+  const double weight = -clipped_ratio * advantage;
+  ppo_clip_token_result r;
+  r.value = weight * logp;
+  r.grad = weight;
+  r.approx_kl = -log_ratio;
+  r.clipped = ((below | above) & 1) != 0;
   return r;
 }
 

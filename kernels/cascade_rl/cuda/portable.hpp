@@ -313,6 +313,17 @@ void ppo_clip_loss(ExecPolicy&& exec, const device_token_layout& layout, const T
   detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
 }
 
+// rollout_is_weights may be null (no weights).
+template <class ExecPolicy, class T>
+void cispo_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,
+                const T* old_log_probs, const T* advantages, const T* rollout_is_weights,
+                T* grad_out, const loss_normalizer& normalizer, const cispo_options& options,
+                loss_tally* scratch) {
+  const detail::cispo_term<T> term{log_probs, old_log_probs, advantages, rollout_is_weights,
+                                   cascade_rl::detail::cispo_params_of(options)};
+  detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
+}
+
 // values_out may be null. The result's loss is the sum of k_t over valid tokens.
 template <class ExecPolicy, class T>
 void kl_penalty(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,

@@ -1,6 +1,6 @@
 #pragma once
 // Token losses over the ragged layout: REINFORCE (ratio and log-prob surrogates), PPO
-// clip (clip-higher, dual clip), importance truncation and the MOPD band mask, KL
+// clip (clip-higher, dual clip), CISPO, importance truncation and the MOPD band mask, KL
 // estimators as a penalty or a loss, and aggregation of caller-computed token losses,
 // under every aggregation mode of the host core. The per-token terms are the host's
 // (terms/, through detail/token_terms.hpp) and the sums follow the host's canonical
@@ -57,6 +57,14 @@ const T* behaviour_of(std::span<const T> behaviour, const device_token_layout& l
     cascade_rl::detail::fail("behaviour_log_probs", "is empty, but the importance correction needs one per token");
   require_tokens(behaviour.size(), layout, "behaviour_log_probs");
   return behaviour.data();
+}
+
+// veRL's rollout_is_weights: empty for none, else one per token.
+template <class T>
+const T* given_weights_of(std::span<const T> weights, const device_token_layout& layout) {
+  if (weights.empty()) return nullptr;
+  require_tokens(weights.size(), layout, "rollout_is_weights");
+  return weights.data();
 }
 
 }  // namespace cascade_rl::cuda::detail
@@ -116,6 +124,28 @@ policy_loss_result ppo_clip_loss(exec::cuda_policy policy, const cuda::device_to
         return cuda::ppo_clip_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
                                    advantages.data(), behaviour, grad_out.data(), normalizer,
                                    options, result, policy.stream);
+      });
+}
+
+template <std::floating_point T>
+policy_loss_result cispo_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+                              const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
+                              const loss_normalizer& normalizer,
+                              const cispo_options& options = {}) {
+  const std::span<const T> log_probs = inputs.log_probs, old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  detail::validate_cispo_options(options);
+  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
+  cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
+  cuda::detail::require_tokens(advantages.size(), layout, "advantages");
+  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
+  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
+  return cuda::detail::run_tokens_throwing<cuda::detail::cispo_term<T>>(
+      policy.stream, options.aggregation, normalizer,
+      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
+        return cuda::cispo_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
+                                advantages.data(), weights, grad_out.data(), normalizer, options,
+                                result, policy.stream);
       });
 }
 

@@ -138,6 +138,42 @@ struct ppo_term {
   }
 };
 
+// The given weights (veRL's rollout_is_weights) as the host core applies them: after the
+// term, before any importance correction; null: none.
+template <class T>
+CASCADE_RL_HD inline terms::token_loss given_weighted(terms::token_loss l, const T* weights,
+                                                      std::size_t t) {
+  return weights == nullptr ? l : terms::given_weighted(l, static_cast<double>(weights[t]));
+}
+
+template <class T>
+struct cispo_term {
+  const T* log_probs;
+  const T* old_log_probs;
+  const T* advantages;
+  const T* rollout_is_weights;  // null: none
+  terms::cispo_params params;
+
+  CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
+    const terms::ppo_clip_token_result r =
+        terms::cispo_token(static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
+                           static_cast<double>(advantages[t]), params);
+    tally.metrics.approx_kl_sum += r.approx_kl;
+    terms::count_clips(r, tally.metrics);
+    return given_weighted(terms::token_loss{r.value, r.grad}, rollout_is_weights, t);
+  }
+  CASCADE_RL_HD void on_masked(std::size_t) const {}
+  // The arguments first_nonfinite numbers, by the names the host core gives them.
+  static constexpr std::array<const char*, 4> arguments{"log_probs", "old_log_probs", "advantages",
+                                                        "rollout_is_weights"};
+  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
+    nonfinite_hit hit;
+    hit.check(0, log_probs[t]) || hit.check(1, old_log_probs[t]) || hit.check(2, advantages[t]) ||
+        (rollout_is_weights != nullptr && hit.check(3, rollout_is_weights[t]));
+    return hit;
+  }
+};
+
 template <class T>
 struct kl_term {
   const T* log_probs;

@@ -1,5 +1,5 @@
 #pragma once
-// The CUB-shaped layer of the token losses: REINFORCE, PPO clip, the KL penalty and
+// The CUB-shaped layer of the token losses: REINFORCE, PPO clip, CISPO, the KL penalty and
 // loss, the aggregation of caller token losses, local_loss_counts; two or three launches
 // of kernel/token_losses.cuh each. Size query with d_temp_storage == nullptr, then the
 // run; the result (loss and metrics: loss_tally, the host core's policy_loss_result) is
@@ -98,6 +98,20 @@ cudaError_t ppo_clip_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                           cudaStream_t stream = nullptr) {
   const detail::ppo_term<T> term{d_log_probs, d_old_log_probs, d_advantages, d_behaviour,
                                  cascade_rl::detail::ppo_params_of(options), options.importance};
+  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
+                            options.aggregation, normalizer, d_result, stream);
+}
+
+// d_rollout_is_weights may be null (no weights).
+template <class T>
+cudaError_t cispo_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                       const device_token_layout& layout, const T* d_log_probs,
+                       const T* d_old_log_probs, const T* d_advantages,
+                       const T* d_rollout_is_weights, T* d_grad_out,
+                       const loss_normalizer& normalizer, const cispo_options& options,
+                       loss_tally* d_result, cudaStream_t stream = nullptr) {
+  const detail::cispo_term<T> term{d_log_probs, d_old_log_probs, d_advantages, d_rollout_is_weights,
+                                   cascade_rl::detail::cispo_params_of(options)};
   return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
                             options.aggregation, normalizer, d_result, stream);
 }
