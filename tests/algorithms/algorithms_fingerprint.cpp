@@ -36,6 +36,7 @@
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/token_layout.hpp"
 #include "cascade_rl/presets/verl_advantages.hpp"
+#include "cascade_rl/presets/verl_losses.hpp"
 
 namespace {
 
@@ -171,6 +172,12 @@ void losses(const std::string& prefix, const batch<T>& b) {
               {.log_probs = logp, .advantages = advantages, .behaviour_log_probs = behaviour}, grad,
               normalizer_for(mode), mopd));
     print(m + ".mopd.grad", grad);
+    print(m + ".gpg",
+          cr::reinforce_loss(
+              exec::seq, tokens,
+              {.log_probs = logp, .advantages = advantages, .rollout_is_weights = weights}, grad,
+              normalizer_for(mode), cr::presets::verl::gpg(mode)));
+    print(m + ".gpg.grad", grad);
     print(m + ".aggregate", cr::aggregate_token_losses(
                                 exec::seq, tokens, {.token_losses = ref, .token_grads = advantages},
                                 grad, normalizer_for(mode), mode));

@@ -120,6 +120,7 @@ TYPED_TEST(LossExecutors, ReinforceBitIdentical) {
   using T = TypeParam;
   const auto& b = large_batch<T>();
   const auto layout = b.layout();
+  const auto weights = cascade_rl::testing::rollout_is_weights_of(b);
   const auto normalizer_for = [counts = cascade_rl::local_loss_counts(exec::seq, layout)](
                                   cascade_rl::loss_aggregation mode) {
     return counts.normalizer(mode, 400);
@@ -127,12 +128,16 @@ TYPED_TEST(LossExecutors, ReinforceBitIdentical) {
   for (const auto mode : all_aggregation_modes) {
     auto options = cascade_rl::mopd_options();
     options.aggregation = mode;
+    // veRL's given weights (GPG, compute_policy_loss_reinforce) on odd modes' runs.
+    const bool weighted = static_cast<int>(mode) % 2 == 1;
     auto run = [&](const auto& policy, std::vector<T>& grad) {
-      return cascade_rl::reinforce_loss(policy, layout,
-                                        {.log_probs = b.log_probs,
-                                         .advantages = b.advantages,
-                                         .behaviour_log_probs = b.behaviour_log_probs},
-                                        grad, normalizer_for(mode), options);
+      return cascade_rl::reinforce_loss(
+          policy, layout,
+          {.log_probs = b.log_probs,
+           .advantages = b.advantages,
+           .behaviour_log_probs = b.behaviour_log_probs,
+           .rollout_is_weights = weighted ? std::span<const T>(weights) : std::span<const T>{}},
+          grad, normalizer_for(mode), options);
     };
     std::vector<T> expected_grad(b.tokens());
     const auto expected = run(exec::seq, expected_grad);

@@ -148,6 +148,19 @@ TEST(LossGradients, ReinforceLogProbSurrogateMatchesFiniteDifferences) {
     };
     expect_gradient_matches_differences(batch, loss, [](std::size_t) { return false; },
                                         "reinforce " + std::string(cascade_rl::to_string(mode)));
+    // veRL's GPG / compute_policy_loss_reinforce: given weights scale l and dl/dlogp.
+    const auto weights = cascade_rl::testing::rollout_is_weights_of(batch);
+    const loss_fn weighted = [&](const std::vector<double>& lp, std::vector<double>& grad) {
+      return cascade_rl::reinforce_loss(
+                 exec::seq, layout,
+                 {.log_probs = lp, .advantages = batch.advantages, .rollout_is_weights = weights},
+                 grad, normalizer,
+                 {.aggregation = mode, .surrogate = cascade_rl::reinforce_surrogate::log_prob})
+          .loss;
+    };
+    expect_gradient_matches_differences(
+        batch, weighted, [](std::size_t) { return false; },
+        "weighted reinforce " + std::string(cascade_rl::to_string(mode)));
 
     std::vector<double> ratio_grad(batch.tokens()), log_prob_grad(batch.tokens());
     cascade_rl::reinforce_loss(exec::seq, layout,

@@ -135,22 +135,26 @@ TEST(PartitionInvariance, ReinforceEveryMode) {
           cascade_rl::reinforce_options{
               .aggregation = mode, .surrogate = cascade_rl::reinforce_surrogate::log_prob,
               .importance = {.mode = importance_sampling::band_mask}}}) {
-      const auto batch = batch_for(seed);
-      const slice_loss loss = [&](const token_layout& layout, std::size_t b, std::size_t e,
-                                  std::span<double> grad, const loss_normalizer& normalizer) {
-        auto sub = [&](const std::vector<double>& v) {
-          return std::span<const double>(v).subspan(b, e - b);
+      for (const bool weighted : {false, true}) {  // given weights: veRL's GPG and reinforce
+        const auto batch = batch_for(seed);
+        const auto weights = cascade_rl::testing::rollout_is_weights_of(batch);
+        const slice_loss loss = [&](const token_layout& layout, std::size_t b, std::size_t e,
+                                    std::span<double> grad, const loss_normalizer& normalizer) {
+          auto sub = [&](const std::vector<double>& v) {
+            return std::span<const double>(v).subspan(b, e - b);
+          };
+          const auto r = cascade_rl::reinforce_loss(
+              exec::seq, layout,
+              {.log_probs = sub(batch.log_probs),
+               .advantages = sub(batch.advantages),
+               .behaviour_log_probs = sub(batch.behaviour_log_probs),
+               .rollout_is_weights = weighted ? sub(weights) : std::span<const double>{}},
+              grad, normalizer, options);
+          return run_result{r.loss, r.metrics.valid_tokens + 1000 * r.metrics.importance_masked};
         };
-        const auto r =
-            cascade_rl::reinforce_loss(exec::seq, layout,
-                                       {.log_probs = sub(batch.log_probs),
-                                        .advantages = sub(batch.advantages),
-                                        .behaviour_log_probs = sub(batch.behaviour_log_probs)},
-                                       grad, normalizer, options);
-        return run_result{r.loss, r.metrics.valid_tokens + 1000 * r.metrics.importance_masked};
-      };
-      expect_partition_invariant(batch, mode, loss, seed++,
-                                 "reinforce " + std::string(cascade_rl::to_string(mode)));
+        expect_partition_invariant(batch, mode, loss, seed++,
+                                   "reinforce " + std::string(cascade_rl::to_string(mode)));
+      }
     }
   }
 }

@@ -70,9 +70,17 @@ TEST(VerlNames, CispoTakesTheClipBoundsAndAggregation) {
   EXPECT_EQ(wide.aggregation, loss_aggregation::seq_mean_token_sum_norm);
 }
 
+TEST(VerlNames, GpgIsReinforceWithTheLogProbSurrogate) {
+  const auto gpg = std::get<cascade_rl::reinforce_options>(
+      verl::policy_loss("gpg", {.loss_agg_mode = "seq-mean-token-mean"}));
+  EXPECT_EQ(gpg.surrogate, cascade_rl::reinforce_surrogate::log_prob);
+  EXPECT_EQ(gpg.aggregation, loss_aggregation::seq_mean_token_mean);
+  EXPECT_EQ(gpg.importance.mode, importance_sampling::none);
+}
+
 TEST(VerlNames, UnknownAndNotYetImplementedLossesAreRefusedWithTheList) {
   expect_error_naming([] { (void)verl::policy_loss("ppo"); }, "loss_mode", "\"ppo\"",
-                      "not a veRL name", "implemented: vanilla, cispo", "gspo");
+                      "not a veRL name", "implemented: vanilla, cispo, gpg", "gspo");
   expect_error_naming([] { (void)verl::policy_loss("gspo"); }, "loss_mode",
                       "does not implement yet", "implemented: vanilla");
 }

@@ -314,4 +314,34 @@ TEST(VerlReferenceLossesV2, CispoEveryCase) {
   for_each_v2_case("cispo", [](const auto& c) { check_cispo(c); });
 }
 
+// GPG and compute_policy_loss_reinforce are one loss, REINFORCE's log-prob surrogate with
+// veRL's given weights; they differ in their default aggregation and in the metric veRL's
+// reinforce reports (actor/ppo_kl, a statistic of the inputs, not computed here).
+template <class T>
+void check_log_prob_reinforce(const v2_case<T>& c, const cascade_rl::reinforce_options& options) {
+  const auto layout = c.batch.layout();
+  std::vector<T> grad(layout.tokens(), T(-7));
+  const auto result = cascade_rl::reinforce_loss(cascade_rl::exec::seq, layout,
+                                                 {.log_probs = c.log_probs,
+                                                  .advantages = c.advantages,
+                                                  .rollout_is_weights = c.rollout_is_weights},
+                                                 grad, c.normalizer(options.aggregation), options);
+  c.expect_loss_and_gradient(result.loss, grad);
+}
+
+TEST(VerlReferenceLossesV2, GpgEveryCase) {
+  for_each_v2_case("gpg", [](const auto& c) {
+    EXPECT_TRUE(c.json["metrics"].empty()) << c.context;
+    check_log_prob_reinforce(
+        c, std::get<cascade_rl::reinforce_options>(verl::policy_loss("gpg", c.actor())));
+  });
+}
+
+TEST(VerlReferenceLossesV2, ReinforceEveryCase) {
+  for_each_v2_case("reinforce", [](const auto& c) {
+    check_log_prob_reinforce(c, verl::reinforce(verl::loss_agg_mode(c.mode)));
+  });
+  EXPECT_EQ(verl::reinforce().aggregation, cascade_rl::loss_aggregation::seq_mean_token_sum);
+}
+
 }  // namespace

@@ -239,6 +239,28 @@ TEST_F(Gpu, LossesMatchHostInEveryMode) {
   const auto weights = cr::testing::rollout_is_weights_of(b);
   device_vector<float> d_weights(weights);
   for (auto mode : cr::testing::all_aggregation_modes)
+    for (const auto& is : importance) {
+      const cr::reinforce_options ro{
+          .aggregation = mode, .surrogate = cr::reinforce_surrogate::log_prob, .importance = is};
+      const auto h = cr::reinforce_loss(cr::exec::seq, layout,
+                                        {.log_probs = b.log_probs,
+                                         .advantages = b.advantages,
+                                         .behaviour_log_probs = b.behaviour_log_probs,
+                                         .rollout_is_weights = weights},
+                                        want, normalizer_for(mode), ro);
+      const auto d = cr::reinforce_loss(cr::exec::cuda{}, d_layout,
+                                        {.log_probs = logp.cspan(),
+                                         .advantages = adv.cspan(),
+                                         .behaviour_log_probs = behaviour.cspan(),
+                                         .rollout_is_weights = d_weights.cspan()},
+                                        grad.span(), normalizer_for(mode), ro);
+      expect_same_sum(d.loss, h.loss, "weighted reinforce loss");
+      EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
+      EXPECT_EQ(d.metrics.importance_masked, h.metrics.importance_masked);
+      EXPECT_EQ(d.metrics.importance_truncated, h.metrics.importance_truncated);
+      expect_same_bits(grad.host(), want, "weighted reinforce grad");
+    }
+  for (auto mode : cr::testing::all_aggregation_modes)
     for (const bool weighted : {false, true}) {
       const cr::cispo_options co{.clip_low = 0.1, .clip_high = 0.28, .aggregation = mode};
       const auto hc =
@@ -769,6 +791,27 @@ TEST_F(Gpu, NonFiniteInputsAreNamedAsTheHostNamesThem) {
               host_out, normalizer_for(cr::loss_aggregation::token_mean));
         },
         "reinforce_loss");
+    // As REINFORCE's rollout_is_weights (validated before the behaviour log-probs).
+    expect_same_refusal(
+        [&] {
+          cr::reinforce_loss(cr::exec::cuda{}, layout,
+                             {.log_probs = d_finite.cspan(),
+                              .advantages = d_finite.cspan(),
+                              .behaviour_log_probs = rewards.cspan(),
+                              .rollout_is_weights = rewards.cspan()},
+                             out.span(), normalizer_for(cr::loss_aggregation::token_mean),
+                             cr::mopd_options());
+        },
+        [&] {
+          cr::reinforce_loss(cr::exec::seq, host_layout,
+                             {.log_probs = host_finite,
+                              .advantages = host_finite,
+                              .behaviour_log_probs = host_r,
+                              .rollout_is_weights = host_r},
+                             host_out, normalizer_for(cr::loss_aggregation::token_mean),
+                             cr::mopd_options());
+        },
+        "reinforce_loss weights");
     // As CISPO's rollout_is_weights (its fourth argument, after three finite ones).
     expect_same_refusal(
         [&] {

@@ -199,6 +199,7 @@ std::vector<cr::importance_options> importance_variants() {
 
 TEST(PortableLosses, ReinforceEveryModeMatchesHost) {
   const auto b = big_batch(3);
+  const float* const no_weights = nullptr;
   const auto layout = b.layout();
   const auto normalizer_for =
       [counts = cr::local_loss_counts(cr::exec::seq, layout)](cascade_rl::loss_aggregation mode) {
@@ -216,8 +217,8 @@ TEST(PortableLosses, ReinforceEveryModeMatchesHost) {
                                            .behaviour_log_probs = b.behaviour_log_probs},
                                           hg, normalizer_for(mode), options);
         portable::reinforce_loss(system, device_layout(b), b.log_probs.data(), b.advantages.data(),
-                                 b.behaviour_log_probs.data(), dg.data(), normalizer_for(mode),
-                                 options, scratch.data());
+                                 b.behaviour_log_probs.data(), no_weights, dg.data(),
+                                 normalizer_for(mode), options, scratch.data());
         expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
         expect_same_bits(dg, hg, "reinforce dL/dlogp");
       }
@@ -256,6 +257,37 @@ TEST(PortableLosses, PpoClipEveryModeMatchesHost) {
         EXPECT_GT(h.metrics.clipped, 0u);
         expect_same_bits(dg, hg, "ppo dL/dlogp");
       }
+}
+
+// veRL's GPG and compute_policy_loss_reinforce: the log-prob surrogate with given weights,
+// alone and under the band mask.
+TEST(PortableLosses, ReinforceWithGivenWeightsMatchesHost) {
+  const auto b = big_batch(8);
+  const auto layout = b.layout();
+  const auto weights = cr::testing::rollout_is_weights_of(b);
+  const auto normalizer_for =
+      [counts = cr::local_loss_counts(cr::exec::seq, layout)](cascade_rl::loss_aggregation mode) {
+        return counts.normalizer(mode, 64.0);
+      };
+  std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
+  for (auto mode : cr::testing::all_aggregation_modes)
+    for (const auto& importance : importance_variants()) {
+      const cr::reinforce_options options{.aggregation = mode,
+                                          .surrogate = cr::reinforce_surrogate::log_prob,
+                                          .importance = importance};
+      std::vector<float> hg(b.tokens()), dg(b.tokens());
+      const auto h = cr::reinforce_loss(cr::exec::seq, layout,
+                                        {.log_probs = b.log_probs,
+                                         .advantages = b.advantages,
+                                         .behaviour_log_probs = b.behaviour_log_probs,
+                                         .rollout_is_weights = weights},
+                                        hg, normalizer_for(mode), options);
+      portable::reinforce_loss(system, device_layout(b), b.log_probs.data(), b.advantages.data(),
+                               b.behaviour_log_probs.data(), weights.data(), dg.data(),
+                               normalizer_for(mode), options, scratch.data());
+      expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
+      expect_same_bits(dg, hg, "weighted reinforce dL/dlogp");
+    }
 }
 
 TEST(PortableLosses, CispoEveryModeMatchesHost) {
@@ -326,7 +358,7 @@ TEST(PortableLosses, UnmaskedReinforceAndPpoMatchHost) {
                                         {.log_probs = b.log_probs, .advantages = b.advantages}, hg,
                                         normalizer_for(mode), options);
       portable::reinforce_loss(system, dlayout, b.log_probs.data(), b.advantages.data(),
-                               no_behaviour, dg.data(), normalizer_for(mode), options,
+                               no_behaviour, no_behaviour, dg.data(), normalizer_for(mode), options,
                                scratch.data());
       expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
       expect_same_bits(dg, hg, "unmasked reinforce dL/dlogp");

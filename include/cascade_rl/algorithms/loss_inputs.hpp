@@ -17,12 +17,14 @@
 namespace cascade_rl {
 
 // reinforce_loss. behaviour_log_probs (the sampler's) are read only when
-// options.importance asks for a correction; empty otherwise.
+// options.importance asks for a correction; empty otherwise. rollout_is_weights as for
+// policy_ratio_inputs (veRL's GPG and compute_policy_loss_reinforce take them).
 template <std::floating_point T>
 struct reinforce_inputs {
   std::span<const T> log_probs;
   std::span<const T> advantages;
   std::span<const T> behaviour_log_probs = {};
+  std::span<const T> rollout_is_weights = {};
 };
 
 // ppo_clip_loss. behaviour_log_probs as for reinforce_inputs (veRL's rollout_log_probs).

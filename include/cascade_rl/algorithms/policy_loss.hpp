@@ -188,7 +188,9 @@ policy_loss_result policy_loss_passes(const Policy& policy, const token_layout& 
 
 // Strictly on-policy REINFORCE: l_t = -w_t * A_t * ratio_t with ratio_t =
 // exp(logp_t - stopgrad(logp_t)) == 1, so dl_t/dlogp_t = -w_t * A_t; no old log-probs.
-// inputs.behaviour_log_probs (the sampler's) are read only when options.importance asks.
+// inputs.behaviour_log_probs (the sampler's) are read only when options.importance asks;
+// inputs.rollout_is_weights, when given, scale each token's loss first. With the log-prob
+// surrogate this is veRL's GPG (compute_policy_loss_gpg) and compute_policy_loss_reinforce.
 template <exec::host_policy Policy, contiguous_output Out>
 policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layout,
                                   const reinforce_inputs<output_value_t<Out>>& inputs,
@@ -209,7 +211,7 @@ policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layo
       policy, layout,
       std::array{detail::token_input<T>{log_probs, "log_probs"},
                  detail::token_input<T>{advantages, "advantages"}},
-      std::span<const T>{}, log_probs, inputs.behaviour_log_probs, output_span(grad_out),
+      inputs.rollout_is_weights, log_probs, inputs.behaviour_log_probs, output_span(grad_out),
       normalizer, options.aggregation, options.importance,
       [&](std::size_t t) {
         return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(advantages, t);

@@ -5,6 +5,7 @@
 //     clip_ratio_c = 3.0 (always on in compute_policy_loss_vanilla), log-ratio clamped
 //     to +-20 before exp, loss_agg_mode "token-mean" by default;
 //   - CISPO: clip_ratio_low/high as PPO's, no dual clip, the clamp of +-20;
+//   - GPG and compute_policy_loss_reinforce: -A * logp, REINFORCE's log-prob surrogate;
 //   - truncated IS: w = min(exp(old_log_prob - rollout_log_probs), tis_imp_ratio_cap);
 //   - kl_penalty names "kl"/"k1", "abs", "mse"/"k2", "low_var_kl"/"k3", the latter with
 //     the input clamped to +-20 and the output to +-10;
@@ -76,6 +77,21 @@ namespace cascade_rl::presets::verl {
           .clip_high = clip_ratio_high,
           .log_ratio_clamp = 20.0,
           .aggregation = mode};
+}
+
+// compute_policy_loss_gpg: -A * logp (REINFORCE's log-prob surrogate, no ratio, no clip),
+// the actor's loss_agg_mode; rollout_is_weights are the inputs'.
+[[nodiscard]] inline reinforce_options gpg(loss_aggregation mode = loss_aggregation::token_mean) {
+  return {.aggregation = mode, .surrogate = reinforce_surrogate::log_prob, .importance = {}};
+}
+
+// compute_policy_loss_reinforce (not registered in veRL; its rollout-correction path calls
+// it): the same loss as GPG with veRL's default aggregation seq-mean-token-sum and the
+// precomputed IS weights as the inputs' rollout_is_weights. veRL's actor/ppo_kl metric
+// (masked mean of rollout_log_prob - log_prob) is a statistic of the inputs, not computed.
+[[nodiscard]] inline reinforce_options reinforce(
+    loss_aggregation mode = loss_aggregation::seq_mean_token_sum) {
+  return gpg(mode);
 }
 
 // kl_penalty's type strings. The straight-through "+" variants (k3+) are not supported.

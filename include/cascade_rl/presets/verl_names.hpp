@@ -44,7 +44,7 @@ struct algorithm_config {
 };
 
 // What a name can stand for; each loss or estimator added later adds its options here.
-using policy_loss_options = std::variant<ppo_clip_options, cispo_options>;
+using policy_loss_options = std::variant<ppo_clip_options, cispo_options, reinforce_options>;
 using advantage_estimator_options =
     std::variant<grpo_options, rloo_options, reinforce_plus_plus_options,
                  reinforce_plus_plus_baseline_options>;
@@ -74,11 +74,14 @@ inline policy_loss_options cispo(const actor_config& c) {
 inline constexpr entry<policy_loss_options, actor_config> policy_losses[] = {
     {"vanilla", &vanilla},
     {"cispo", &cispo},
+    {"gpg",
+     [](const actor_config& c) -> policy_loss_options {
+       return gpg(loss_agg_mode(c.loss_agg_mode));
+     }},
 };
 // Registered in veRL, not implemented here yet (the issue "Algorithms wave 2").
 inline constexpr std::string_view policy_losses_not_yet[] = {
-    "dppo_tv",  "dppo_kl", "gspo",     "sapo", "gpg",
-    "clip_cov", "kl_cov",  "geo_mean", "dro",  "bypass_mode"};
+    "dppo_tv", "dppo_kl", "gspo", "sapo", "clip_cov", "kl_cov", "geo_mean", "dro", "bypass_mode"};
 
 inline constexpr entry<advantage_estimator_options, algorithm_config> advantage_estimators[] = {
     {"grpo",

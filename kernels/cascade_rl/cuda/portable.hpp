@@ -291,13 +291,17 @@ template <class ExecPolicy>
 }
 [[nodiscard]] inline std::size_t result_index(std::size_t tokens) { return scratch_tallies(tokens) - 1; }
 
-// behaviour may be null when options.importance.mode is none.
+// behaviour may be null when options.importance.mode is none, rollout_is_weights when
+// there are none.
 template <class ExecPolicy, class T>
 void reinforce_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,
-                    const T* advantages, const T* behaviour, T* grad_out,
-                    const loss_normalizer& normalizer, const reinforce_options& options,
-                    loss_tally* scratch) {
-  const detail::reinforce_term<T> term{log_probs, advantages, behaviour,
+                    const T* advantages, const T* behaviour, const T* rollout_is_weights,
+                    T* grad_out, const loss_normalizer& normalizer,
+                    const reinforce_options& options, loss_tally* scratch) {
+  const detail::reinforce_term<T> term{log_probs,
+                                       advantages,
+                                       behaviour,
+                                       rollout_is_weights,
                                        options.surrogate == reinforce_surrogate::log_prob,
                                        options.importance};
   detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);

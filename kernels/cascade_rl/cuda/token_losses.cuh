@@ -95,13 +95,15 @@ policy_loss_result reinforce_loss(exec::cuda_policy policy, const cuda::device_t
   detail::validate_importance(options.importance, "options.importance");
   cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
   cuda::detail::require_tokens(advantages.size(), layout, "advantages");
+  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
   const T* behaviour = cuda::detail::behaviour_of(behaviour_log_probs, layout, options.importance);
   cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
   return cuda::detail::run_tokens_throwing<cuda::detail::reinforce_term<T>>(
-      policy.stream, options.aggregation, normalizer, [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
+      policy.stream, options.aggregation, normalizer,
+      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
         return cuda::reinforce_loss(temp, bytes, layout, log_probs.data(), advantages.data(),
-                                    behaviour, grad_out.data(), normalizer, options, result,
-                                    policy.stream);
+                                    behaviour, weights, grad_out.data(), normalizer, options,
+                                    result, policy.stream);
       });
 }
 

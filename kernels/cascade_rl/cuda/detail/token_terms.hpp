@@ -79,33 +79,6 @@ inline loss_counts to_loss_counts(const valid_counts& c) {
 }
 
 template <class T>
-struct reinforce_term {
-  const T* log_probs;
-  const T* advantages;
-  const T* behaviour;  // read only when importance.mode != none
-  bool log_prob_surrogate;
-  importance_options importance;
-
-  CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
-    const double logp = static_cast<double>(log_probs[t]);
-    const terms::token_loss l =
-        terms::reinforce_token(logp, static_cast<double>(advantages[t]), log_prob_surrogate);
-    if (importance.mode == importance_sampling::none) return l;
-    return terms::importance_weighted(l, logp - static_cast<double>(behaviour[t]), importance,
-                                      tally.metrics);
-  }
-  CASCADE_RL_HD void on_masked(std::size_t) const {}
-  // The arguments first_nonfinite numbers, by the names the host core gives them.
-  static constexpr std::array<const char*, 3> arguments{"log_probs", "advantages", "behaviour_log_probs"};
-  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
-    nonfinite_hit hit;
-    hit.check(0, log_probs[t]) || hit.check(1, advantages[t]) ||
-        (importance.mode != importance_sampling::none && hit.check(2, behaviour[t]));
-    return hit;
-  }
-};
-
-template <class T>
 struct ppo_term {
   const T* log_probs;
   const T* old_log_probs;
@@ -145,6 +118,38 @@ CASCADE_RL_HD inline terms::token_loss given_weighted(terms::token_loss l, const
                                                       std::size_t t) {
   return weights == nullptr ? l : terms::given_weighted(l, static_cast<double>(weights[t]));
 }
+
+template <class T>
+struct reinforce_term {
+  const T* log_probs;
+  const T* advantages;
+  const T* behaviour;           // read only when importance.mode != none
+  const T* rollout_is_weights;  // null: none
+  bool log_prob_surrogate;
+  importance_options importance;
+
+  CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
+    const double logp = static_cast<double>(log_probs[t]);
+    const terms::token_loss l = given_weighted(
+        terms::reinforce_token(logp, static_cast<double>(advantages[t]), log_prob_surrogate),
+        rollout_is_weights, t);
+    if (importance.mode == importance_sampling::none) return l;
+    return terms::importance_weighted(l, logp - static_cast<double>(behaviour[t]), importance,
+                                      tally.metrics);
+  }
+  CASCADE_RL_HD void on_masked(std::size_t) const {}
+  // The arguments first_nonfinite numbers, by the names the host core gives them, in its
+  // order of validation.
+  static constexpr std::array<const char*, 4> arguments{
+      "log_probs", "advantages", "rollout_is_weights", "behaviour_log_probs"};
+  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
+    nonfinite_hit hit;
+    hit.check(0, log_probs[t]) || hit.check(1, advantages[t]) ||
+        (rollout_is_weights != nullptr && hit.check(2, rollout_is_weights[t])) ||
+        (importance.mode != importance_sampling::none && hit.check(3, behaviour[t]));
+    return hit;
+  }
+};
 
 template <class T>
 struct cispo_term {

@@ -74,15 +74,20 @@ inline cudaError_t local_loss_counts(void* d_temp_storage, std::size_t& temp_sto
   return detail::launch(detail::combine_counts_kernel<>, 1, 256, stream, partials, blocks, d_counts);
 }
 
-// d_behaviour may be null when options.importance.mode is none. d_result: one loss_tally.
+// d_behaviour may be null when options.importance.mode is none, d_rollout_is_weights when
+// there are none. d_result: one loss_tally.
 
 template <class T>
 cudaError_t reinforce_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                            const device_token_layout& layout, const T* d_log_probs,
-                           const T* d_advantages, const T* d_behaviour, T* d_grad_out,
+                           const T* d_advantages, const T* d_behaviour,
+                           const T* d_rollout_is_weights, T* d_grad_out,
                            const loss_normalizer& normalizer, const reinforce_options& options,
                            loss_tally* d_result, cudaStream_t stream = nullptr) {
-  const detail::reinforce_term<T> term{d_log_probs, d_advantages, d_behaviour,
+  const detail::reinforce_term<T> term{d_log_probs,
+                                       d_advantages,
+                                       d_behaviour,
+                                       d_rollout_is_weights,
                                        options.surrogate == reinforce_surrogate::log_prob,
                                        options.importance};
   return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
