@@ -159,6 +159,20 @@ void losses(const std::string& prefix, const batch<T>& b) {
                                         .rollout_is_weights = weights},
                                        grad, normalizer_for(mode), cispo));
     print(m + ".cispo.grad", grad);
+    for (const auto divergence :
+         {cr::terms::dppo_divergence::total_variation, cr::terms::dppo_divergence::binary_kl}) {
+      const cr::dppo_options dppo{
+          .divergence = divergence, .clip_high = 0.05, .truncation = 1.5, .aggregation = mode};
+      const std::string d =
+          m + (divergence == cr::terms::dppo_divergence::binary_kl ? ".dppo_kl" : ".dppo_tv");
+      print(d, cr::dppo_loss(exec::seq, tokens,
+                             {.log_probs = logp,
+                              .old_log_probs = old_logp,
+                              .advantages = advantages,
+                              .rollout_is_weights = weights},
+                             grad, normalizer_for(mode), dppo));
+      print(d + ".grad", grad);
+    }
     cr::reinforce_options reinforce{.aggregation = mode};
     print(m + ".reinforce",
           cr::reinforce_loss(exec::seq, tokens, {.log_probs = logp, .advantages = advantages}, grad,

@@ -186,6 +186,34 @@ TEST(PartitionInvariance, CispoEveryModeWithAndWithoutWeights) {
   }
 }
 
+TEST(PartitionInvariance, DppoEveryModeAndDivergence) {
+  std::uint64_t seed = 170;
+  for (const auto mode : all_aggregation_modes) {
+    for (const auto divergence : {cascade_rl::terms::dppo_divergence::total_variation,
+                                  cascade_rl::terms::dppo_divergence::binary_kl}) {
+      const auto batch = batch_for(seed);
+      const auto weights = cascade_rl::testing::rollout_is_weights_of(batch);
+      const cascade_rl::dppo_options options{
+          .divergence = divergence, .clip_high = 0.05, .truncation = 1.5, .aggregation = mode};
+      const slice_loss loss = [&](const token_layout& layout, std::size_t b, std::size_t e,
+                                  std::span<double> grad, const loss_normalizer& normalizer) {
+        auto sub = [&](const std::vector<double>& v) {
+          return std::span<const double>(v).subspan(b, e - b);
+        };
+        const auto r = cascade_rl::dppo_loss(exec::seq, layout,
+                                             {.log_probs = sub(batch.log_probs),
+                                              .old_log_probs = sub(batch.old_log_probs),
+                                              .advantages = sub(batch.advantages),
+                                              .rollout_is_weights = sub(weights)},
+                                             grad, normalizer, options);
+        return run_result{r.loss, r.metrics.clipped + 1000 * r.metrics.dual_clipped};
+      };
+      expect_partition_invariant(batch, mode, loss, seed++,
+                                 "dppo " + std::string(cascade_rl::to_string(mode)));
+    }
+  }
+}
+
 TEST(PartitionInvariance, KlLossEveryEstimatorAndMode) {
   std::uint64_t seed = 200;
   for (const auto estimator :

@@ -344,4 +344,29 @@ TEST(VerlReferenceLossesV2, ReinforceEveryCase) {
   EXPECT_EQ(verl::reinforce().aggregation, cascade_rl::loss_aggregation::seq_mean_token_sum);
 }
 
+template <class T>
+void check_dppo(const v2_case<T>& c, const char* name) {
+  const auto options = std::get<cascade_rl::dppo_options>(verl::policy_loss(name, c.actor()));
+  const auto layout = c.batch.layout();
+  std::vector<T> grad(layout.tokens(), T(-7));
+  const auto result = cascade_rl::dppo_loss(cascade_rl::exec::seq, layout,
+                                            {.log_probs = c.log_probs,
+                                             .old_log_probs = c.old_log_probs,
+                                             .advantages = c.advantages,
+                                             .rollout_is_weights = c.rollout_is_weights},
+                                            grad, c.normalizer(options.aggregation), options);
+  c.expect_loss_and_gradient(result.loss, grad);
+  c.expect_metric(result.metrics.clip_fraction(), "actor/pg_clipfrac");
+  c.expect_metric(result.metrics.approx_kl(), "actor/ppo_kl");
+  c.expect_metric(result.metrics.dual_clip_fraction(), "actor/pg_clipfrac_lower");
+}
+
+TEST(VerlReferenceLossesV2, DppoTvEveryCase) {
+  for_each_v2_case("dppo_tv", [](const auto& c) { check_dppo(c, "dppo_tv"); });
+}
+
+TEST(VerlReferenceLossesV2, DppoKlEveryCase) {
+  for_each_v2_case("dppo_kl", [](const auto& c) { check_dppo(c, "dppo_kl"); });
+}
+
 }  // namespace

@@ -285,6 +285,31 @@ TEST_F(Gpu, LossesMatchHostInEveryMode) {
       expect_same_sum(dc.metrics.approx_kl_sum, hc.metrics.approx_kl_sum, "cispo approx_kl_sum");
       expect_same_bits(grad.host(), want, "cispo grad");
     }
+  for (auto mode : cr::testing::all_aggregation_modes)
+    for (const auto divergence :
+         {cr::terms::dppo_divergence::total_variation, cr::terms::dppo_divergence::binary_kl}) {
+      const cr::dppo_options dpo{
+          .divergence = divergence, .clip_high = 0.05, .truncation = 1.5, .aggregation = mode};
+      const auto h = cr::dppo_loss(cr::exec::seq, layout,
+                                   {.log_probs = b.log_probs,
+                                    .old_log_probs = b.old_log_probs,
+                                    .advantages = b.advantages,
+                                    .rollout_is_weights = weights},
+                                   want, normalizer_for(mode), dpo);
+      const auto d = cr::dppo_loss(cr::exec::cuda{}, d_layout,
+                                   {.log_probs = logp.cspan(),
+                                    .old_log_probs = old.cspan(),
+                                    .advantages = adv.cspan(),
+                                    .rollout_is_weights = d_weights.cspan()},
+                                   grad.span(), normalizer_for(mode), dpo);
+      expect_same_sum(d.loss, h.loss, "dppo loss");
+      EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
+      EXPECT_EQ(d.metrics.clipped, h.metrics.clipped);
+      EXPECT_EQ(d.metrics.dual_clipped, h.metrics.dual_clipped);
+      EXPECT_GT(h.metrics.dual_clipped, 0u);
+      expect_same_sum(d.metrics.approx_kl_sum, h.metrics.approx_kl_sum, "dppo approx_kl_sum");
+      expect_same_bits(grad.host(), want, "dppo grad");
+    }
   for (auto estimator : {cr::kl_estimator::k1, cr::kl_estimator::abs, cr::kl_estimator::k2, cr::kl_estimator::k3}) {
     const cr::kl_options kl{.estimator = estimator, .input_clamp = 1.0, .output_clamp = 0.9};
     const double h = cr::kl_penalty(cr::exec::seq, layout,

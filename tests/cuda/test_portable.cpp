@@ -290,6 +290,37 @@ TEST(PortableLosses, ReinforceWithGivenWeightsMatchesHost) {
     }
 }
 
+TEST(PortableLosses, DppoEveryModeAndDivergenceMatchesHost) {
+  const auto b = big_batch(9);
+  const auto layout = b.layout();
+  const auto weights = cr::testing::rollout_is_weights_of(b);
+  const auto normalizer_for =
+      [counts = cr::local_loss_counts(cr::exec::seq, layout)](cascade_rl::loss_aggregation mode) {
+        return counts.normalizer(mode, 64.0);
+      };
+  std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
+  for (auto mode : cr::testing::all_aggregation_modes)
+    for (const auto divergence :
+         {cr::terms::dppo_divergence::total_variation, cr::terms::dppo_divergence::binary_kl}) {
+      const cr::dppo_options options{
+          .divergence = divergence, .clip_high = 0.05, .truncation = 1.5, .aggregation = mode};
+      std::vector<float> hg(b.tokens()), dg(b.tokens());
+      const auto h = cr::dppo_loss(cr::exec::seq, layout,
+                                   {.log_probs = b.log_probs,
+                                    .old_log_probs = b.old_log_probs,
+                                    .advantages = b.advantages,
+                                    .rollout_is_weights = weights},
+                                   hg, normalizer_for(mode), options);
+      portable::dppo_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
+                          b.advantages.data(), weights.data(), dg.data(), normalizer_for(mode),
+                          options, scratch.data());
+      expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
+      EXPECT_GT(h.metrics.clipped, 0u);
+      EXPECT_GT(h.metrics.dual_clipped, 0u);
+      expect_same_bits(dg, hg, "dppo dL/dlogp");
+    }
+}
+
 TEST(PortableLosses, CispoEveryModeMatchesHost) {
   const auto b = big_batch(7);
   const auto layout = b.layout();

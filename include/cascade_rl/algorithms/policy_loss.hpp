@@ -9,6 +9,8 @@
 //                   (Ye et al. 2020, "Mastering Complex Control in MOBA Games").
 //   cispo_loss      CISPO (MiniMax-M1): the clipped ratio as a stop-gradient weight on
 //                   -A * logp, as in veRL compute_policy_loss_cispo.
+//   dppo_loss       DPPO-Binary-TV / -KL: the truncated ratio as that weight, tokens
+//                   outside the divergence trust region dropped (veRL dppo_tv, dppo_kl).
 //
 // Each returns the aggregated loss (see loss_aggregation.hpp) and writes
 // grad_out[t] = dL/dlogp_t for every token, 0 on masked tokens: the seed of the
@@ -61,6 +63,18 @@ inline void validate_cispo_options(const cispo_options& options) {
     fail("options.clip_low", "is " + std::to_string(options.clip_low) + ", expected >= 0");
   if (!(options.clip_high >= 0))
     fail("options.clip_high", "is " + std::to_string(options.clip_high) + ", expected >= 0");
+  if (!(options.log_ratio_clamp > 0))
+    fail("options.log_ratio_clamp",
+         "is " + std::to_string(options.log_ratio_clamp) + ", expected > 0");
+}
+
+inline void validate_dppo_options(const dppo_options& options) {
+  if (!(options.clip_low >= 0))
+    fail("options.clip_low", "is " + std::to_string(options.clip_low) + ", expected >= 0");
+  if (!(options.clip_high >= 0))
+    fail("options.clip_high", "is " + std::to_string(options.clip_high) + ", expected >= 0");
+  if (!(options.truncation > 0))
+    fail("options.truncation", "is " + std::to_string(options.truncation) + ", expected > 0");
   if (!(options.log_ratio_clamp > 0))
     fail("options.log_ratio_clamp",
          "is " + std::to_string(options.log_ratio_clamp) + ", expected > 0");
@@ -296,6 +310,49 @@ policy_loss_result cispo_loss(const Policy& policy, const token_layout& layout,
                detail::nonfinite_at(advantages, t);
       },
       unweighted);
+}
+
+// DPPO-Binary-TV (options.divergence total_variation) or -KL (binary_kl):
+// l_t = -A_t * sg(min(r_t, truncation)) * logp_t * m_t, r_t = exp(clamp(logp_t - old_logp_t,
+// +-log_ratio_clamp)), m_t the trust-region mask (see dppo_options), times
+// inputs.rollout_is_weights when given; dl_t/dlogp_t = -A_t * min(r_t, c) * m_t.
+// metrics.clipped counts masked-out tokens (veRL's pg_clipfrac), metrics.dual_clipped
+// kept tokens whose ratio was truncated (veRL's pg_clipfrac_lower), approx_kl is PPO's.
+template <exec::host_policy Policy, contiguous_output Out>
+policy_loss_result dppo_loss(const Policy& policy, const token_layout& layout,
+                             const policy_ratio_inputs<output_value_t<Out>>& inputs, Out&& grad_out,
+                             const loss_normalizer& normalizer, const dppo_options& options = {}) {
+  using T = output_value_t<Out>;
+  detail::validate_dppo_options(options);
+  const terms::dppo_params params = detail::dppo_params_of(options);
+  const std::span<const T> log_probs = inputs.log_probs;
+  const std::span<const T> old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  const auto run = [&]<terms::dppo_divergence D>() {
+    const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
+      ++m.valid_tokens;
+      const terms::ppo_clip_token_result r = terms::dppo_token<D>(
+          static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
+          static_cast<double>(advantages[t]), params);
+      terms::count_clips(r, m);
+      return detail::token_loss_with_kl(r);
+    };
+    return detail::policy_loss_passes(
+        policy, layout,
+        std::array{detail::token_input<T>{log_probs, "log_probs"},
+                   detail::token_input<T>{old_log_probs, "old_log_probs"},
+                   detail::token_input<T>{advantages, "advantages"}},
+        inputs.rollout_is_weights, old_log_probs, std::span<const T>{}, output_span(grad_out),
+        normalizer, options.aggregation, importance_options{},
+        [&](std::size_t t) {
+          return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
+                 detail::nonfinite_at(advantages, t);
+        },
+        unweighted);
+  };
+  if (options.divergence == terms::dppo_divergence::binary_kl)
+    return run.template operator()<terms::dppo_divergence::binary_kl>();
+  return run.template operator()<terms::dppo_divergence::total_variation>();
 }
 
 }  // namespace cascade_rl

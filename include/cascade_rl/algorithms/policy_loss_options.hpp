@@ -51,6 +51,23 @@ struct cispo_options {
   loss_aggregation aggregation = loss_aggregation::token_mean;
 };
 
+// DPPO-Binary-TV / -KL: the ratio to the old policy truncated at `truncation` as a
+// stop-gradient weight on -A * logp, the token dropped (weight 0) where the policy left
+// the trust region on its advantage's side: for A > 0 a divergence above clip_high, for
+// A <= 0 above clip_low (total variation: p - p_old > clip_high, p_old - p > clip_low;
+// binary KL: only moves toward the advantage count). The thresholds are divergences, not
+// ratio ranges, though veRL reads them from clip_ratio_low / clip_ratio_high.
+struct dppo_options {
+  terms::dppo_divergence divergence = terms::dppo_divergence::total_variation;
+  double clip_low = 0.2;   // >= 0
+  double clip_high = 0.2;  // >= 0
+  // c > 0: the weight is min(r, c) (the DPPO paper's truncated IS, a large c recommended;
+  // veRL passes the actor's clip_ratio_c, 3 by default).
+  double truncation = 20.0;
+  double log_ratio_clamp = 20.0;  // |logp - old_logp| before exp, > 0 (veRL: 20)
+  loss_aggregation aggregation = loss_aggregation::token_mean;
+};
+
 // MOPD (Nemotron-Cascade 2): -(1/|V|) sum_t w_t * a_t * log pi_train(y_t) with
 // w_t = r_t * 1[0.5 <= r_t <= 2], r_t = pi_train / pi_rollout (stop-gradient), and a_t =
 // teacher logp - student logp passed as the advantages. |V| counts every valid token,
@@ -69,6 +86,10 @@ namespace detail {
 inline terms::ppo_clip_params ppo_params_of(const ppo_clip_options& options) {
   return {options.clip_low, options.clip_high, options.dual_clip ? *options.dual_clip : 0.0,
           options.log_ratio_clamp};
+}
+
+inline terms::dppo_params dppo_params_of(const dppo_options& options) {
+  return {options.clip_low, options.clip_high, options.truncation, options.log_ratio_clamp};
 }
 
 inline terms::cispo_params cispo_params_of(const cispo_options& options) {

@@ -5,6 +5,7 @@
 //     clip_ratio_c = 3.0 (always on in compute_policy_loss_vanilla), log-ratio clamped
 //     to +-20 before exp, loss_agg_mode "token-mean" by default;
 //   - CISPO: clip_ratio_low/high as PPO's, no dual clip, the clamp of +-20;
+//   - DPPO-TV/KL: clip_ratio_low/high as divergence thresholds, clip_ratio_c truncation;
 //   - GPG and compute_policy_loss_reinforce: -A * logp, REINFORCE's log-prob surrogate;
 //   - truncated IS: w = min(exp(old_log_prob - rollout_log_probs), tis_imp_ratio_cap);
 //   - kl_penalty names "kl"/"k1", "abs", "mse"/"k2", "low_var_kl"/"k3", the latter with
@@ -92,6 +93,21 @@ namespace cascade_rl::presets::verl {
 [[nodiscard]] inline reinforce_options reinforce(
     loss_aggregation mode = loss_aggregation::seq_mean_token_sum) {
   return gpg(mode);
+}
+
+// compute_policy_loss_dppo_tv / _dppo_kl: the divergence thresholds come from
+// clip_ratio_low / clip_ratio_high, the truncation from the actor's clip_ratio_c (3 by
+// default, where the DPPO paper recommends a large one), log-ratio clamp +-20.
+[[nodiscard]] inline dppo_options dppo(terms::dppo_divergence divergence,
+                                       loss_aggregation mode = loss_aggregation::token_mean,
+                                       double clip_ratio_low = 0.2, double clip_ratio_high = 0.2,
+                                       double clip_ratio_c = 3.0) {
+  return {.divergence = divergence,
+          .clip_low = clip_ratio_low,
+          .clip_high = clip_ratio_high,
+          .truncation = clip_ratio_c,
+          .log_ratio_clamp = 20.0,
+          .aggregation = mode};
 }
 
 // kl_penalty's type strings. The straight-through "+" variants (k3+) are not supported.

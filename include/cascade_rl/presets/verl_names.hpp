@@ -44,7 +44,8 @@ struct algorithm_config {
 };
 
 // What a name can stand for; each loss or estimator added later adds its options here.
-using policy_loss_options = std::variant<ppo_clip_options, cispo_options, reinforce_options>;
+using policy_loss_options =
+    std::variant<ppo_clip_options, cispo_options, reinforce_options, dppo_options>;
 using advantage_estimator_options =
     std::variant<grpo_options, rloo_options, reinforce_plus_plus_options,
                  reinforce_plus_plus_baseline_options>;
@@ -71,8 +72,16 @@ inline policy_loss_options cispo(const actor_config& c) {
                      c.clip_ratio_high.value_or(c.clip_ratio));
 }
 
+template <terms::dppo_divergence D>
+policy_loss_options dppo(const actor_config& c) {
+  return verl::dppo(D, loss_agg_mode(c.loss_agg_mode), c.clip_ratio_low.value_or(c.clip_ratio),
+                    c.clip_ratio_high.value_or(c.clip_ratio), c.clip_ratio_c);
+}
+
 inline constexpr entry<policy_loss_options, actor_config> policy_losses[] = {
     {"vanilla", &vanilla},
+    {"dppo_tv", &dppo<terms::dppo_divergence::total_variation>},
+    {"dppo_kl", &dppo<terms::dppo_divergence::binary_kl>},
     {"cispo", &cispo},
     {"gpg",
      [](const actor_config& c) -> policy_loss_options {
@@ -81,7 +90,7 @@ inline constexpr entry<policy_loss_options, actor_config> policy_losses[] = {
 };
 // Registered in veRL, not implemented here yet (the issue "Algorithms wave 2").
 inline constexpr std::string_view policy_losses_not_yet[] = {
-    "dppo_tv", "dppo_kl", "gspo", "sapo", "clip_cov", "kl_cov", "geo_mean", "dro", "bypass_mode"};
+    "gspo", "sapo", "clip_cov", "kl_cov", "geo_mean", "dro", "bypass_mode"};
 
 inline constexpr entry<advantage_estimator_options, algorithm_config> advantage_estimators[] = {
     {"grpo",

@@ -17,6 +17,11 @@
 //                    r = exp(clamp(logp - old_logp, +-bound)); dl/dlogp = -clamp(r, ..) * A,
 //                    the clipped weight being a stop-gradient (so neither clip nor clamp
 //                    zeroes the gradient, unlike PPO's).
+//   dppo_token       DPPO-Binary-TV / -KL (arXiv 2602.04879) as in veRL
+//                    compute_policy_loss_dppo_tv / _kl: l = -A * sg(min(r, c)) * logp * m,
+//                    m = 1 where the token's divergence from the old policy is within the
+//                    threshold of its advantage's side (stop-gradient), else 0;
+//                    dl/dlogp = -A * min(r, c) * m.
 
 #include <cstdint>
 
@@ -118,6 +123,62 @@ CASCADE_RL_HD inline ppo_clip_token_result cispo_token(double logp, double old_l
   r.grad = weight;
   r.approx_kl = -log_ratio;
   r.clipped = ((below | above) & 1) != 0;
+  return r;
+}
+
+// DPPO's trust region: the total variation p - p_old of the sampled token's probability,
+// or the binary KL of Bernoulli(p_old) from Bernoulli(p).
+enum class dppo_divergence { total_variation, binary_kl };
+
+// The options of dppo_options as plain values a kernel can take by copy.
+struct dppo_params {
+  double clip_low = 0.2;   // threshold for A <= 0
+  double clip_high = 0.2;  // threshold for A > 0
+  double truncation = 20;  // c
+  double log_ratio_clamp = 20;
+};
+
+// Branch-free as ppo_clip_token. `clipped` is set where the trust region masks the token
+// out (veRL's pg_clipfrac), `dual_clipped` where a kept token's ratio exceeds c (veRL's
+// pg_clipfrac_lower for DPPO). The probabilities are exp of the unclamped log-probs, and
+// the binary KL keeps veRL's 1e-8 inside its logarithm.
+template <dppo_divergence D>
+CASCADE_RL_HD inline ppo_clip_token_result dppo_token(double logp, double old_logp,
+                                                      double advantage, const dppo_params& p) {
+  using math::detail::blend;
+  using math::detail::mask_of;
+  const double raw_log_ratio = logp - old_logp;
+  const double bound = p.log_ratio_clamp;
+  double log_ratio = blend(mask_of(raw_log_ratio > bound), bound, raw_log_ratio);
+  log_ratio = blend(mask_of(log_ratio < -bound), -bound, log_ratio);
+  const double ratio = math::exp(log_ratio);
+  const std::uint64_t truncated = mask_of(ratio > p.truncation);
+  const double truncated_ratio = blend(truncated, p.truncation, ratio);
+  const double prob = math::exp(logp);
+  const double old_prob = math::exp(old_logp);
+  std::uint64_t valid_positive = 0;
+  std::uint64_t valid_negative = 0;
+  if constexpr (D == dppo_divergence::total_variation) {
+    const double difference = prob - old_prob;
+    valid_positive = mask_of(difference <= p.clip_high);
+    valid_negative = mask_of(difference >= -p.clip_low);
+  } else {
+    const double binary_kl =
+        old_prob * (old_logp - logp) +
+        (1.0 - old_prob) * math::log((1.0 - old_prob + 1e-8) / (1.0 - prob + 1e-8));
+    valid_positive = mask_of(binary_kl <= p.clip_high) | mask_of(prob <= old_prob);
+    valid_negative = mask_of(binary_kl <= p.clip_low) | mask_of(prob >= old_prob);
+  }
+  const std::uint64_t positive = mask_of(advantage > 0);
+  const std::uint64_t valid = (positive & valid_positive) | (~positive & valid_negative);
+  // veRL's order: ((-A * sg(min(r, c))) * logp) * m.
+  const double weight = blend(valid, -advantage * truncated_ratio, 0.0);
+  ppo_clip_token_result r;
+  r.value = blend(valid, -advantage * truncated_ratio * logp, 0.0);
+  r.grad = weight;
+  r.approx_kl = -log_ratio;
+  r.clipped = (~valid & 1) != 0;
+  r.dual_clipped = (truncated & valid & 1) != 0;
   return r;
 }
 

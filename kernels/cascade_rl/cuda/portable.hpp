@@ -328,6 +328,21 @@ void cispo_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* l
   detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
 }
 
+// rollout_is_weights may be null (no weights).
+template <class ExecPolicy, class T>
+void dppo_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,
+               const T* old_log_probs, const T* advantages, const T* rollout_is_weights,
+               T* grad_out, const loss_normalizer& normalizer, const dppo_options& options,
+               loss_tally* scratch) {
+  const detail::dppo_term<T> term{log_probs,
+                                  old_log_probs,
+                                  advantages,
+                                  rollout_is_weights,
+                                  cascade_rl::detail::dppo_params_of(options),
+                                  options.divergence == terms::dppo_divergence::binary_kl};
+  detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
+}
+
 // values_out may be null. The result's loss is the sum of k_t over valid tokens.
 template <class ExecPolicy, class T>
 void kl_penalty(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,

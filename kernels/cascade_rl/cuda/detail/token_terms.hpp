@@ -180,6 +180,40 @@ struct cispo_term {
 };
 
 template <class T>
+struct dppo_term {
+  const T* log_probs;
+  const T* old_log_probs;
+  const T* advantages;
+  const T* rollout_is_weights;  // null: none
+  terms::dppo_params params;
+  bool binary_kl;
+
+  CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
+    const double logp = static_cast<double>(log_probs[t]);
+    const double old_logp = static_cast<double>(old_log_probs[t]);
+    const double advantage = static_cast<double>(advantages[t]);
+    const terms::ppo_clip_token_result r =
+        binary_kl ? terms::dppo_token<terms::dppo_divergence::binary_kl>(logp, old_logp, advantage,
+                                                                         params)
+                  : terms::dppo_token<terms::dppo_divergence::total_variation>(logp, old_logp,
+                                                                               advantage, params);
+    tally.metrics.approx_kl_sum += r.approx_kl;
+    terms::count_clips(r, tally.metrics);
+    return given_weighted(terms::token_loss{r.value, r.grad}, rollout_is_weights, t);
+  }
+  CASCADE_RL_HD void on_masked(std::size_t) const {}
+  // The arguments first_nonfinite numbers, by the names the host core gives them.
+  static constexpr std::array<const char*, 4> arguments{"log_probs", "old_log_probs", "advantages",
+                                                        "rollout_is_weights"};
+  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
+    nonfinite_hit hit;
+    hit.check(0, log_probs[t]) || hit.check(1, old_log_probs[t]) || hit.check(2, advantages[t]) ||
+        (rollout_is_weights != nullptr && hit.check(3, rollout_is_weights[t]));
+    return hit;
+  }
+};
+
+template <class T>
 struct kl_term {
   const T* log_probs;
   const T* ref_log_probs;
