@@ -159,6 +159,20 @@ void losses(const std::string& prefix, const batch<T>& b) {
                                         .rollout_is_weights = weights},
                                        grad, normalizer_for(mode), cispo));
     print(m + ".cispo.grad", grad);
+    print(m + ".dro", cr::dro_loss(exec::seq, tokens,
+                                   {.log_probs = logp,
+                                    .old_log_probs = old_logp,
+                                    .advantages = advantages,
+                                    .rollout_is_weights = weights},
+                                   grad, normalizer_for(mode), {.beta = 0.5, .aggregation = mode}));
+    print(m + ".dro.grad", grad);
+    print(m + ".sapo", cr::sapo_loss(exec::seq, tokens,
+                                     {.log_probs = logp,
+                                      .old_log_probs = old_logp,
+                                      .advantages = advantages,
+                                      .rollout_is_weights = weights},
+                                     grad, normalizer_for(mode), {.aggregation = mode}));
+    print(m + ".sapo.grad", grad);
     for (const auto divergence :
          {cr::terms::dppo_divergence::total_variation, cr::terms::dppo_divergence::binary_kl}) {
       const cr::dppo_options dppo{

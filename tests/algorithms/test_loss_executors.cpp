@@ -230,6 +230,70 @@ TYPED_TEST(LossExecutors, DppoBitIdentical) {
   }
 }
 
+TYPED_TEST(LossExecutors, DroBitIdentical) {
+  using T = TypeParam;
+  const auto& b = large_batch<T>();
+  const auto layout = b.layout();
+  const auto weights = cascade_rl::testing::rollout_is_weights_of(b);
+  const auto normalizer_for = [counts = cascade_rl::local_loss_counts(exec::seq, layout)](
+                                  cascade_rl::loss_aggregation mode) {
+    return counts.normalizer(mode, 400);
+  };
+  for (const auto mode : all_aggregation_modes) {
+    auto run = [&](const auto& policy, std::vector<T>& grad) {
+      return cascade_rl::dro_loss(policy, layout,
+                                  {.log_probs = b.log_probs,
+                                   .old_log_probs = b.old_log_probs,
+                                   .advantages = b.advantages,
+                                   .rollout_is_weights = weights},
+                                  grad, normalizer_for(mode), {.beta = 0.5, .aggregation = mode});
+    };
+    std::vector<T> expected_grad(b.tokens());
+    const auto expected = run(exec::seq, expected_grad);
+    for (const auto& policy : parallel_policies) {
+      const std::string context = "dro " + std::string(cascade_rl::to_string(mode)) + " threads " +
+                                  std::to_string(policy.threads);
+      std::vector<T> grad(b.tokens(), T(-7));
+      const auto actual = run(policy, grad);
+      EXPECT_TRUE(same_bits(actual.loss, expected.loss)) << context;
+      expect_same_bits(grad, expected_grad, context);
+      expect_same_metrics(actual.metrics, expected.metrics, context);
+    }
+  }
+}
+
+TYPED_TEST(LossExecutors, SapoBitIdentical) {
+  using T = TypeParam;
+  const auto& b = large_batch<T>();
+  const auto layout = b.layout();
+  const auto weights = cascade_rl::testing::rollout_is_weights_of(b);
+  const auto normalizer_for = [counts = cascade_rl::local_loss_counts(exec::seq, layout)](
+                                  cascade_rl::loss_aggregation mode) {
+    return counts.normalizer(mode, 400);
+  };
+  for (const auto mode : all_aggregation_modes) {
+    auto run = [&](const auto& policy, std::vector<T>& grad) {
+      return cascade_rl::sapo_loss(policy, layout,
+                                   {.log_probs = b.log_probs,
+                                    .old_log_probs = b.old_log_probs,
+                                    .advantages = b.advantages,
+                                    .rollout_is_weights = weights},
+                                   grad, normalizer_for(mode), {.aggregation = mode});
+    };
+    std::vector<T> expected_grad(b.tokens());
+    const auto expected = run(exec::seq, expected_grad);
+    for (const auto& policy : parallel_policies) {
+      const std::string context = "sapo " + std::string(cascade_rl::to_string(mode)) + " threads " +
+                                  std::to_string(policy.threads);
+      std::vector<T> grad(b.tokens(), T(-7));
+      const auto actual = run(policy, grad);
+      EXPECT_TRUE(same_bits(actual.loss, expected.loss)) << context;
+      expect_same_bits(grad, expected_grad, context);
+      expect_same_metrics(actual.metrics, expected.metrics, context);
+    }
+  }
+}
+
 TYPED_TEST(LossExecutors, KlBitIdentical) {
   using T = TypeParam;
   const auto& b = large_batch<T>();

@@ -297,4 +297,56 @@ TEST(LossGradients, DppoStopGradientMatchesFiniteDifferences) {
   }
 }
 
+// DRO has no stop-gradient and no clamp: its gradient is the loss's slope in logp.
+TEST(LossGradients, DroMatchesFiniteDifferences) {
+  std::uint64_t seed = 700;
+  for (const auto mode : all_aggregation_modes) {
+    auto batch = batch_for(seed++);
+    for (std::size_t t = 0; t < batch.tokens(); t += 13) batch.old_log_probs[t] -= 25.0;
+    const auto weights = cascade_rl::testing::rollout_is_weights_of(batch);
+    const auto layout = batch.layout();
+    const auto normalizer = normalizer_of(batch, mode);
+    const loss_fn loss = [&](const std::vector<double>& lp, std::vector<double>& grad) {
+      return cascade_rl::dro_loss(exec::seq, layout,
+                                  {.log_probs = lp,
+                                   .old_log_probs = batch.old_log_probs,
+                                   .advantages = batch.advantages,
+                                   .rollout_is_weights = weights},
+                                  grad, normalizer, {.beta = 0.7, .aggregation = mode})
+          .loss;
+    };
+    expect_gradient_matches_differences(
+        batch, loss, [](std::size_t) { return false; },
+        "dro " + std::string(cascade_rl::to_string(mode)));
+  }
+}
+
+// SAPO's gate has no stop-gradient: its gradient is the loss's slope in logp, 0 beyond
+// the log-ratio clamp (tokens near the clamp skipped).
+TEST(LossGradients, SapoMatchesFiniteDifferences) {
+  std::uint64_t seed = 800;
+  for (const auto mode : all_aggregation_modes) {
+    auto batch = batch_for(seed++);
+    for (std::size_t t = 0; t < batch.tokens(); t += 13) batch.old_log_probs[t] -= 25.0;
+    const auto weights = cascade_rl::testing::rollout_is_weights_of(batch);
+    const auto layout = batch.layout();
+    const auto normalizer = normalizer_of(batch, mode);
+    const cascade_rl::sapo_options options{.tau_pos = 2.0, .tau_neg = 1.5, .aggregation = mode};
+    const loss_fn loss = [&](const std::vector<double>& lp, std::vector<double>& grad) {
+      return cascade_rl::sapo_loss(exec::seq, layout,
+                                   {.log_probs = lp,
+                                    .old_log_probs = batch.old_log_probs,
+                                    .advantages = batch.advantages,
+                                    .rollout_is_weights = weights},
+                                   grad, normalizer, options)
+          .loss;
+    };
+    const skip_fn near_kink = [&](std::size_t t) {
+      return near(std::abs(batch.log_probs[t] - batch.old_log_probs[t]), 20.0);
+    };
+    expect_gradient_matches_differences(batch, loss, near_kink,
+                                        "sapo " + std::string(cascade_rl::to_string(mode)));
+  }
+}
+
 }  // namespace

@@ -214,6 +214,53 @@ TEST(PartitionInvariance, DppoEveryModeAndDivergence) {
   }
 }
 
+TEST(PartitionInvariance, DroEveryMode) {
+  std::uint64_t seed = 190;
+  for (const auto mode : all_aggregation_modes) {
+    const auto batch = batch_for(seed);
+    const auto weights = cascade_rl::testing::rollout_is_weights_of(batch);
+    const slice_loss loss = [&](const token_layout& layout, std::size_t b, std::size_t e,
+                                std::span<double> grad, const loss_normalizer& normalizer) {
+      auto sub = [&](const std::vector<double>& v) {
+        return std::span<const double>(v).subspan(b, e - b);
+      };
+      const auto r = cascade_rl::dro_loss(exec::seq, layout,
+                                          {.log_probs = sub(batch.log_probs),
+                                           .old_log_probs = sub(batch.old_log_probs),
+                                           .advantages = sub(batch.advantages),
+                                           .rollout_is_weights = sub(weights)},
+                                          grad, normalizer, {.beta = 0.5, .aggregation = mode});
+      return run_result{r.loss, r.metrics.valid_tokens};
+    };
+    expect_partition_invariant(batch, mode, loss, seed++,
+                               "dro " + std::string(cascade_rl::to_string(mode)));
+  }
+}
+
+// SAPO's global form: any aggregation mode over the step's normaliser (veRL fixes one).
+TEST(PartitionInvariance, SapoEveryMode) {
+  std::uint64_t seed = 210;
+  for (const auto mode : all_aggregation_modes) {
+    const auto batch = batch_for(seed);
+    const auto weights = cascade_rl::testing::rollout_is_weights_of(batch);
+    const slice_loss loss = [&](const token_layout& layout, std::size_t b, std::size_t e,
+                                std::span<double> grad, const loss_normalizer& normalizer) {
+      auto sub = [&](const std::vector<double>& v) {
+        return std::span<const double>(v).subspan(b, e - b);
+      };
+      const auto r = cascade_rl::sapo_loss(exec::seq, layout,
+                                           {.log_probs = sub(batch.log_probs),
+                                            .old_log_probs = sub(batch.old_log_probs),
+                                            .advantages = sub(batch.advantages),
+                                            .rollout_is_weights = sub(weights)},
+                                           grad, normalizer, {.aggregation = mode});
+      return run_result{r.loss, r.metrics.valid_tokens};
+    };
+    expect_partition_invariant(batch, mode, loss, seed++,
+                               "sapo " + std::string(cascade_rl::to_string(mode)));
+  }
+}
+
 TEST(PartitionInvariance, KlLossEveryEstimatorAndMode) {
   std::uint64_t seed = 200;
   for (const auto estimator :

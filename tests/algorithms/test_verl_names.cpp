@@ -91,10 +91,29 @@ TEST(VerlNames, DppoTakesDivergenceThresholdsAndTheTruncation) {
   EXPECT_EQ(kl.log_ratio_clamp, 20.0);
 }
 
+TEST(VerlNames, DroNeedsAPositiveBeta) {
+  const auto dro = std::get<cascade_rl::dro_options>(
+      verl::policy_loss("dro", {.loss_agg_mode = "token-sum", .dro_beta = 0.25}));
+  EXPECT_EQ(dro.beta, 0.25);
+  EXPECT_EQ(dro.aggregation, loss_aggregation::token_sum);
+  expect_error_naming([] { (void)verl::policy_loss("dro"); }, "policy_loss.dro_beta", "not set");
+  expect_error_naming([] { (void)verl::policy_loss("dro", {.dro_beta = 0.0}); },
+                      "policy_loss.dro_beta", "expected > 0");
+}
+
+TEST(VerlNames, SapoAlwaysAggregatesSeqMeanTokenMean) {
+  const auto sapo = std::get<cascade_rl::sapo_options>(
+      verl::policy_loss("sapo", {.loss_agg_mode = "token-sum", .tau_pos = 2.0}));
+  EXPECT_EQ(sapo.tau_pos, 2.0);
+  EXPECT_EQ(sapo.tau_neg, 1.05);
+  EXPECT_EQ(sapo.aggregation, loss_aggregation::seq_mean_token_mean);
+  EXPECT_EQ(cascade_rl::sapo_options{}.aggregation, loss_aggregation::token_mean);
+}
+
 TEST(VerlNames, UnknownAndNotYetImplementedLossesAreRefusedWithTheList) {
   expect_error_naming([] { (void)verl::policy_loss("ppo"); }, "loss_mode", "\"ppo\"",
-                      "not a veRL name", "implemented: vanilla, dppo_tv, dppo_kl, cispo, gpg",
-                      "gspo");
+                      "not a veRL name",
+                      "implemented: vanilla, dppo_tv, dppo_kl, sapo, dro, cispo, gpg", "gspo");
   expect_error_naming([] { (void)verl::policy_loss("gspo"); }, "loss_mode",
                       "does not implement yet", "implemented: vanilla");
 }

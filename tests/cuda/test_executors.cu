@@ -310,6 +310,44 @@ TEST_F(Gpu, LossesMatchHostInEveryMode) {
       expect_same_sum(d.metrics.approx_kl_sum, h.metrics.approx_kl_sum, "dppo approx_kl_sum");
       expect_same_bits(grad.host(), want, "dppo grad");
     }
+  for (auto mode : cr::testing::all_aggregation_modes) {
+    const cr::dro_options dro{.beta = 0.5, .aggregation = mode};
+    const auto h = cr::dro_loss(cr::exec::seq, layout,
+                                {.log_probs = b.log_probs,
+                                 .old_log_probs = b.old_log_probs,
+                                 .advantages = b.advantages,
+                                 .rollout_is_weights = weights},
+                                want, normalizer_for(mode), dro);
+    const auto d = cr::dro_loss(cr::exec::cuda{}, d_layout,
+                                {.log_probs = logp.cspan(),
+                                 .old_log_probs = old.cspan(),
+                                 .advantages = adv.cspan(),
+                                 .rollout_is_weights = d_weights.cspan()},
+                                grad.span(), normalizer_for(mode), dro);
+    expect_same_sum(d.loss, h.loss, "dro loss");
+    EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
+    expect_same_sum(d.metrics.approx_kl_sum, h.metrics.approx_kl_sum, "dro approx_kl_sum");
+    expect_same_bits(grad.host(), want, "dro grad");
+  }
+  for (auto mode : cr::testing::all_aggregation_modes) {
+    const cr::sapo_options so{.tau_pos = 2.0, .log_ratio_clamp = 0.5, .aggregation = mode};
+    const auto h = cr::sapo_loss(cr::exec::seq, layout,
+                                 {.log_probs = b.log_probs,
+                                  .old_log_probs = b.old_log_probs,
+                                  .advantages = b.advantages,
+                                  .rollout_is_weights = weights},
+                                 want, normalizer_for(mode), so);
+    const auto d = cr::sapo_loss(cr::exec::cuda{}, d_layout,
+                                 {.log_probs = logp.cspan(),
+                                  .old_log_probs = old.cspan(),
+                                  .advantages = adv.cspan(),
+                                  .rollout_is_weights = d_weights.cspan()},
+                                 grad.span(), normalizer_for(mode), so);
+    expect_same_sum(d.loss, h.loss, "sapo loss");
+    EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
+    expect_same_sum(d.metrics.approx_kl_sum, h.metrics.approx_kl_sum, "sapo approx_kl_sum");
+    expect_same_bits(grad.host(), want, "sapo grad");
+  }
   for (auto estimator : {cr::kl_estimator::k1, cr::kl_estimator::abs, cr::kl_estimator::k2, cr::kl_estimator::k3}) {
     const cr::kl_options kl{.estimator = estimator, .input_clamp = 1.0, .output_clamp = 0.9};
     const double h = cr::kl_penalty(cr::exec::seq, layout,

@@ -321,6 +321,58 @@ TEST(PortableLosses, DppoEveryModeAndDivergenceMatchesHost) {
     }
 }
 
+TEST(PortableLosses, DroEveryModeMatchesHost) {
+  const auto b = big_batch(10);
+  const auto layout = b.layout();
+  const auto weights = cr::testing::rollout_is_weights_of(b);
+  const auto normalizer_for =
+      [counts = cr::local_loss_counts(cr::exec::seq, layout)](cascade_rl::loss_aggregation mode) {
+        return counts.normalizer(mode, 64.0);
+      };
+  std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
+  for (auto mode : cr::testing::all_aggregation_modes) {
+    const cr::dro_options options{.beta = 0.5, .aggregation = mode};
+    std::vector<float> hg(b.tokens()), dg(b.tokens());
+    const auto h = cr::dro_loss(cr::exec::seq, layout,
+                                {.log_probs = b.log_probs,
+                                 .old_log_probs = b.old_log_probs,
+                                 .advantages = b.advantages,
+                                 .rollout_is_weights = weights},
+                                hg, normalizer_for(mode), options);
+    portable::dro_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
+                       b.advantages.data(), weights.data(), dg.data(), normalizer_for(mode),
+                       options, scratch.data());
+    expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
+    expect_same_bits(dg, hg, "dro dL/dlogp");
+  }
+}
+
+TEST(PortableLosses, SapoEveryModeMatchesHost) {
+  const auto b = big_batch(11);
+  const auto layout = b.layout();
+  const auto weights = cr::testing::rollout_is_weights_of(b);
+  const auto normalizer_for =
+      [counts = cr::local_loss_counts(cr::exec::seq, layout)](cascade_rl::loss_aggregation mode) {
+        return counts.normalizer(mode, 64.0);
+      };
+  std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
+  for (auto mode : cr::testing::all_aggregation_modes) {
+    const cr::sapo_options options{.tau_pos = 2.0, .log_ratio_clamp = 0.5, .aggregation = mode};
+    std::vector<float> hg(b.tokens()), dg(b.tokens());
+    const auto h = cr::sapo_loss(cr::exec::seq, layout,
+                                 {.log_probs = b.log_probs,
+                                  .old_log_probs = b.old_log_probs,
+                                  .advantages = b.advantages,
+                                  .rollout_is_weights = weights},
+                                 hg, normalizer_for(mode), options);
+    portable::sapo_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
+                        b.advantages.data(), weights.data(), dg.data(), normalizer_for(mode),
+                        options, scratch.data());
+    expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
+    expect_same_bits(dg, hg, "sapo dL/dlogp");
+  }
+}
+
 TEST(PortableLosses, CispoEveryModeMatchesHost) {
   const auto b = big_batch(7);
   const auto layout = b.layout();

@@ -36,7 +36,8 @@ struct ppo_clip_inputs {
   std::span<const T> behaviour_log_probs = {};
 };
 
-// The losses of the ratio to the old policy from veRL's wave 2 (cispo_loss, dppo_loss).
+// The losses of the ratio to the old policy from veRL's wave 2 (cispo_loss, dppo_loss, dro_loss,
+// sapo_loss).
 // rollout_is_weights: veRL's precomputed rollout correction weights, a stop-gradient
 // factor on each token's loss (one per token); empty: none.
 template <std::floating_point T>

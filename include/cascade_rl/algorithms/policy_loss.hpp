@@ -9,6 +9,8 @@
 //                   (Ye et al. 2020, "Mastering Complex Control in MOBA Games").
 //   cispo_loss      CISPO (MiniMax-M1): the clipped ratio as a stop-gradient weight on
 //                   -A * logp, as in veRL compute_policy_loss_cispo.
+//   sapo_loss       SAPO: a sigmoid gate of the ratio instead of a clip (veRL sapo).
+//   dro_loss        DRO: -A * logp with a quadratic penalty on the log-ratio (veRL dro).
 //   dppo_loss       DPPO-Binary-TV / -KL: the truncated ratio as that weight, tokens
 //                   outside the divergence trust region dropped (veRL dppo_tv, dppo_kl).
 //
@@ -66,6 +68,24 @@ inline void validate_cispo_options(const cispo_options& options) {
   if (!(options.log_ratio_clamp > 0))
     fail("options.log_ratio_clamp",
          "is " + std::to_string(options.log_ratio_clamp) + ", expected > 0");
+}
+
+inline void validate_sapo_options(const sapo_options& options) {
+  if (!(options.tau_pos > 0 && std::isfinite(options.tau_pos)))
+    fail("options.tau_pos",
+         "is " + std::to_string(options.tau_pos) + ", expected a finite value > 0");
+  if (!(options.tau_neg > 0 && std::isfinite(options.tau_neg)))
+    fail("options.tau_neg",
+         "is " + std::to_string(options.tau_neg) + ", expected a finite value > 0");
+  if (!(options.log_ratio_clamp > 0))
+    fail("options.log_ratio_clamp",
+         "is " + std::to_string(options.log_ratio_clamp) + ", expected > 0");
+}
+
+inline void validate_dro_options(const dro_options& options) {
+  if (!(options.beta > 0 && std::isfinite(options.beta)))
+    fail("options.beta", "is " + std::to_string(options.beta) +
+                             ", expected a finite value > 0 (DRO's penalty has no default)");
 }
 
 inline void validate_dppo_options(const dppo_options& options) {
@@ -353,6 +373,74 @@ policy_loss_result dppo_loss(const Policy& policy, const token_layout& layout,
   if (options.divergence == terms::dppo_divergence::binary_kl)
     return run.template operator()<terms::dppo_divergence::binary_kl>();
   return run.template operator()<terms::dppo_divergence::total_variation>();
+}
+
+// DRO: l_t = -(logp_t * A_t - beta/2 * (logp_t - old_logp_t)^2), times
+// inputs.rollout_is_weights when given; dl_t/dlogp_t = -A_t + beta * (logp_t - old_logp_t).
+// No clamp: the penalty grows with the log-ratio. approx_kl is old_logp - logp unclamped.
+template <exec::host_policy Policy, contiguous_output Out>
+policy_loss_result dro_loss(const Policy& policy, const token_layout& layout,
+                            const policy_ratio_inputs<output_value_t<Out>>& inputs, Out&& grad_out,
+                            const loss_normalizer& normalizer, const dro_options& options) {
+  using T = output_value_t<Out>;
+  detail::validate_dro_options(options);
+  const double beta = options.beta;
+  const std::span<const T> log_probs = inputs.log_probs;
+  const std::span<const T> old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
+    ++m.valid_tokens;
+    return terms::dro_token(static_cast<double>(log_probs[t]),
+                            static_cast<double>(old_log_probs[t]),
+                            static_cast<double>(advantages[t]), beta);
+  };
+  return detail::policy_loss_passes(
+      policy, layout,
+      std::array{detail::token_input<T>{log_probs, "log_probs"},
+                 detail::token_input<T>{old_log_probs, "old_log_probs"},
+                 detail::token_input<T>{advantages, "advantages"}},
+      inputs.rollout_is_weights, old_log_probs, std::span<const T>{}, output_span(grad_out),
+      normalizer, options.aggregation, importance_options{},
+      [&](std::size_t t) {
+        return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
+               detail::nonfinite_at(advantages, t);
+      },
+      unweighted);
+}
+
+// SAPO: l_t = -A_t * sigmoid(tau_t (r_t - 1)) * 4 / tau_t with r_t = exp(clamp(logp_t -
+// old_logp_t, +-log_ratio_clamp)) and tau_t = tau_pos for A_t > 0, tau_neg otherwise,
+// times inputs.rollout_is_weights when given; its derivative through r_t (0 under the
+// clamp). Aggregated by options.aggregation over the normaliser, like every loss (veRL
+// fixes seq-mean-token-mean: presets::verl::sapo). approx_kl is PPO's.
+template <exec::host_policy Policy, contiguous_output Out>
+policy_loss_result sapo_loss(const Policy& policy, const token_layout& layout,
+                             const policy_ratio_inputs<output_value_t<Out>>& inputs, Out&& grad_out,
+                             const loss_normalizer& normalizer, const sapo_options& options = {}) {
+  using T = output_value_t<Out>;
+  detail::validate_sapo_options(options);
+  const terms::sapo_params params = detail::sapo_params_of(options);
+  const std::span<const T> log_probs = inputs.log_probs;
+  const std::span<const T> old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
+    ++m.valid_tokens;
+    return terms::sapo_token(static_cast<double>(log_probs[t]),
+                             static_cast<double>(old_log_probs[t]),
+                             static_cast<double>(advantages[t]), params);
+  };
+  return detail::policy_loss_passes(
+      policy, layout,
+      std::array{detail::token_input<T>{log_probs, "log_probs"},
+                 detail::token_input<T>{old_log_probs, "old_log_probs"},
+                 detail::token_input<T>{advantages, "advantages"}},
+      inputs.rollout_is_weights, old_log_probs, std::span<const T>{}, output_span(grad_out),
+      normalizer, options.aggregation, importance_options{},
+      [&](std::size_t t) {
+        return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
+               detail::nonfinite_at(advantages, t);
+      },
+      unweighted);
 }
 
 }  // namespace cascade_rl

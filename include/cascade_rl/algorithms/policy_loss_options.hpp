@@ -51,6 +51,24 @@ struct cispo_options {
   loss_aggregation aggregation = loss_aggregation::token_mean;
 };
 
+// SAPO: a sigmoid gate of the ratio instead of PPO's clip, with a temperature for each
+// sign of the advantage. Aggregated like every loss by `aggregation` over the step's
+// normaliser (veRL always aggregates seq-mean-token-mean whatever loss_agg_mode says:
+// presets::verl::sapo does the same).
+struct sapo_options {
+  double tau_pos = 1.0;           // A > 0, > 0
+  double tau_neg = 1.05;          // A <= 0, > 0
+  double log_ratio_clamp = 20.0;  // > 0; the gradient is 0 where it acts (veRL: 20)
+  loss_aggregation aggregation = loss_aggregation::token_mean;
+};
+
+// DRO: -A * logp plus the proximal penalty beta/2 * (logp - old_logp)^2 instead of a
+// clip. beta has no default (veRL refuses a DRO without dro_beta): it must be > 0.
+struct dro_options {
+  double beta = 0;
+  loss_aggregation aggregation = loss_aggregation::token_mean;
+};
+
 // DPPO-Binary-TV / -KL: the ratio to the old policy truncated at `truncation` as a
 // stop-gradient weight on -A * logp, the token dropped (weight 0) where the policy left
 // the trust region on its advantage's side: for A > 0 a divergence above clip_high, for
@@ -86,6 +104,10 @@ namespace detail {
 inline terms::ppo_clip_params ppo_params_of(const ppo_clip_options& options) {
   return {options.clip_low, options.clip_high, options.dual_clip ? *options.dual_clip : 0.0,
           options.log_ratio_clamp};
+}
+
+inline terms::sapo_params sapo_params_of(const sapo_options& options) {
+  return {options.tau_pos, options.tau_neg, options.log_ratio_clamp};
 }
 
 inline terms::dppo_params dppo_params_of(const dppo_options& options) {

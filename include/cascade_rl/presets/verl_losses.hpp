@@ -6,6 +6,8 @@
 //     to +-20 before exp, loss_agg_mode "token-mean" by default;
 //   - CISPO: clip_ratio_low/high as PPO's, no dual clip, the clamp of +-20;
 //   - DPPO-TV/KL: clip_ratio_low/high as divergence thresholds, clip_ratio_c truncation;
+//   - DRO: policy_loss.dro_beta required, no clamp;
+//   - SAPO: tau_pos/tau_neg, always seq-mean-token-mean (loss_agg_mode ignored);
 //   - GPG and compute_policy_loss_reinforce: -A * logp, REINFORCE's log-prob surrogate;
 //   - truncated IS: w = min(exp(old_log_prob - rollout_log_probs), tis_imp_ratio_cap);
 //   - kl_penalty names "kl"/"k1", "abs", "mse"/"k2", "low_var_kl"/"k3", the latter with
@@ -108,6 +110,23 @@ namespace cascade_rl::presets::verl {
           .truncation = clip_ratio_c,
           .log_ratio_clamp = 20.0,
           .aggregation = mode};
+}
+
+// compute_policy_loss_sapo: tau_pos / tau_neg (veRL's defaults 1.0 and 1.05), log-ratio
+// clamp +-20, and seq-mean-token-mean whatever the actor's loss_agg_mode (veRL ignores it
+// for SAPO; cascade_rl's sapo_options honours its aggregation, this preset fixes it).
+[[nodiscard]] inline sapo_options sapo(double tau_pos = 1.0, double tau_neg = 1.05) {
+  return {.tau_pos = tau_pos,
+          .tau_neg = tau_neg,
+          .log_ratio_clamp = 20.0,
+          .aggregation = loss_aggregation::seq_mean_token_mean};
+}
+
+// compute_policy_loss_dro: policy_loss.dro_beta (no default) and the actor's
+// loss_agg_mode; no clamp.
+[[nodiscard]] inline dro_options dro(double dro_beta,
+                                     loss_aggregation mode = loss_aggregation::token_mean) {
+  return {.beta = dro_beta, .aggregation = mode};
 }
 
 // kl_penalty's type strings. The straight-through "+" variants (k3+) are not supported.

@@ -35,6 +35,9 @@ struct actor_config {
   std::optional<double> clip_ratio_high{};
   double clip_ratio_c = 3.0;
   std::optional<double> tis_imp_ratio_cap{};
+  std::optional<double> dro_beta{};  // policy_loss.dro_beta: DRO only, required there
+  double tau_pos = 1.0;              // SAPO
+  double tau_neg = 1.05;             // SAPO
 };
 
 // The algorithm fields veRL's advantage estimators read, with veRL's defaults.
@@ -44,8 +47,8 @@ struct algorithm_config {
 };
 
 // What a name can stand for; each loss or estimator added later adds its options here.
-using policy_loss_options =
-    std::variant<ppo_clip_options, cispo_options, reinforce_options, dppo_options>;
+using policy_loss_options = std::variant<ppo_clip_options, cispo_options, reinforce_options,
+                                         dppo_options, dro_options, sapo_options>;
 using advantage_estimator_options =
     std::variant<grpo_options, rloo_options, reinforce_plus_plus_options,
                  reinforce_plus_plus_baseline_options>;
@@ -78,10 +81,23 @@ policy_loss_options dppo(const actor_config& c) {
                     c.clip_ratio_high.value_or(c.clip_ratio), c.clip_ratio_c);
 }
 
+inline policy_loss_options dro(const actor_config& c) {
+  if (!c.dro_beta || !(*c.dro_beta > 0))
+    cascade_rl::detail::fail("policy_loss.dro_beta",
+                             c.dro_beta ? "is " + std::to_string(*c.dro_beta) + ", expected > 0"
+                                        : std::string("is not set; DRO needs a positive value"));
+  return verl::dro(*c.dro_beta, loss_agg_mode(c.loss_agg_mode));
+}
+
 inline constexpr entry<policy_loss_options, actor_config> policy_losses[] = {
     {"vanilla", &vanilla},
     {"dppo_tv", &dppo<terms::dppo_divergence::total_variation>},
     {"dppo_kl", &dppo<terms::dppo_divergence::binary_kl>},
+    {"sapo",
+     [](const actor_config& c) -> policy_loss_options {
+       return sapo(c.tau_pos, c.tau_neg);  // loss_agg_mode ignored, as veRL does
+     }},
+    {"dro", &dro},
     {"cispo", &cispo},
     {"gpg",
      [](const actor_config& c) -> policy_loss_options {
@@ -89,8 +105,8 @@ inline constexpr entry<policy_loss_options, actor_config> policy_losses[] = {
      }},
 };
 // Registered in veRL, not implemented here yet (the issue "Algorithms wave 2").
-inline constexpr std::string_view policy_losses_not_yet[] = {
-    "gspo", "sapo", "clip_cov", "kl_cov", "geo_mean", "dro", "bypass_mode"};
+inline constexpr std::string_view policy_losses_not_yet[] = {"gspo", "clip_cov", "kl_cov",
+                                                             "geo_mean", "bypass_mode"};
 
 inline constexpr entry<advantage_estimator_options, algorithm_config> advantage_estimators[] = {
     {"grpo",

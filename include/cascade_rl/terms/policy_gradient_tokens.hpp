@@ -17,6 +17,12 @@
 //                    r = exp(clamp(logp - old_logp, +-bound)); dl/dlogp = -clamp(r, ..) * A,
 //                    the clipped weight being a stop-gradient (so neither clip nor clamp
 //                    zeroes the gradient, unlike PPO's).
+//   sapo_token       SAPO (arXiv 2511.20347) as in veRL compute_policy_loss_sapo: the soft gate
+//                    g = sigmoid(tau (r - 1)) * 4 / tau replaces the clip, l = -g * A with
+//                    tau = tau_pos for A > 0, tau_neg otherwise; dl/dlogp = -A * 4 s (1 - s) r
+//                    (s the sigmoid), 0 where the log-ratio clamp is active.
+//   dro_token        DRO as in veRL compute_policy_loss_dro: l = -(logp * A - beta/2 *
+//                    (logp - old_logp)^2), no clamp; dl/dlogp = -A + beta * (logp - old_logp).
 //   dppo_token       DPPO-Binary-TV / -KL (arXiv 2602.04879) as in veRL
 //                    compute_policy_loss_dppo_tv / _kl: l = -A * sg(min(r, c)) * logp * m,
 //                    m = 1 where the token's divergence from the old policy is within the
@@ -123,6 +129,47 @@ CASCADE_RL_HD inline ppo_clip_token_result cispo_token(double logp, double old_l
   r.grad = weight;
   r.approx_kl = -log_ratio;
   r.clipped = ((below | above) & 1) != 0;
+  return r;
+}
+
+// The options of sapo_options as plain values a kernel can take by copy.
+struct sapo_params {
+  double tau_pos = 1.0;
+  double tau_neg = 1.05;
+  double log_ratio_clamp = 20;
+};
+
+// Branch-free; approx_kl is PPO's (after the clamp). The sigmoid is 1 / (1 + exp(-x)):
+// exp(-x) overflowing to inf for a large negative x gives s = 0, and the gradient's
+// s (1 - s) is then 0, as it is for s = 1.
+CASCADE_RL_HD inline token_loss_with_kl sapo_token(double logp, double old_logp, double advantage,
+                                                   const sapo_params& p) {
+  using math::detail::blend;
+  using math::detail::mask_of;
+  const double raw_log_ratio = logp - old_logp;
+  const double bound = p.log_ratio_clamp;
+  const std::uint64_t clamped = mask_of(raw_log_ratio > bound) | mask_of(raw_log_ratio < -bound);
+  double log_ratio = blend(mask_of(raw_log_ratio > bound), bound, raw_log_ratio);
+  log_ratio = blend(mask_of(log_ratio < -bound), -bound, log_ratio);
+  const double ratio = math::exp(log_ratio);
+  const double tau = blend(mask_of(advantage > 0), p.tau_pos, p.tau_neg);
+  const double s = 1.0 / (1.0 + math::exp(-(tau * (ratio - 1.0))));
+  const double gate = s * (4.0 / tau);
+  token_loss_with_kl r;
+  r.value = -gate * advantage;
+  r.grad = blend(clamped, 0.0, -advantage * (4.0 * (s * (1.0 - s))) * ratio);
+  r.approx_kl = -log_ratio;
+  return r;
+}
+
+// approx_kl is old_logp - logp, unclamped (veRL's ppo_kl for DRO).
+CASCADE_RL_HD inline token_loss_with_kl dro_token(double logp, double old_logp, double advantage,
+                                                  double beta) {
+  const double log_ratio = logp - old_logp;
+  token_loss_with_kl r;
+  r.value = -(logp * advantage - 0.5 * beta * (log_ratio * log_ratio));
+  r.grad = -advantage + beta * log_ratio;
+  r.approx_kl = -log_ratio;
   return r;
 }
 

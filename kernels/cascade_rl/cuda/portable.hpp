@@ -343,6 +343,27 @@ void dppo_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* lo
   detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
 }
 
+// rollout_is_weights may be null (no weights).
+template <class ExecPolicy, class T>
+void dro_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,
+              const T* old_log_probs, const T* advantages, const T* rollout_is_weights, T* grad_out,
+              const loss_normalizer& normalizer, const dro_options& options, loss_tally* scratch) {
+  const detail::dro_term<T> term{log_probs, old_log_probs, advantages, rollout_is_weights,
+                                 options.beta};
+  detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
+}
+
+// rollout_is_weights may be null (no weights).
+template <class ExecPolicy, class T>
+void sapo_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,
+               const T* old_log_probs, const T* advantages, const T* rollout_is_weights,
+               T* grad_out, const loss_normalizer& normalizer, const sapo_options& options,
+               loss_tally* scratch) {
+  const detail::sapo_term<T> term{log_probs, old_log_probs, advantages, rollout_is_weights,
+                                  cascade_rl::detail::sapo_params_of(options)};
+  detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
+}
+
 // values_out may be null. The result's loss is the sum of k_t over valid tokens.
 template <class ExecPolicy, class T>
 void kl_penalty(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,

@@ -1,6 +1,6 @@
 #pragma once
 // Token losses over the ragged layout: REINFORCE (ratio and log-prob surrogates), PPO
-// clip (clip-higher, dual clip), veRL's CISPO, DPPO-TV/KL, importance truncation and the
+// clip (clip-higher, dual clip), veRL's CISPO, DPPO-TV/KL, DRO, SAPO, importance truncation and the
 // MOPD band mask, KL estimators as a penalty or a loss, and aggregation of caller-computed
 // token losses, under every aggregation mode of the host core. The per-token terms are the
 // host's (terms/, through detail/token_terms.hpp) and the sums follow the host's canonical
@@ -167,6 +167,48 @@ policy_loss_result dppo_loss(exec::cuda_policy policy, const cuda::device_token_
       policy.stream, options.aggregation, normalizer,
       [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
         return cuda::dppo_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
+                               advantages.data(), weights, grad_out.data(), normalizer, options,
+                               result, policy.stream);
+      });
+}
+
+template <std::floating_point T>
+policy_loss_result dro_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+                            const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
+                            const loss_normalizer& normalizer, const dro_options& options) {
+  const std::span<const T> log_probs = inputs.log_probs, old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  detail::validate_dro_options(options);
+  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
+  cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
+  cuda::detail::require_tokens(advantages.size(), layout, "advantages");
+  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
+  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
+  return cuda::detail::run_tokens_throwing<cuda::detail::dro_term<T>>(
+      policy.stream, options.aggregation, normalizer,
+      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
+        return cuda::dro_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
+                              advantages.data(), weights, grad_out.data(), normalizer, options,
+                              result, policy.stream);
+      });
+}
+
+template <std::floating_point T>
+policy_loss_result sapo_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+                             const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
+                             const loss_normalizer& normalizer, const sapo_options& options = {}) {
+  const std::span<const T> log_probs = inputs.log_probs, old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  detail::validate_sapo_options(options);
+  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
+  cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
+  cuda::detail::require_tokens(advantages.size(), layout, "advantages");
+  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
+  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
+  return cuda::detail::run_tokens_throwing<cuda::detail::sapo_term<T>>(
+      policy.stream, options.aggregation, normalizer,
+      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
+        return cuda::sapo_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
                                advantages.data(), weights, grad_out.data(), normalizer, options,
                                result, policy.stream);
       });

@@ -180,6 +180,60 @@ struct cispo_term {
 };
 
 template <class T>
+struct sapo_term {
+  const T* log_probs;
+  const T* old_log_probs;
+  const T* advantages;
+  const T* rollout_is_weights;  // null: none
+  terms::sapo_params params;
+
+  CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
+    const terms::token_loss_with_kl r =
+        terms::sapo_token(static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
+                          static_cast<double>(advantages[t]), params);
+    tally.metrics.approx_kl_sum += r.approx_kl;
+    return given_weighted(terms::token_loss{r.value, r.grad}, rollout_is_weights, t);
+  }
+  CASCADE_RL_HD void on_masked(std::size_t) const {}
+  // The arguments first_nonfinite numbers, by the names the host core gives them.
+  static constexpr std::array<const char*, 4> arguments{"log_probs", "old_log_probs", "advantages",
+                                                        "rollout_is_weights"};
+  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
+    nonfinite_hit hit;
+    hit.check(0, log_probs[t]) || hit.check(1, old_log_probs[t]) || hit.check(2, advantages[t]) ||
+        (rollout_is_weights != nullptr && hit.check(3, rollout_is_weights[t]));
+    return hit;
+  }
+};
+
+template <class T>
+struct dro_term {
+  const T* log_probs;
+  const T* old_log_probs;
+  const T* advantages;
+  const T* rollout_is_weights;  // null: none
+  double beta;
+
+  CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
+    const terms::token_loss_with_kl r =
+        terms::dro_token(static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
+                         static_cast<double>(advantages[t]), beta);
+    tally.metrics.approx_kl_sum += r.approx_kl;
+    return given_weighted(terms::token_loss{r.value, r.grad}, rollout_is_weights, t);
+  }
+  CASCADE_RL_HD void on_masked(std::size_t) const {}
+  // The arguments first_nonfinite numbers, by the names the host core gives them.
+  static constexpr std::array<const char*, 4> arguments{"log_probs", "old_log_probs", "advantages",
+                                                        "rollout_is_weights"};
+  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
+    nonfinite_hit hit;
+    hit.check(0, log_probs[t]) || hit.check(1, old_log_probs[t]) || hit.check(2, advantages[t]) ||
+        (rollout_is_weights != nullptr && hit.check(3, rollout_is_weights[t]));
+    return hit;
+  }
+};
+
+template <class T>
 struct dppo_term {
   const T* log_probs;
   const T* old_log_probs;

@@ -1,7 +1,7 @@
 #pragma once
-// The CUB-shaped layer of the token losses: REINFORCE, PPO clip, CISPO, DPPO, the KL penalty and
-// loss, the aggregation of caller token losses, local_loss_counts; two or three launches
-// of kernel/token_losses.cuh each. Size query with d_temp_storage == nullptr, then the
+// The CUB-shaped layer of the token losses: REINFORCE, PPO clip, CISPO, DPPO, DRO, SAPO, the KL
+// penalty and loss, the aggregation of caller token losses, local_loss_counts; two or three
+// launches of kernel/token_losses.cuh each. Size query with d_temp_storage == nullptr, then the
 // run; the result (loss and metrics: loss_tally, the host core's policy_loss_result) is
 // written to d_result in device memory. The temporary storage starts with the
 // device_report (report_of) that names non-finite inputs.
@@ -135,6 +135,33 @@ cudaError_t dppo_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                   d_rollout_is_weights,
                                   cascade_rl::detail::dppo_params_of(options),
                                   options.divergence == terms::dppo_divergence::binary_kl};
+  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
+                            options.aggregation, normalizer, d_result, stream);
+}
+
+// d_rollout_is_weights may be null (no weights).
+template <class T>
+cudaError_t dro_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                     const device_token_layout& layout, const T* d_log_probs,
+                     const T* d_old_log_probs, const T* d_advantages, const T* d_rollout_is_weights,
+                     T* d_grad_out, const loss_normalizer& normalizer, const dro_options& options,
+                     loss_tally* d_result, cudaStream_t stream = nullptr) {
+  const detail::dro_term<T> term{d_log_probs, d_old_log_probs, d_advantages, d_rollout_is_weights,
+                                 options.beta};
+  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
+                            options.aggregation, normalizer, d_result, stream);
+}
+
+// d_rollout_is_weights may be null (no weights).
+template <class T>
+cudaError_t sapo_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                      const device_token_layout& layout, const T* d_log_probs,
+                      const T* d_old_log_probs, const T* d_advantages,
+                      const T* d_rollout_is_weights, T* d_grad_out,
+                      const loss_normalizer& normalizer, const sapo_options& options,
+                      loss_tally* d_result, cudaStream_t stream = nullptr) {
+  const detail::sapo_term<T> term{d_log_probs, d_old_log_probs, d_advantages, d_rollout_is_weights,
+                                  cascade_rl::detail::sapo_params_of(options)};
   return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
                             options.aggregation, normalizer, d_result, stream);
 }
