@@ -23,6 +23,7 @@
 
 #include "cascade_rl/algorithms/broadcast.hpp"
 #include "cascade_rl/algorithms/distillation_advantages.hpp"
+#include "cascade_rl/algorithms/gae_advantages.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
 #include "cascade_rl/algorithms/importance_weights.hpp"
@@ -222,6 +223,11 @@ void advantages(const std::string& prefix, const batch<T>& b) {
   cr::distillation_advantages(
       exec::seq, tokens, {.teacher_log_probs = b.teacher, .student_log_probs = b.log_probs}, out);
   print(prefix + ".distillation", out);
+  std::vector<T> returns(n);
+  cr::gae_advantages(exec::seq, tokens, {.token_rewards = placed, .values = b.advantages}, out,
+                     returns, {.gamma = 0.99, .lambda = 0.95});
+  print(prefix + ".gae", out);
+  print(prefix + ".gae.returns", returns);
 }
 
 void log_probs() {

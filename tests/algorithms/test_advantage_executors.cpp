@@ -14,6 +14,7 @@
 
 #include "cascade_rl/algorithms/broadcast.hpp"
 #include "cascade_rl/algorithms/distillation_advantages.hpp"
+#include "cascade_rl/algorithms/gae_advantages.hpp"
 #include "cascade_rl/algorithms/group_filters.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
@@ -134,6 +135,11 @@ outputs run_all(const Policy& policy) {
   cascade_rl::distillation_advantages(
       policy, tokens, {.teacher_log_probs = b.teacher, .student_log_probs = b.student}, adv);
   out.add("distillation", adv);
+  std::vector<float> returns(t);
+  cascade_rl::gae_advantages(policy, tokens, {.token_rewards = placed, .values = b.teacher}, adv,
+                             returns, {.gamma = 0.99, .lambda = 0.95});
+  out.add("gae", adv);
+  out.add("gae.returns", returns);
 
   const auto selection = cascade_rl::drop_zero_variance_groups(policy, groups, rewards);
   out.add("selection.kept_sequences", selection.kept_sequences);

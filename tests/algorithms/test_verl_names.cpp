@@ -80,9 +80,17 @@ TEST(VerlNames, AdvantageEstimatorsByName) {
   const auto baseline = std::get<cascade_rl::reinforce_plus_plus_baseline_options>(
       verl::adv_estimator("reinforce_plus_plus_baseline"));
   EXPECT_EQ(baseline.singleton, cascade_rl::singleton_rule::raw_score);
-  expect_error_naming([] { (void)verl::adv_estimator("gae"); }, "adv_estimator",
+  const auto gae =
+      std::get<cascade_rl::gae_options>(verl::adv_estimator("gae", {.gamma = 0.99, .lam = 0.95}));
+  EXPECT_EQ(gae.gamma, 0.99);
+  EXPECT_EQ(gae.lambda, 0.95);
+  EXPECT_EQ(gae.whitening.accumulation, cascade_rl::mean_accumulation::float32_rounded_sum);
+  const auto gae_defaults = std::get<cascade_rl::gae_options>(verl::adv_estimator("gae"));
+  EXPECT_EQ(gae_defaults.gamma, 1.0);
+  EXPECT_EQ(gae_defaults.lambda, 1.0);
+  expect_error_naming([] { (void)verl::adv_estimator("gdpo"); }, "adv_estimator",
                       "does not implement yet",
-                      "grpo, rloo, reinforce_plus_plus, reinforce_plus_plus_baseline");
+                      "grpo, rloo, reinforce_plus_plus, reinforce_plus_plus_baseline, gae");
   expect_error_naming([] { (void)verl::adv_estimator("GRPO"); }, "adv_estimator",
                       "not a veRL name");
 }

@@ -1,5 +1,6 @@
-// Conformance with veRL's advantage estimators (tests/reference/verl_core_algos.json,
-// produced by verl/trainer/ppo/core_algos.py in float32): every case, every output,
+// Conformance with veRL's advantage estimators (tests/reference/verl_core_algos.json and,
+// below, the advantage_estimators of verl_core_algos_v2.json, both produced by
+// verl/trainer/ppo/core_algos.py in float32): every case, every output,
 // with the presets::verl options and with the same options accumulating in double,
 // compared as [N][T] token advantages within a tolerance derived from the conditioning
 // of each formula (support/conditioning.hpp).
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "cascade_rl/algorithms/broadcast.hpp"
+#include "cascade_rl/algorithms/gae_advantages.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/rloo_advantages.hpp"
@@ -402,6 +404,164 @@ TEST(VerlReference, DoubleAccumulationStaysCentredWhereThePeerIsNoise) {
     }
   }
   EXPECT_GE(checked, 2u);
+}
+
+// ---- v2: verl_core_algos_v2.json, advantage_batches and advantage_estimators -------------
+
+// A shared input batch of the v2 file ([N][T], rows in veRL's order).
+struct v2_batch {
+  std::string name;
+  ref::padded_batch batch;
+  std::vector<float> token_level_rewards, values;
+  std::vector<float> reward_baselines;
+  std::vector<std::int64_t> group_of_row;
+};
+
+const nlohmann::json& v2_reference() {
+  static const nlohmann::json reference = ref::load_reference("verl_core_algos_v2.json");
+  return reference;
+}
+
+v2_batch v2_batch_named(const std::string& name) {
+  const nlohmann::json& b = v2_reference().at("advantage_batches").at(name);
+  v2_batch v;
+  v.name = name;
+  v.batch = ref::padded_from_mask(b.at("response_mask"));
+  v.token_level_rewards = ref::flatten<float>(b.at("token_level_rewards"));
+  v.values = ref::flatten<float>(b.at("values"));
+  v.reward_baselines = b.at("reward_baselines").get<std::vector<float>>();
+  v.group_of_row = b.at("group_of_row").get<std::vector<std::int64_t>>();
+  return v;
+}
+
+const nlohmann::json& v2_cases(const std::string& estimator) {
+  return v2_reference().at("advantage_estimators").at(estimator).at("cases");
+}
+
+// The valid tokens of a batch, row by row, and the row of each.
+valid_tokens valid_tokens_of(const ref::padded_batch& b) {
+  valid_tokens v;
+  for (std::size_t t = 0; t < b.mask.size(); ++t)
+    if (b.mask[t] != 0) {
+      v.index.push_back(t);
+      v.row.push_back(t / b.width);
+    }
+  return v;
+}
+
+// EXPECTs |ours - theirs| <= atol + rtol |theirs| + bound at every token, or only at the
+// valid ones (where veRL leaves non-zero values on masked tokens that we zero).
+void expect_matches_v2(const std::string& what, const v2_batch& b, const std::vector<float>& ours,
+                       const nlohmann::json& theirs, const std::vector<double>& bound,
+                       bool valid_only) {
+  const auto expected = ref::flatten<double>(theirs);
+  ASSERT_EQ(ours.size(), expected.size()) << what;
+  int reported = 0;
+  for (std::size_t t = 0; t < expected.size(); ++t) {
+    if (valid_only && b.batch.mask[t] == 0) continue;
+    const double tolerance =
+        ref::reference_atol + ref::reference_rtol * std::abs(expected[t]) + bound[t];
+    if (!(std::abs(ours[t] - expected[t]) <= tolerance) && reported++ < 5)
+      ADD_FAILURE() << what << " [" << t / b.batch.width << "][" << t % b.batch.width << "]: got "
+                    << ours[t] << ", expected " << expected[t] << ", tolerance " << tolerance;
+  }
+}
+
+std::string v2_label(const std::string& estimator, const v2_batch& b, const nlohmann::json& params,
+                     accumulation_variant v) {
+  return estimator + " on " + b.name + " " + params.dump() + " (" + variant_name(v) + ")";
+}
+
+// GAE's unwhitened advantages as a linear map of the valid tokens' rewards and values
+// (columns: the n rewards, then the n values). Over a row's valid tokens k < m:
+//   A_k = sum_{j >= k} (gamma lambda)^(j - k) (r_j + gamma v_{j+1} - v_j),  v_m = 0.
+struct gae_linearisation {
+  ref::jacobian raw;  // valid tokens x 2n
+  std::vector<double> inputs, advantages;
+};
+
+gae_linearisation linearise_gae(const v2_batch& b, double gamma, double lam) {
+  const auto valid = valid_tokens_of(b.batch);
+  const std::size_t n = valid.index.size();
+  gae_linearisation g{ref::jacobian(n, 2 * n), std::vector<double>(2 * n),
+                      std::vector<double>(n, 0.0)};
+  for (std::size_t i = 0; i < n; ++i) {
+    g.inputs[i] = b.token_level_rewards[valid.index[i]];
+    g.inputs[n + i] = b.values[valid.index[i]];
+  }
+  for (std::size_t k = 0; k < n; ++k) {
+    double weight = 1.0;  // (gamma lambda)^(j - k)
+    for (std::size_t j = k; j < n && valid.row[j] == valid.row[k]; ++j) {
+      const bool has_next = j + 1 < n && valid.row[j + 1] == valid.row[j];
+      g.raw.at(k, j) += weight;
+      g.raw.at(k, n + j) -= weight;
+      if (has_next) g.raw.at(k, n + j + 1) += weight * gamma;
+      weight *= gamma * lam;
+    }
+    for (std::size_t j = 0; j < 2 * n; ++j) g.advantages[k] += g.raw.at(k, j) * g.inputs[j];
+  }
+  return g;
+}
+
+// Advantages: the whitening of the raw advantages, each stage's inputs one ulp off
+// (whitening_bound's model). Returns: the raw advantage of the token (carried from the
+// next valid token on a masked one, 0 after the last) plus the token's own value.
+std::vector<double> gae_advantage_bound(const v2_batch& b, const gae_linearisation& g) {
+  const auto J = ref::normalisation_jacobian(g.advantages, 1e-8, ref::epsilon_on::variance);
+  auto bound = ref::one_ulp_sensitivity(J, g.advantages);
+  const auto through = ref::one_ulp_sensitivity(ref::compose(J, g.raw), g.inputs);
+  std::vector<double> grid(b.batch.mask.size(), 0.0);
+  const auto valid = valid_tokens_of(b.batch);
+  for (std::size_t i = 0; i < valid.index.size(); ++i) grid[valid.index[i]] = bound[i] + through[i];
+  return grid;
+}
+
+std::vector<double> gae_returns_bound(const v2_batch& b, const gae_linearisation& g) {
+  const auto raw = ref::one_ulp_sensitivity(g.raw, g.inputs);
+  const auto valid = valid_tokens_of(b.batch);
+  std::vector<double> grid(b.batch.mask.size(), 0.0);
+  std::size_t next = valid.index.size();  // the next valid token at or after t, in its row
+  for (std::size_t t = b.batch.mask.size(); t-- > 0;) {
+    if ((t + 1) % b.batch.width == 0) next = valid.index.size();  // a row's last column
+    if (b.batch.mask[t] != 0)
+      next = static_cast<std::size_t>(std::lower_bound(valid.index.begin(), valid.index.end(), t) -
+                                      valid.index.begin());
+    grid[t] = (next < valid.index.size() ? raw[next] : 0.0) + ref::float_ulp(b.values[t]);
+  }
+  return grid;
+}
+
+TEST(VerlReferenceV2, Gae) {
+  std::size_t cases = 0;
+  for (const auto& c : v2_cases("gae")) {
+    const v2_batch b = v2_batch_named(c.at("batch").get<std::string>());
+    const double gamma = c.at("params").at("gamma").get<double>();
+    const double lam = c.at("params").at("lam").get<double>();
+    const auto g = linearise_gae(b, gamma, lam);
+    const auto advantage_bound = gae_advantage_bound(b, g);
+    const auto returns_bound = gae_returns_bound(b, g);
+    for (const auto v : both_variants) {
+      auto options = std::get<cascade_rl::gae_options>(
+          verl::adv_estimator("gae", {.gamma = gamma, .lam = lam}));
+      options.whitening.accumulation = accumulation_of(v, options.whitening.accumulation);
+      std::vector<float> advantages(b.batch.mask.size()), returns(b.batch.mask.size());
+      cascade_rl::gae_advantages(cascade_rl::exec::seq, b.batch.layout(),
+                                 {.token_rewards = b.token_level_rewards, .values = b.values},
+                                 advantages, returns, options);
+      const std::string label = v2_label("gae", b, c.at("params"), v);
+      // veRL leaves the whitened carried value on masked tokens; we write 0 there.
+      expect_matches_v2(label + " advantages", b, advantages, c.at("advantages"), advantage_bound,
+                        true);
+      for (std::size_t t = 0; t < advantages.size(); ++t) {
+        if (b.batch.mask[t] == 0) {
+          EXPECT_EQ(advantages[t], 0.0f) << label << " [" << t << "]";
+        }
+      }
+      expect_matches_v2(label + " returns", b, returns, c.at("returns"), returns_bound, false);
+    }
+    ++cases;
+  }
+  EXPECT_EQ(cases, 18u);
 }
 
 }  // namespace

@@ -515,6 +515,54 @@ TEST_F(Gpu, ReinforcePlusPlusMatchesHost) {
   expect_same_bits(out.host(), want, "REINFORCE++-baseline, variable groups");
 }
 
+TEST_F(Gpu, GaeMatchesHost) {
+  auto b = cr::testing::make_random_batch<float>(24, {.sequences = 2000, .max_length = 300});
+  for (std::size_t t = 0; t < b.tokens(); t += 3)
+    if (b.mask[t] == 0) b.advantages[t] = std::numeric_limits<float>::quiet_NaN();  // never read
+  const auto layout = b.layout();
+  device_layout_of d(b.offsets, b.mask);
+  const device_token_layout d_layout = d.layout(b.tokens());
+  device_vector<float> rewards(b.advantages), values(b.ref_log_probs), out(b.tokens()),
+      returns(b.tokens());
+  std::vector<float> want(b.tokens()), want_returns(b.tokens());
+  std::vector<cr::whitening_options> variants(3);
+  variants[1].estimator = cr::std_estimator::biased;
+  variants[1].shift_mean = false;
+  variants[2].accumulation = cr::mean_accumulation::float32_rounded_sum;
+  for (double lambda : {1.0, 0.95, 0.0})
+    for (const auto& whitening : variants) {
+      const cr::gae_options options{.gamma = 0.99, .lambda = lambda, .whitening = whitening};
+      cr::gae_advantages(cr::exec::seq, layout,
+                         {.token_rewards = b.advantages, .values = b.ref_log_probs}, want,
+                         want_returns, options);
+      cr::gae_advantages(cr::exec::cuda{}, d_layout,
+                         {.token_rewards = rewards.cspan(), .values = values.cspan()}, out.span(),
+                         returns.span(), options);
+      expect_same_bits(out.host(), want, "GAE advantages");
+      expect_same_bits(returns.host(), want_returns, "GAE returns");
+    }
+  // A NaN value on a valid token is named as the host names it.
+  auto bad = b.ref_log_probs;
+  std::size_t first_valid = 0;
+  while (b.mask[first_valid] == 0) ++first_valid;
+  bad[first_valid + 0] = std::numeric_limits<float>::quiet_NaN();
+  device_vector<float> d_bad(bad);
+  cr::testing::expect_error_naming(
+      [&] {
+        cr::gae_advantages(cr::exec::cuda{}, d_layout,
+                           {.token_rewards = rewards.cspan(), .values = d_bad.cspan()}, out.span(),
+                           returns.span());
+      },
+      "values", std::to_string(first_valid), "NaN");
+  cr::testing::expect_error_naming(
+      [&] {
+        cr::gae_advantages(cr::exec::cuda{}, d_layout,
+                           {.token_rewards = rewards.cspan(), .values = values.cspan()}, out.span(),
+                           returns.span(), {.gamma = -1.0});
+      },
+      "options.gamma");
+}
+
 TEST_F(Gpu, NewAlgorithmsRefuseWhatTheHostRefuses) {
   std::vector<float> r{1, 0, 1, 1, std::numeric_limits<float>::quiet_NaN(), 0};
   device_vector<float> rewards(r), a(r.size()), b(r.size());

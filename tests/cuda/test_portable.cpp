@@ -663,6 +663,51 @@ TEST(PortableTokens, ReinforcePlusPlusMatchesHost) {
     }
 }
 
+TEST(PortableTokens, GaeMatchesHost) {
+  const auto b = big_batch(14);
+  std::vector<double> scratch(portable::whitening_scratch(b.tokens()));
+  // Dense rewards (the advantages) and values (the reference log-probs), masked tokens
+  // holding NaN rewards (never read).
+  auto rewards = b.advantages;
+  for (std::size_t t = 0; t < b.tokens(); t += 3)
+    if (b.mask[t] == 0) rewards[t] = std::numeric_limits<float>::quiet_NaN();
+  for (double gamma : {1.0, 0.99})
+    for (double lambda : {1.0, 0.95, 0.0})
+      for (const auto& whitening : whitening_variants()) {
+        const cr::gae_options options{.gamma = gamma, .lambda = lambda, .whitening = whitening};
+        std::vector<float> host(b.tokens()), device(b.tokens()), host_returns(b.tokens()),
+            device_returns(b.tokens());
+        cr::gae_advantages(cr::exec::seq, b.layout(),
+                           {.token_rewards = rewards, .values = b.ref_log_probs}, host,
+                           host_returns, options);
+        portable::gae_advantages(system, rewards.data(), b.ref_log_probs.data(), device_layout(b),
+                                 device.data(), device_returns.data(), options, scratch.data());
+        expect_same_bits(device, host, "GAE advantages");
+        expect_same_bits(device_returns, host_returns, "GAE returns");
+        // Doubles, where the order of every sum shows in the last bits.
+        std::vector<double> r(b.tokens()), v(b.tokens()), hd(b.tokens()), dd(b.tokens()),
+            hr(b.tokens()), dr(b.tokens());
+        for (std::size_t t = 0; t < b.tokens(); ++t) {
+          r[t] = static_cast<double>(b.advantages[t]) / 7.0;
+          v[t] = static_cast<double>(b.ref_log_probs[t]) / 3.0;
+        }
+        cr::gae_advantages(cr::exec::seq, b.layout(), {.token_rewards = r, .values = v}, hd, hr,
+                           options);
+        portable::gae_advantages(system, r.data(), v.data(), device_layout(b), dd.data(), dr.data(),
+                                 options, scratch.data());
+        expect_same_bits(dd, hd, "GAE advantages, doubles");
+        expect_same_bits(dr, hr, "GAE returns, doubles");
+      }
+  std::vector<float> a(b.tokens()), ret(b.tokens());
+  cr::testing::expect_error_naming(
+      [&] {
+        portable::gae_advantages(system, rewards.data(), b.ref_log_probs.data(), device_layout(b),
+                                 a.data(), ret.data(), cr::gae_options{.lambda = 2.0},
+                                 scratch.data());
+      },
+      "options.lambda");
+}
+
 TEST(PortableTokens, ReinforcePlusPlusBaselineMatchesHost) {
   const auto b = big_batch(13);
   const std::size_t sequences = b.offsets.size() - 1;  // 1200

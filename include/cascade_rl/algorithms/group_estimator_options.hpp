@@ -1,7 +1,7 @@
 #pragma once
 // The options of the group estimators (group_statistics.hpp, grpo_advantages.hpp,
-// rloo_advantages.hpp, reinforce_plus_plus.hpp) and of the zero-variance filter
-// (group_filters.hpp), the statistic a group reduces to, and the plain
+// rloo_advantages.hpp, reinforce_plus_plus.hpp, gae_advantages.hpp) and of the
+// zero-variance filter (group_filters.hpp), the statistic a group reduces to, and the plain
 // terms::group_params each estimator's options become: one place that turns options
 // into per-group decisions (terms/group_advantage.hpp) for the host, the portable path
 // and the kernels. Apart from the algorithms, so that the CUDA kernels and their launch
@@ -70,6 +70,15 @@ struct whitening_options {
 
 struct reinforce_plus_plus_options {
   double gamma = 1.0;  // discount of the return, in [0, 1]
+  whitening_options whitening{};
+};
+
+// Generalized advantage estimation (gae_advantages.hpp): the TD(lambda) advantage from
+// a value estimate per token, whitened over the batch like REINFORCE++.
+struct gae_options {
+  double gamma = 1.0;   // discount, in [0, 1]
+  double lambda = 1.0;  // GAE's lambda, in [0, 1]: 0 is the one-step TD error, 1 the
+                        // discounted return minus the value
   whitening_options whitening{};
 };
 

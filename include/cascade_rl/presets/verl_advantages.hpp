@@ -1,7 +1,8 @@
 #pragma once
 // Options that reproduce veRL's advantage estimators (verl/trainer/ppo/core_algos.py
-// at 1dda039b; checked against tests/reference/verl_core_algos.json, float32,
-// rtol 1e-5, atol 1e-6, by tests/algorithms/test_verl_reference_advantages.cpp).
+// at 1dda039b; checked against tests/reference/verl_core_algos.json and
+// verl_core_algos_v2.json, float32, rtol 1e-5, atol 1e-6, by
+// tests/algorithms/test_verl_reference_advantages.cpp).
 //
 // veRL computes in float32 tensors: torch.mean of a small group is a float32 sum, so
 // the group-based presets use mean_accumulation::float32_sequential, and whitening (a
@@ -9,6 +10,7 @@
 // where veRL amplifies a rounding residue (a group that differs by one ulp); anywhere
 // else the double default agrees within float32 tolerance.
 
+#include "cascade_rl/algorithms/gae_advantages.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/rloo_advantages.hpp"
@@ -59,6 +61,13 @@ namespace cascade_rl::presets::verl {
           .nonfinite = nonfinite_rule::error,
           .accumulation = mean_accumulation::float32_sequential,
           .whitening = whitening()};
+}
+
+// compute_gae_advantage_return (algorithm.gamma, algorithm.lam): GAE over the valid
+// tokens, then masked_whiten. veRL leaves the whitened carried value on masked tokens
+// where gae_advantages writes 0 (see gae_advantages.hpp); valid tokens agree.
+[[nodiscard]] inline gae_options gae(double gamma = 1.0, double lam = 1.0) {
+  return {.gamma = gamma, .lambda = lam, .whitening = whitening()};
 }
 
 }  // namespace cascade_rl::presets::verl

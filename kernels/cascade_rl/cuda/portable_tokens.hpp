@@ -1,7 +1,7 @@
 #pragma once
 // The portable Thrust path, continued (included from portable.hpp): token-level
 // advantages. broadcast_to_tokens, place_on_last_valid_token, distillation advantages,
-// discounted returns, batch whitening, REINFORCE++ and REINFORCE++-baseline.
+// discounted returns, batch whitening, REINFORCE++, REINFORCE++-baseline and GAE.
 //
 // The whitening keeps the host core's order (detail::blocked_sum of parallel.hpp, the
 // canonical order of canonical_sum.hpp): one Thrust work item per block of
@@ -18,16 +18,17 @@
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/transform_reduce.h>
 
-#include <cuda/std/cmath>
-
 #include <cstddef>
 #include <cstdint>
+#include <cuda/std/cmath>
 
+#include "cascade_rl/algorithms/gae_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/cuda/detail/math.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/cuda/portable.hpp"
+#include "cascade_rl/terms/generalized_advantage.hpp"
 
 namespace cascade_rl::cuda::portable {
 namespace detail {
@@ -83,6 +84,30 @@ struct returns_functor {
       const double ret = discounted_return(static_cast<double>(rewards[t]), gamma, run);
       returns[t] = static_cast<T>(ret);
       run = layout.valid(t) ? ret : 0.0;
+    }
+  }
+};
+
+// GAE, one sequence: the host's backward recurrence (terms/generalized_advantage.hpp).
+template <class T>
+struct gae_functor {
+  const T* rewards;
+  const T* values;
+  device_token_layout layout;
+  T* advantages;
+  T* returns;
+  double gamma;
+  double gamma_lambda;
+  CASCADE_RL_HD void operator()(std::size_t s) const {
+    terms::gae_state state;
+    for (std::size_t t = layout.end(s); t-- > layout.begin(s);) {
+      const bool valid = layout.valid(t);
+      const double value = static_cast<double>(values[t]);
+      state = terms::gae_step(valid ? static_cast<double>(rewards[t]) : 0.0, value, valid, gamma,
+                              gamma_lambda, state);
+      const T advantage = static_cast<T>(state.advantage);
+      advantages[t] = advantage;
+      returns[t] = static_cast<T>(static_cast<double>(advantage) + value);
     }
   }
 };
@@ -281,6 +306,22 @@ void reinforce_plus_plus_baseline_advantages(ExecPolicy&& exec, const T* scores,
                          detail::baseline_functor<T>{scores, groups, layout, advantages,
                                                      detail::group_params_of(options)});
   detail::whiten(exec, static_cast<const T*>(advantages), layout, advantages, options.whitening, scratch);
+}
+
+// ---- GAE -----------------------------------------------------------------------------------
+
+// GAE over the valid tokens: advantages whitened (0 on masked tokens), returns the
+// unwhitened advantage plus the value on every token. scratch: whitening_scratch(tokens).
+template <class ExecPolicy, class T>
+void gae_advantages(ExecPolicy&& exec, const T* token_rewards, const T* values,
+                    const device_token_layout& layout, T* advantages, T* returns,
+                    const gae_options& options, double* scratch) {
+  cascade_rl::detail::require_gae_options(options);
+  detail::for_each_index(exec, layout.sequences,
+                         detail::gae_functor<T>{token_rewards, values, layout, advantages, returns,
+                                                options.gamma, options.gamma * options.lambda});
+  detail::whiten(exec, static_cast<const T*>(advantages), layout, advantages, options.whitening,
+                 scratch);
 }
 
 }  // namespace cascade_rl::cuda::portable
