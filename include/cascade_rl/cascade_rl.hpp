@@ -17,6 +17,7 @@
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
 #include "cascade_rl/algorithms/length_filters.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
+#include "cascade_rl/algorithms/remax_advantages.hpp"
 #include "cascade_rl/algorithms/rloo_advantages.hpp"
 
 // Policy losses, aggregation, KL estimators, log-probs from logits. (The fused

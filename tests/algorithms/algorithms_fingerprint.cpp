@@ -32,6 +32,7 @@
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
+#include "cascade_rl/algorithms/remax_advantages.hpp"
 #include "cascade_rl/algorithms/rloo_advantages.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
@@ -228,6 +229,10 @@ void advantages(const std::string& prefix, const batch<T>& b) {
                      returns, {.gamma = 0.99, .lambda = 0.95});
   print(prefix + ".gae", out);
   print(prefix + ".gae.returns", returns);
+  cr::remax_advantages(exec::seq, tokens,
+                       {.token_rewards = b.advantages, .reward_baselines = rewards}, out, returns);
+  print(prefix + ".remax", out);
+  print(prefix + ".remax.returns", returns);
 }
 
 void log_probs() {

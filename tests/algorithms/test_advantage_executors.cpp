@@ -20,6 +20,7 @@
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
 #include "cascade_rl/algorithms/length_filters.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
+#include "cascade_rl/algorithms/remax_advantages.hpp"
 #include "cascade_rl/algorithms/rloo_advantages.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
@@ -140,6 +141,10 @@ outputs run_all(const Policy& policy) {
                              returns, {.gamma = 0.99, .lambda = 0.95});
   out.add("gae", adv);
   out.add("gae.returns", returns);
+  cascade_rl::remax_advantages(
+      policy, tokens, {.token_rewards = b.teacher, .reward_baselines = rewards}, adv, returns);
+  out.add("remax", adv);
+  out.add("remax.returns", returns);
 
   const auto selection = cascade_rl::drop_zero_variance_groups(policy, groups, rewards);
   out.add("selection.kept_sequences", selection.kept_sequences);

@@ -88,9 +88,10 @@ TEST(VerlNames, AdvantageEstimatorsByName) {
   const auto gae_defaults = std::get<cascade_rl::gae_options>(verl::adv_estimator("gae"));
   EXPECT_EQ(gae_defaults.gamma, 1.0);
   EXPECT_EQ(gae_defaults.lambda, 1.0);
+  EXPECT_TRUE(std::holds_alternative<cascade_rl::remax_options>(verl::adv_estimator("remax")));
   expect_error_naming([] { (void)verl::adv_estimator("gdpo"); }, "adv_estimator",
                       "does not implement yet",
-                      "grpo, rloo, reinforce_plus_plus, reinforce_plus_plus_baseline, gae");
+                      "grpo, rloo, reinforce_plus_plus, reinforce_plus_plus_baseline, gae, remax");
   expect_error_naming([] { (void)verl::adv_estimator("GRPO"); }, "adv_estimator",
                       "not a veRL name");
 }

@@ -19,6 +19,7 @@
 #include "cascade_rl/algorithms/gae_advantages.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
+#include "cascade_rl/algorithms/remax_advantages.hpp"
 #include "cascade_rl/algorithms/rloo_advantages.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
@@ -562,6 +563,41 @@ TEST(VerlReferenceV2, Gae) {
     ++cases;
   }
   EXPECT_EQ(cases, 18u);
+}
+
+// ReMax: returns_t = the valid rewards of the row from t on (a sum: one ulp of each term),
+// advantages = returns - baseline (one ulp of the baseline more).
+std::vector<double> remax_bound(const v2_batch& b, bool with_baseline) {
+  std::vector<double> grid(b.batch.mask.size(), 0.0);
+  for (std::size_t row = 0; row < b.batch.rows; ++row) {
+    double run = 0.0;
+    for (std::size_t t = (row + 1) * b.batch.width; t-- > row * b.batch.width;) {
+      if (b.batch.mask[t] != 0) run += ref::float_ulp(b.token_level_rewards[t]);
+      grid[t] = run + (with_baseline ? ref::float_ulp(b.reward_baselines[row]) : 0.0);
+    }
+  }
+  return grid;
+}
+
+TEST(VerlReferenceV2, Remax) {
+  std::size_t cases = 0;
+  for (const auto& c : v2_cases("remax")) {
+    const v2_batch b = v2_batch_named(c.at("batch").get<std::string>());
+    ASSERT_TRUE(std::holds_alternative<cascade_rl::remax_options>(verl::adv_estimator("remax")));
+    std::vector<float> advantages(b.batch.mask.size()), returns(b.batch.mask.size());
+    cascade_rl::remax_advantages(
+        cascade_rl::exec::seq, b.batch.layout(),
+        {.token_rewards = b.token_level_rewards, .reward_baselines = b.reward_baselines},
+        advantages, returns);
+    const std::string label = "remax on " + b.name;
+    // veRL's advantage on a hole inside a row is the return there; ours is 0.
+    expect_matches_v2(label + " advantages", b, advantages, c.at("advantages"),
+                      remax_bound(b, true), true);
+    expect_matches_v2(label + " returns", b, returns, c.at("returns"), remax_bound(b, false),
+                      false);
+    ++cases;
+  }
+  EXPECT_EQ(cases, 6u);
 }
 
 }  // namespace

@@ -563,6 +563,38 @@ TEST_F(Gpu, GaeMatchesHost) {
       "options.gamma");
 }
 
+TEST_F(Gpu, RemaxMatchesHost) {
+  auto b = cr::testing::make_random_batch<float>(25, {.sequences = 2000, .max_length = 300});
+  for (std::size_t t = 0; t < b.tokens(); t += 3)
+    if (b.mask[t] == 0) b.advantages[t] = std::numeric_limits<float>::quiet_NaN();  // never read
+  const std::size_t sequences = b.offsets.size() - 1;
+  std::vector<float> baselines(sequences);
+  for (std::size_t s = 0; s < sequences; ++s)
+    baselines[s] = 0.125f * static_cast<float>(s % 11) - 0.5f;
+  device_layout_of d(b.offsets, b.mask);
+  const device_token_layout d_layout = d.layout(b.tokens());
+  device_vector<float> rewards(b.advantages), d_baselines(baselines), out(b.tokens()),
+      returns(b.tokens());
+  std::vector<float> want(b.tokens()), want_returns(b.tokens());
+  cr::remax_advantages(cr::exec::seq, b.layout(),
+                       {.token_rewards = b.advantages, .reward_baselines = baselines}, want,
+                       want_returns);
+  cr::remax_advantages(cr::exec::cuda{}, d_layout,
+                       {.token_rewards = rewards.cspan(), .reward_baselines = d_baselines.cspan()},
+                       out.span(), returns.span());
+  expect_same_bits(out.host(), want, "ReMax advantages");
+  expect_same_bits(returns.host(), want_returns, "ReMax returns");
+  baselines[7] = std::numeric_limits<float>::infinity();
+  device_vector<float> bad(baselines);
+  cr::testing::expect_error_naming(
+      [&] {
+        cr::remax_advantages(cr::exec::cuda{}, d_layout,
+                             {.token_rewards = rewards.cspan(), .reward_baselines = bad.cspan()},
+                             out.span(), returns.span());
+      },
+      "reward_baselines", "7", "infinite");
+}
+
 TEST_F(Gpu, NewAlgorithmsRefuseWhatTheHostRefuses) {
   std::vector<float> r{1, 0, 1, 1, std::numeric_limits<float>::quiet_NaN(), 0};
   device_vector<float> rewards(r), a(r.size()), b(r.size());

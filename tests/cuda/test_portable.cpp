@@ -708,6 +708,33 @@ TEST(PortableTokens, GaeMatchesHost) {
       "options.lambda");
 }
 
+TEST(PortableTokens, RemaxMatchesHost) {
+  const auto b = big_batch(15);
+  const std::size_t sequences = b.offsets.size() - 1;
+  auto rewards = b.advantages;
+  for (std::size_t t = 0; t < b.tokens(); t += 3)
+    if (b.mask[t] == 0) rewards[t] = std::numeric_limits<float>::quiet_NaN();  // never read
+  const auto baselines = per_sequence_values(sequences, 15);
+  std::vector<float> host(b.tokens()), device(b.tokens()), host_returns(b.tokens()),
+      device_returns(b.tokens());
+  cr::remax_advantages(cr::exec::seq, b.layout(),
+                       {.token_rewards = rewards, .reward_baselines = baselines}, host,
+                       host_returns);
+  portable::remax_advantages(system, rewards.data(), baselines.data(), device_layout(b),
+                             device.data(), device_returns.data());
+  expect_same_bits(device, host, "ReMax advantages");
+  expect_same_bits(device_returns, host_returns, "ReMax returns");
+  std::vector<double> r(b.tokens()), base(sequences), hd(b.tokens()), dd(b.tokens()),
+      hr(b.tokens()), dr(b.tokens());
+  for (std::size_t t = 0; t < b.tokens(); ++t) r[t] = static_cast<double>(b.advantages[t]) / 7.0;
+  for (std::size_t s = 0; s < sequences; ++s) base[s] = static_cast<double>(baselines[s]) / 3.0;
+  cr::remax_advantages(cr::exec::seq, b.layout(), {.token_rewards = r, .reward_baselines = base},
+                       hd, hr);
+  portable::remax_advantages(system, r.data(), base.data(), device_layout(b), dd.data(), dr.data());
+  expect_same_bits(dd, hd, "ReMax advantages, doubles");
+  expect_same_bits(dr, hr, "ReMax returns, doubles");
+}
+
 TEST(PortableTokens, ReinforcePlusPlusBaselineMatchesHost) {
   const auto b = big_batch(13);
   const std::size_t sequences = b.offsets.size() - 1;  // 1200

@@ -1,11 +1,11 @@
 #pragma once
 // The options of the group estimators (group_statistics.hpp, grpo_advantages.hpp,
-// rloo_advantages.hpp, reinforce_plus_plus.hpp, gae_advantages.hpp) and of the
-// zero-variance filter (group_filters.hpp), the statistic a group reduces to, and the plain
-// terms::group_params each estimator's options become: one place that turns options
-// into per-group decisions (terms/group_advantage.hpp) for the host, the portable path
-// and the kernels. Apart from the algorithms, so that the CUDA kernels and their launch
-// layer take them without the host implementations.
+// rloo_advantages.hpp, reinforce_plus_plus.hpp, gae_advantages.hpp, remax_advantages.hpp)
+// and of the zero-variance filter (group_filters.hpp), the statistic a group reduces to,
+// and the plain terms::group_params each estimator's options become: one place that turns
+// options into per-group decisions (terms/group_advantage.hpp) for the host, the portable
+// path and the kernels. Apart from the algorithms, so that the CUDA kernels and their
+// launch layer take them without the host implementations.
 
 #include <cstddef>
 
@@ -81,6 +81,10 @@ struct gae_options {
                         // discounted return minus the value
   whitening_options whitening{};
 };
+
+// ReMax (remax_advantages.hpp): no convention to choose; the struct names the estimator
+// where options are passed around (presets::verl::advantage_estimator_options).
+struct remax_options {};
 
 struct reinforce_plus_plus_baseline_options {
   // veRL gives a group of one a mean of 0, i.e. keeps its raw score (raw_score).

@@ -13,6 +13,7 @@
 #include "cascade_rl/algorithms/gae_advantages.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
+#include "cascade_rl/algorithms/remax_advantages.hpp"
 #include "cascade_rl/algorithms/rloo_advantages.hpp"
 #include "cascade_rl/terms/advantage_options.hpp"
 
@@ -69,5 +70,10 @@ namespace cascade_rl::presets::verl {
 [[nodiscard]] inline gae_options gae(double gamma = 1.0, double lam = 1.0) {
   return {.gamma = gamma, .lambda = lam, .whitening = whitening()};
 }
+
+// compute_remax_outcome_advantage: nothing to choose. veRL's advantage on a masked token
+// inside a sequence is the return there; remax_advantages writes 0 (valid tokens and the
+// returns agree).
+[[nodiscard]] inline remax_options remax() { return {}; }
 
 }  // namespace cascade_rl::presets::verl

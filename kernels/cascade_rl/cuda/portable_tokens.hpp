@@ -1,7 +1,8 @@
 #pragma once
 // The portable Thrust path, continued (included from portable.hpp): token-level
 // advantages. broadcast_to_tokens, place_on_last_valid_token, distillation advantages,
-// discounted returns, batch whitening, REINFORCE++, REINFORCE++-baseline and GAE.
+// discounted returns, batch whitening, REINFORCE++, REINFORCE++-baseline, GAE and
+// ReMax.
 //
 // The whitening keeps the host core's order (detail::blocked_sum of parallel.hpp, the
 // canonical order of canonical_sum.hpp): one Thrust work item per block of
@@ -24,11 +25,13 @@
 
 #include "cascade_rl/algorithms/gae_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
+#include "cascade_rl/algorithms/remax_advantages.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/cuda/detail/math.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/cuda/portable.hpp"
 #include "cascade_rl/terms/generalized_advantage.hpp"
+#include "cascade_rl/terms/reward_to_go.hpp"
 
 namespace cascade_rl::cuda::portable {
 namespace detail {
@@ -108,6 +111,26 @@ struct gae_functor {
       const T advantage = static_cast<T>(state.advantage);
       advantages[t] = advantage;
       returns[t] = static_cast<T>(static_cast<double>(advantage) + value);
+    }
+  }
+};
+
+// ReMax, one sequence: the host's reward-to-go (terms/reward_to_go.hpp).
+template <class T>
+struct remax_functor {
+  const T* rewards;
+  const T* baselines;
+  device_token_layout layout;
+  T* advantages;
+  T* returns;
+  CASCADE_RL_HD void operator()(std::size_t s) const {
+    double run = 0.0;
+    for (std::size_t t = layout.end(s); t-- > layout.begin(s);) {
+      const bool valid = layout.valid(t);
+      run = terms::reward_to_go(valid ? static_cast<double>(rewards[t]) : 0.0, valid, run);
+      const T stored = static_cast<T>(run);
+      returns[t] = stored;
+      advantages[t] = terms::baseline_advantage(stored, baselines[s], valid);
     }
   }
 };
@@ -322,6 +345,19 @@ void gae_advantages(ExecPolicy&& exec, const T* token_rewards, const T* values,
                                                 options.gamma, options.gamma * options.lambda});
   detail::whiten(exec, static_cast<const T*>(advantages), layout, advantages, options.whitening,
                  scratch);
+}
+
+// ---- ReMax ---------------------------------------------------------------------------------
+
+// Advantages (return - baseline on valid tokens, 0 on masked ones) and returns (the
+// reward-to-go over the valid tokens, on every token); reward_baselines: one per sequence.
+template <class ExecPolicy, class T>
+void remax_advantages(ExecPolicy&& exec, const T* token_rewards, const T* reward_baselines,
+                      const device_token_layout& layout, T* advantages, T* returns,
+                      const remax_options& = {}) {
+  detail::for_each_index(
+      exec, layout.sequences,
+      detail::remax_functor<T>{token_rewards, reward_baselines, layout, advantages, returns});
 }
 
 }  // namespace cascade_rl::cuda::portable

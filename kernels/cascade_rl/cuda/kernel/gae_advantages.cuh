@@ -19,9 +19,9 @@ namespace cascade_rl::cuda::detail {
 // on valid tokens.
 template <class T>
 __global__ void __launch_bounds__(sequence_block_threads)
-    gae_kernel(const T* __restrict__ rewards, const T* __restrict__ values,
-               device_token_layout layout, T* __restrict__ advantages, T* __restrict__ returns,
-               double gamma, double gamma_lambda, device_report* report) {
+gae_kernel(const T* __restrict__ rewards, const T* __restrict__ values,
+           device_token_layout layout, T* __restrict__ advantages, T* __restrict__ returns,
+           double gamma, double gamma_lambda, device_report* report) {
   const std::size_t s = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (s >= layout.sequences) return;
   std::size_t first = 0, last = 0;
