@@ -30,6 +30,7 @@
 #include "cascade_rl/algorithms/kl_estimators.hpp"
 #include "cascade_rl/algorithms/log_probs.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
+#include "cascade_rl/algorithms/opo_advantages.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/remax_advantages.hpp"
@@ -233,6 +234,8 @@ void advantages(const std::string& prefix, const batch<T>& b) {
                        {.token_rewards = b.advantages, .reward_baselines = rewards}, out, returns);
   print(prefix + ".remax", out);
   print(prefix + ".remax.returns", returns);
+  cr::opo_advantages(exec::seq, groups, tokens, rewards, out, cr::presets::verl::opo());
+  print(prefix + ".opo", out);
 }
 
 void log_probs() {

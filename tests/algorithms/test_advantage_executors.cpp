@@ -19,6 +19,7 @@
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
 #include "cascade_rl/algorithms/length_filters.hpp"
+#include "cascade_rl/algorithms/opo_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/remax_advantages.hpp"
 #include "cascade_rl/algorithms/rloo_advantages.hpp"
@@ -145,6 +146,8 @@ outputs run_all(const Policy& policy) {
       policy, tokens, {.token_rewards = b.teacher, .reward_baselines = rewards}, adv, returns);
   out.add("remax", adv);
   out.add("remax.returns", returns);
+  cascade_rl::opo_advantages(policy, groups, tokens, rewards, adv);
+  out.add("opo", adv);
 
   const auto selection = cascade_rl::drop_zero_variance_groups(policy, groups, rewards);
   out.add("selection.kept_sequences", selection.kept_sequences);

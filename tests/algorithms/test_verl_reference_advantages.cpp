@@ -18,6 +18,7 @@
 #include "cascade_rl/algorithms/broadcast.hpp"
 #include "cascade_rl/algorithms/gae_advantages.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
+#include "cascade_rl/algorithms/opo_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/remax_advantages.hpp"
 #include "cascade_rl/algorithms/rloo_advantages.hpp"
@@ -594,6 +595,98 @@ TEST(VerlReferenceV2, Remax) {
     expect_matches_v2(label + " advantages", b, advantages, c.at("advantages"),
                       remax_bound(b, true), true);
     expect_matches_v2(label + " returns", b, returns, c.at("returns"), remax_bound(b, false),
+                      false);
+    ++cases;
+  }
+  EXPECT_EQ(cases, 6u);
+}
+
+// veRL's rows are in any order (mixed-sizes interleaves its groups); the group layout
+// wants a group's rows together. The rows in group order (stable), the group offsets
+// over them, and the same rows' masks as a padded batch.
+struct grouped_rows {
+  std::vector<std::size_t> order;  // order[k]: veRL's row at position k
+  std::vector<std::int64_t> offsets{0};
+  ref::padded_batch batch;
+};
+
+grouped_rows group_rows(const v2_batch& b) {
+  grouped_rows g;
+  g.order.resize(b.group_of_row.size());
+  for (std::size_t r = 0; r < g.order.size(); ++r) g.order[r] = r;
+  std::stable_sort(g.order.begin(), g.order.end(), [&](std::size_t x, std::size_t y) {
+    return b.group_of_row[x] < b.group_of_row[y];
+  });
+  for (std::size_t k = 0; k < g.order.size(); ++k)
+    if (k + 1 == g.order.size() || b.group_of_row[g.order[k + 1]] != b.group_of_row[g.order[k]])
+      g.offsets.push_back(static_cast<std::int64_t>(k + 1));
+  g.batch.rows = b.batch.rows;
+  g.batch.width = b.batch.width;
+  g.batch.offsets = b.batch.offsets;
+  for (const std::size_t r : g.order)
+    for (std::size_t t = 0; t < b.batch.width; ++t)
+      g.batch.mask.push_back(b.batch.mask[r * b.batch.width + t]);
+  return g;
+}
+
+// Token values computed on grouped rows, back in veRL's row order.
+std::vector<float> in_verl_order(const grouped_rows& g, const std::vector<float>& grouped) {
+  std::vector<float> out(grouped.size());
+  for (std::size_t k = 0; k < g.order.size(); ++k)
+    for (std::size_t t = 0; t < g.batch.width; ++t)
+      out[g.order[k] * g.batch.width + t] = grouped[k * g.batch.width + t];
+  return out;
+}
+
+// veRL's score: the row's token rewards summed (every column).
+std::vector<float> row_scores(const v2_batch& b) {
+  std::vector<float> scores(b.batch.rows);
+  for (std::size_t r = 0; r < b.batch.rows; ++r) {
+    double sum = 0;
+    for (std::size_t t = 0; t < b.batch.width; ++t)
+      sum += b.token_level_rewards[r * b.batch.width + t];
+    scores[r] = static_cast<float>(sum);
+  }
+  return scores;
+}
+
+// OPO: A_i = s_i - sum_j len_j s_j / sum_j len_j over i's group (a singleton: s_i), a
+// linear map of the scores: dA_i/ds_j = delta_ij - len_j / L. One ulp of each score.
+std::vector<double> opo_bound(const v2_batch& b, const std::vector<float>& scores) {
+  std::vector<double> len(b.batch.rows, 0.0), per_row(b.batch.rows, 0.0);
+  for (std::size_t t = 0; t < b.batch.mask.size(); ++t) len[t / b.batch.width] += b.batch.mask[t];
+  for (std::size_t i = 0; i < b.batch.rows; ++i) {
+    double total = 0;
+    std::size_t members = 0;
+    for (std::size_t j = 0; j < b.batch.rows; ++j)
+      if (b.group_of_row[j] == b.group_of_row[i]) total += len[j], ++members;
+    for (std::size_t j = 0; j < b.batch.rows; ++j) {
+      if (b.group_of_row[j] != b.group_of_row[i]) continue;
+      const double weight = members == 1 || total == 0 ? 0.0 : len[j] / total;
+      per_row[i] += std::abs((i == j ? 1.0 : 0.0) - weight) * ref::float_ulp(scores[j]);
+    }
+  }
+  std::vector<double> grid(b.batch.mask.size(), 0.0);
+  for (std::size_t t = 0; t < grid.size(); ++t) grid[t] = per_row[t / b.batch.width];
+  return grid;
+}
+
+TEST(VerlReferenceV2, Opo) {
+  std::size_t cases = 0;
+  for (const auto& c : v2_cases("opo")) {
+    const v2_batch b = v2_batch_named(c.at("batch").get<std::string>());
+    const auto scores = row_scores(b);
+    const grouped_rows g = group_rows(b);
+    std::vector<float> grouped_scores;
+    for (const std::size_t r : g.order) grouped_scores.push_back(scores[r]);
+    const auto options = std::get<cascade_rl::opo_options>(verl::adv_estimator("opo"));
+    std::vector<float> grouped(b.batch.mask.size());
+    cascade_rl::opo_advantages(cascade_rl::exec::seq, group_layout(g.offsets), g.batch.layout(),
+                               grouped_scores, grouped, options);
+    const auto advantages = in_verl_order(g, grouped);
+    ASSERT_TRUE(c.at("returns_equal_advantages").get<bool>());
+    // veRL multiplies by the mask: masked tokens hold 0 in both, so every token is compared.
+    expect_matches_v2("opo on " + b.name, b, advantages, c.at("advantages"), opo_bound(b, scores),
                       false);
     ++cases;
   }

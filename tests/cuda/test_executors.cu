@@ -595,6 +595,53 @@ TEST_F(Gpu, RemaxMatchesHost) {
       "reward_baselines", "7", "infinite");
 }
 
+TEST_F(Gpu, OpoMatchesHost) {
+  const auto b = cr::testing::make_random_batch<float>(26, {.sequences = 2000, .max_length = 300});
+  const auto layout = b.layout();
+  device_layout_of d(b.offsets, b.mask);
+  const device_token_layout d_layout = d.layout(b.tokens());
+  const std::size_t sequences = b.offsets.size() - 1;
+  std::vector<float> want(b.tokens());
+  device_vector<float> out(b.tokens());
+  // Uniform groups of 4 (binary scores: zero-variance groups) and variable groups with
+  // singletons and a NaN score.
+  const auto uniform = make_case(27, sequences / 4, 4, false);
+  device_vector<float> scores(uniform.rewards);
+  const cr::opo_options verl_like{.singleton = cr::singleton_rule::raw_score};
+  cr::opo_advantages(cr::exec::seq, cr::group_layout::uniform({.groups = sequences / 4, .size = 4}),
+                     layout, uniform.rewards, want, verl_like);
+  cr::opo_advantages(cr::exec::cuda{},
+                     device_group_layout::uniform({.groups = sequences / 4, .size = 4}), d_layout,
+                     scores.cspan(), out.span(), verl_like);
+  expect_same_bits(out.host(), want, "OPO");
+  std::vector<std::int64_t> group_offsets{0};
+  while (static_cast<std::size_t>(group_offsets.back()) < sequences)
+    group_offsets.push_back(
+        std::min(static_cast<std::int64_t>(sequences),
+                 group_offsets.back() + 1 + static_cast<std::int64_t>(group_offsets.size() % 6)));
+  device_vector<std::int64_t> d_group_offsets(group_offsets);
+  const auto variable =
+      device_group_layout::variable(d_group_offsets.data(), group_offsets.size() - 1, sequences);
+  auto nan_scores = uniform.rewards;
+  nan_scores[9] = std::numeric_limits<float>::quiet_NaN();
+  device_vector<float> d_nan(nan_scores);
+  const cr::opo_options zeroing{.singleton = cr::singleton_rule::raw_score,
+                                .nonfinite = cr::nonfinite_rule::zero_group};
+  cr::opo_advantages(cr::exec::seq, cr::group_layout(group_offsets), layout, nan_scores, want,
+                     zeroing);
+  cr::opo_advantages(cr::exec::cuda{}, variable, d_layout, d_nan.cspan(), out.span(), zeroing);
+  expect_same_bits(out.host(), want, "OPO, variable groups");
+  cr::testing::expect_error_naming(
+      [&] { cr::opo_advantages(cr::exec::cuda{}, variable, d_layout, scores.cspan(), out.span()); },
+      "groups", "group of one", "OPO");
+  cr::testing::expect_error_naming(
+      [&] {
+        cr::opo_advantages(cr::exec::cuda{}, variable, d_layout, d_nan.cspan(), out.span(),
+                           verl_like);
+      },
+      "scores", "9", "NaN");
+}
+
 TEST_F(Gpu, NewAlgorithmsRefuseWhatTheHostRefuses) {
   std::vector<float> r{1, 0, 1, 1, std::numeric_limits<float>::quiet_NaN(), 0};
   device_vector<float> rewards(r), a(r.size()), b(r.size());

@@ -735,6 +735,47 @@ TEST(PortableTokens, RemaxMatchesHost) {
   expect_same_bits(dr, hr, "ReMax returns, doubles");
 }
 
+TEST(PortableTokens, OpoMatchesHost) {
+  const auto b = big_batch(16);
+  const std::size_t sequences = b.offsets.size() - 1;  // 1200
+  // Uniform groups of 4 with binary scores (zero-variance groups; fully masked sequences
+  // weigh nothing), groups of 8 with continuous ones, variable groups with singletons and
+  // a NaN group.
+  std::vector<group_case> cases;
+  cases.push_back(make_groups(31, sequences / 4, 4, false, true));
+  cases.push_back(make_groups(32, sequences / 8, 8, false, false));
+  {
+    group_case v;
+    std::mt19937_64 rng(33);
+    std::uniform_int_distribution<std::size_t> size(1, 9);
+    std::normal_distribution<float> normal(0.5f, 1.0f);
+    v.offsets.push_back(0);
+    while (static_cast<std::size_t>(v.offsets.back()) < sequences) {
+      const auto next =
+          std::min<std::size_t>(sequences, static_cast<std::size_t>(v.offsets.back()) + size(rng));
+      v.offsets.push_back(static_cast<std::int64_t>(next));
+    }
+    v.groups = v.offsets.size() - 1;
+    for (std::size_t i = 0; i < sequences; ++i) v.rewards.push_back(normal(rng));
+    v.rewards[17] = std::numeric_limits<float>::quiet_NaN();
+    cases.push_back(v);
+  }
+  const std::vector<cr::opo_options> variants{
+      {.singleton = cr::singleton_rule::raw_score, .nonfinite = cr::nonfinite_rule::zero_group},
+      {.singleton = cr::singleton_rule::zero_advantage,
+       .nonfinite = cr::nonfinite_rule::zero_group}};
+  for (const auto& c : cases) {
+    ASSERT_EQ(c.rewards.size(), sequences);
+    for (const auto& options : variants) {
+      std::vector<float> host(b.tokens()), device(b.tokens(), 7.0f);
+      cr::opo_advantages(cr::exec::seq, c.host(), b.layout(), c.rewards, host, options);
+      portable::opo_advantages(system, c.rewards.data(), c.device(), device_layout(b),
+                               device.data(), options);
+      expect_same_bits(device, host, "OPO");
+    }
+  }
+}
+
 TEST(PortableTokens, ReinforcePlusPlusBaselineMatchesHost) {
   const auto b = big_batch(13);
   const std::size_t sequences = b.offsets.size() - 1;  // 1200

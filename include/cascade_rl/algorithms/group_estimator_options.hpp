@@ -1,11 +1,11 @@
 #pragma once
 // The options of the group estimators (group_statistics.hpp, grpo_advantages.hpp,
-// rloo_advantages.hpp, reinforce_plus_plus.hpp, gae_advantages.hpp, remax_advantages.hpp)
-// and of the zero-variance filter (group_filters.hpp), the statistic a group reduces to,
-// and the plain terms::group_params each estimator's options become: one place that turns
-// options into per-group decisions (terms/group_advantage.hpp) for the host, the portable
-// path and the kernels. Apart from the algorithms, so that the CUDA kernels and their
-// launch layer take them without the host implementations.
+// rloo_advantages.hpp, reinforce_plus_plus.hpp, gae_advantages.hpp, remax_advantages.hpp,
+// opo_advantages.hpp) and of the zero-variance filter (group_filters.hpp), the statistic
+// a group reduces to, and the plain terms::group_params each estimator's options become:
+// one place that turns options into per-group decisions (terms/group_advantage.hpp) for
+// the host, the portable path and the kernels. Apart from the algorithms, so that the
+// CUDA kernels and their launch layer take them without the host implementations.
 
 #include <cstddef>
 
@@ -85,6 +85,13 @@ struct gae_options {
 // ReMax (remax_advantages.hpp): no convention to choose; the struct names the estimator
 // where options are passed around (presets::verl::advantage_estimator_options).
 struct remax_options {};
+
+// OPO (opo_advantages.hpp): the length-weighted group baseline.
+struct opo_options {
+  // veRL gives a group of one a baseline of 0, i.e. keeps its raw score (raw_score).
+  singleton_rule singleton = singleton_rule::error;
+  nonfinite_rule nonfinite = nonfinite_rule::error;
+};
 
 struct reinforce_plus_plus_baseline_options {
   // veRL gives a group of one a mean of 0, i.e. keeps its raw score (raw_score).

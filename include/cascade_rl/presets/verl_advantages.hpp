@@ -12,6 +12,7 @@
 
 #include "cascade_rl/algorithms/gae_advantages.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
+#include "cascade_rl/algorithms/opo_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/remax_advantages.hpp"
 #include "cascade_rl/algorithms/rloo_advantages.hpp"
@@ -75,5 +76,10 @@ namespace cascade_rl::presets::verl {
 // inside a sequence is the return there; remax_advantages writes 0 (valid tokens and the
 // returns agree).
 [[nodiscard]] inline remax_options remax() { return {}; }
+
+// compute_opo_outcome_advantage: a group of one gets baseline 0 (its raw score).
+[[nodiscard]] inline opo_options opo() {
+  return {.singleton = singleton_rule::raw_score, .nonfinite = nonfinite_rule::error};
+}
 
 }  // namespace cascade_rl::presets::verl

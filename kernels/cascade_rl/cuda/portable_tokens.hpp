@@ -1,8 +1,8 @@
 #pragma once
 // The portable Thrust path, continued (included from portable.hpp): token-level
 // advantages. broadcast_to_tokens, place_on_last_valid_token, distillation advantages,
-// discounted returns, batch whitening, REINFORCE++, REINFORCE++-baseline, GAE and
-// ReMax.
+// discounted returns, batch whitening, REINFORCE++, REINFORCE++-baseline, GAE,
+// ReMax and OPO.
 //
 // The whitening keeps the host core's order (detail::blocked_sum of parallel.hpp, the
 // canonical order of canonical_sum.hpp): one Thrust work item per block of
@@ -24,6 +24,7 @@
 #include <cuda/std/cmath>
 
 #include "cascade_rl/algorithms/gae_advantages.hpp"
+#include "cascade_rl/algorithms/opo_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/remax_advantages.hpp"
 #include "cascade_rl/core/parallel.hpp"
@@ -31,6 +32,7 @@
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/cuda/portable.hpp"
 #include "cascade_rl/terms/generalized_advantage.hpp"
+#include "cascade_rl/terms/length_weighted_baseline.hpp"
 #include "cascade_rl/terms/reward_to_go.hpp"
 
 namespace cascade_rl::cuda::portable {
@@ -132,6 +134,38 @@ struct remax_functor {
       returns[t] = stored;
       advantages[t] = terms::baseline_advantage(stored, baselines[s], valid);
     }
+  }
+};
+
+// OPO, one group: the host's length-weighted baseline (terms/length_weighted_baseline.hpp)
+// in index order, then the advantage on every token of the group.
+template <class T>
+struct opo_functor {
+  const T* scores;
+  device_group_layout groups;
+  device_token_layout layout;
+  T* advantages;
+  opo_options options;
+  CASCADE_RL_HD std::size_t valid_tokens(std::size_t s) const {
+    std::size_t n = 0;
+    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) n += layout.valid(t) ? 1 : 0;
+    return n;
+  }
+  CASCADE_RL_HD void operator()(std::size_t g) const {
+    const std::size_t first = groups.begin(g);
+    const std::size_t last = groups.end(g);
+    bool nonfinite = false;
+    for (std::size_t s = first; s < last; ++s)
+      nonfinite = nonfinite || !::cuda::std::isfinite(scores[s]);
+    const bool zero_group = nonfinite && options.nonfinite == nonfinite_rule::zero_group;
+    terms::opo_sums sums;
+    if (!zero_group)
+      for (std::size_t s = first; s < last; ++s)
+        terms::opo_add(sums, static_cast<double>(scores[s]), valid_tokens(s));
+    const terms::opo_group plan = terms::opo_group_of(sums, options.singleton, zero_group);
+    for (std::size_t s = first; s < last; ++s)
+      for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
+        advantages[t] = terms::opo_advantage(scores[s], plan, layout.valid(t));
   }
 };
 
@@ -358,6 +392,16 @@ void remax_advantages(ExecPolicy&& exec, const T* token_rewards, const T* reward
   detail::for_each_index(
       exec, layout.sequences,
       detail::remax_functor<T>{token_rewards, reward_baselines, layout, advantages, returns});
+}
+
+// ---- OPO -----------------------------------------------------------------------------------
+
+// score_i - (sum |o_j| s_j / sum |o_j|) over the group, on every valid token of i.
+template <class ExecPolicy, class T>
+void opo_advantages(ExecPolicy&& exec, const T* scores, const device_group_layout& groups,
+                    const device_token_layout& layout, T* advantages, const opo_options& options) {
+  detail::for_each_index(exec, groups.groups,
+                         detail::opo_functor<T>{scores, groups, layout, advantages, options});
 }
 
 }  // namespace cascade_rl::cuda::portable
