@@ -24,6 +24,7 @@
 #include "cascade_rl/algorithms/broadcast.hpp"
 #include "cascade_rl/algorithms/distillation_advantages.hpp"
 #include "cascade_rl/algorithms/gae_advantages.hpp"
+#include "cascade_rl/algorithms/gpg_advantages.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
 #include "cascade_rl/algorithms/importance_weights.hpp"
@@ -214,6 +215,8 @@ void advantages(const std::string& prefix, const batch<T>& b) {
   print(prefix + ".grpo.verl", a);
   cr::rloo_advantages(exec::seq, groups, rewards, a);
   print(prefix + ".rloo", a);
+  cr::gpg_advantages(exec::seq, groups, rewards, a, cr::presets::verl::gpg(2.0));
+  print(prefix + ".gpg", a);
   std::vector<T> placed(n), out(n);
   cr::place_on_last_valid_token(exec::seq, tokens, rewards, placed);
   cr::reinforce_plus_plus_advantages(exec::seq, tokens, placed, out, {.gamma = 0.9});

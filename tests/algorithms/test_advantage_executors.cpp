@@ -15,6 +15,7 @@
 #include "cascade_rl/algorithms/broadcast.hpp"
 #include "cascade_rl/algorithms/distillation_advantages.hpp"
 #include "cascade_rl/algorithms/gae_advantages.hpp"
+#include "cascade_rl/algorithms/gpg_advantages.hpp"
 #include "cascade_rl/algorithms/group_filters.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
@@ -122,6 +123,10 @@ outputs run_all(const Policy& policy) {
   out.add("grpo_verl", a);
   cascade_rl::rloo_advantages(policy, groups, rewards, a);
   out.add("rloo", a);
+  cascade_rl::gpg_advantages(policy, groups, rewards, a);
+  out.add("gpg", a);
+  cascade_rl::gpg_advantages(policy, groups, rewards, a, cascade_rl::presets::verl::gpg(2.0));
+  out.add("gpg_verl", a);
 
   std::vector<float> on_tokens(t), placed(t), adv(t);
   cascade_rl::broadcast_to_tokens(policy, tokens, a, on_tokens);

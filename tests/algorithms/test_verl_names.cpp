@@ -91,10 +91,13 @@ TEST(VerlNames, AdvantageEstimatorsByName) {
   EXPECT_TRUE(std::holds_alternative<cascade_rl::remax_options>(verl::adv_estimator("remax")));
   EXPECT_EQ(std::get<cascade_rl::opo_options>(verl::adv_estimator("opo")).singleton,
             cascade_rl::singleton_rule::raw_score);
+  const auto gpg = std::get<cascade_rl::gpg_options>(verl::adv_estimator("gpg"));
+  EXPECT_EQ(gpg.f_norm, 1.0);
+  EXPECT_EQ(gpg.singleton, cascade_rl::singleton_rule::raw_score);
   expect_error_naming([] { (void)verl::adv_estimator("gdpo"); }, "adv_estimator",
                       "does not implement yet",
                       "grpo, rloo, reinforce_plus_plus, reinforce_plus_plus_baseline, gae, remax, "
-                      "opo");
+                      "opo, gpg");
   expect_error_naming([] { (void)verl::adv_estimator("GRPO"); }, "adv_estimator",
                       "not a veRL name");
 }

@@ -17,6 +17,7 @@
 
 #include "cascade_rl/algorithms/broadcast.hpp"
 #include "cascade_rl/algorithms/gae_advantages.hpp"
+#include "cascade_rl/algorithms/gpg_advantages.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
 #include "cascade_rl/algorithms/opo_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
@@ -691,6 +692,58 @@ TEST(VerlReferenceV2, Opo) {
     ++cases;
   }
   EXPECT_EQ(cases, 6u);
+}
+
+// GPG: A_i = scale (s_i - mean_g) (a singleton: scale s_i), scale = alpha / f_norm fixed
+// by the count of non-zero scores: scale times the centring map. One ulp of each score.
+std::vector<double> gpg_bound(const v2_batch& b, const std::vector<float>& scores, double scale) {
+  std::vector<double> per_row(b.batch.rows, 0.0);
+  for (std::size_t i = 0; i < b.batch.rows; ++i) {
+    std::size_t members = 0;
+    for (std::size_t j = 0; j < b.batch.rows; ++j)
+      members += b.group_of_row[j] == b.group_of_row[i];
+    for (std::size_t j = 0; j < b.batch.rows; ++j) {
+      if (b.group_of_row[j] != b.group_of_row[i]) continue;
+      const double mean_weight = members == 1 ? 0.0 : 1.0 / static_cast<double>(members);
+      per_row[i] +=
+          scale * std::abs((i == j ? 1.0 : 0.0) - mean_weight) * ref::float_ulp(scores[j]);
+    }
+  }
+  std::vector<double> grid(b.batch.mask.size(), 0.0);
+  for (std::size_t t = 0; t < grid.size(); ++t) grid[t] = per_row[t / b.batch.width];
+  return grid;
+}
+
+TEST(VerlReferenceV2, Gpg) {
+  std::size_t cases = 0;
+  for (const auto& c : v2_cases("gpg")) {
+    const v2_batch b = v2_batch_named(c.at("batch").get<std::string>());
+    const double f_norm = c.at("params").at("f_norm").get<double>();
+    const auto scores = row_scores(b);
+    const grouped_rows g = group_rows(b);
+    std::vector<float> grouped_scores;
+    for (const std::size_t r : g.order) grouped_scores.push_back(scores[r]);
+    std::size_t nonzero = 0;
+    for (const float s : scores) nonzero += s != 0.0f;
+    const double scale = static_cast<double>(scores.size()) /
+                         static_cast<double>(std::max<std::size_t>(nonzero, 1)) / f_norm;
+    for (const auto v : both_variants) {
+      auto options = cascade_rl::presets::verl::gpg(f_norm);
+      options.accumulation = accumulation_of(v, options.accumulation);
+      std::vector<float> per_sequence(scores.size()), grouped(b.batch.mask.size());
+      cascade_rl::gpg_advantages(cascade_rl::exec::seq, group_layout(g.offsets), grouped_scores,
+                                 per_sequence, options);
+      cascade_rl::broadcast_to_tokens(cascade_rl::exec::seq, g.batch.layout(), per_sequence,
+                                      grouped);
+      ASSERT_TRUE(c.at("returns_equal_advantages").get<bool>());
+      expect_matches_v2(
+          "gpg on " + b.name + " " + c.at("params").dump() + " (" + variant_name(v) + ")", b,
+          in_verl_order(g, grouped), c.at("advantages"), gpg_bound(b, scores, scale), false);
+    }
+    ++cases;
+  }
+  EXPECT_EQ(cases, 12u);
+  EXPECT_TRUE(std::holds_alternative<cascade_rl::gpg_options>(verl::adv_estimator("gpg")));
 }
 
 }  // namespace

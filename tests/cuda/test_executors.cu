@@ -642,6 +642,41 @@ TEST_F(Gpu, OpoMatchesHost) {
       "scores", "9", "NaN");
 }
 
+TEST_F(Gpu, GpgMatchesHost) {
+  for (std::uint64_t seed : {41, 42})
+    for (bool variable : {false, true}) {
+      const auto c = make_case(seed, 300, 8, variable);
+      device_vector<float> scores(c.rewards), out(c.rewards.size());
+      device_vector<std::int64_t> offsets(variable ? c.offsets : std::vector<std::int64_t>{0});
+      const cr::group_layout host_groups =
+          variable ? cr::group_layout(c.offsets)
+                   : cr::group_layout::uniform({.groups = 300, .size = 8});
+      const device_group_layout groups =
+          variable ? device_group_layout::variable(offsets.data(), 300, c.rewards.size())
+                   : device_group_layout::uniform({.groups = 300, .size = 8});
+      for (const auto& options : {cr::gpg_options{}, cr::presets::verl::gpg(2.0)}) {
+        std::vector<float> want(c.rewards.size());
+        cr::gpg_advantages(cr::exec::seq, host_groups, c.rewards, want, options);
+        cr::gpg_advantages(cr::exec::cuda{}, groups, scores.cspan(), out.span(), options);
+        expect_same_bits(out.host(), want, "GPG");
+      }
+    }
+  std::vector<float> r{1, 0, 1, 1, std::numeric_limits<float>::quiet_NaN(), 0};
+  device_vector<float> d(r), out(r.size());
+  cr::testing::expect_error_naming(
+      [&] {
+        cr::gpg_advantages(cr::exec::cuda{}, device_group_layout::uniform({.groups = 3, .size = 2}),
+                           d.cspan(), out.span());
+      },
+      "scores", "4", "NaN");
+  cr::testing::expect_error_naming(
+      [&] {
+        cr::gpg_advantages(cr::exec::cuda{}, device_group_layout::uniform({.groups = 3, .size = 2}),
+                           d.cspan(), out.span(), {.f_norm = 0.0});
+      },
+      "options.f_norm");
+}
+
 TEST_F(Gpu, NewAlgorithmsRefuseWhatTheHostRefuses) {
   std::vector<float> r{1, 0, 1, 1, std::numeric_limits<float>::quiet_NaN(), 0};
   device_vector<float> rewards(r), a(r.size()), b(r.size());

@@ -460,6 +460,19 @@ TEST(PortableFilter, GatherMatchesHost) {
   }
 }
 
+TEST(PortableGroups, GpgMatchesHost) {
+  std::vector<cr::gpg_options> variants(3);
+  variants[1] = cr::presets::verl::gpg(2.0);
+  variants[2].accumulation = cr::mean_accumulation::float32_sequential;
+  for (const auto& c : group_cases())
+    for (const auto& options : variants) {
+      std::vector<float> host(c.rewards.size()), device(c.rewards.size(), 7.0f);
+      cr::gpg_advantages(cr::exec::seq, c.host(), c.rewards, host, options);
+      portable::gpg_advantages(system, c.rewards.data(), c.device(), device.data(), options);
+      expect_same_bits(device, host, "GPG");
+    }
+}
+
 TEST(PortableGroups, LeaveOneOutMatchesHost) {
   for (const auto& c : group_cases())
     for (auto estimator : {cr::std_estimator::unbiased, cr::std_estimator::biased}) {

@@ -1,11 +1,12 @@
 #pragma once
 // The options of the group estimators (group_statistics.hpp, grpo_advantages.hpp,
 // rloo_advantages.hpp, reinforce_plus_plus.hpp, gae_advantages.hpp, remax_advantages.hpp,
-// opo_advantages.hpp) and of the zero-variance filter (group_filters.hpp), the statistic
-// a group reduces to, and the plain terms::group_params each estimator's options become:
-// one place that turns options into per-group decisions (terms/group_advantage.hpp) for
-// the host, the portable path and the kernels. Apart from the algorithms, so that the
-// CUDA kernels and their launch layer take them without the host implementations.
+// opo_advantages.hpp, gpg_advantages.hpp) and of the zero-variance filter
+// (group_filters.hpp), the statistic a group reduces to, and the plain
+// terms::group_params each estimator's options become: one place that turns options into
+// per-group decisions (terms/group_advantage.hpp) for the host, the portable path and the
+// kernels. Apart from the algorithms, so that the CUDA kernels and their launch layer
+// take them without the host implementations.
 
 #include <cstddef>
 
@@ -91,6 +92,16 @@ struct opo_options {
   // veRL gives a group of one a baseline of 0, i.e. keeps its raw score (raw_score).
   singleton_rule singleton = singleton_rule::error;
   nonfinite_rule nonfinite = nonfinite_rule::error;
+};
+
+// GPG (gpg_advantages.hpp): alpha (s - mean_g) / f_norm, alpha = N / max(non-zero, 1)
+// over the batch.
+struct gpg_options {
+  double f_norm = 1.0;  // > 0
+  // veRL gives a group of one a mean of 0, i.e. alpha * s / f_norm (raw_score).
+  singleton_rule singleton = singleton_rule::error;
+  nonfinite_rule nonfinite = nonfinite_rule::error;
+  mean_accumulation accumulation = mean_accumulation::double_precision;
 };
 
 struct reinforce_plus_plus_baseline_options {

@@ -11,6 +11,7 @@
 // else the double default agrees within float32 tolerance.
 
 #include "cascade_rl/algorithms/gae_advantages.hpp"
+#include "cascade_rl/algorithms/gpg_advantages.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
 #include "cascade_rl/algorithms/opo_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
@@ -80,6 +81,15 @@ namespace cascade_rl::presets::verl {
 // compute_opo_outcome_advantage: a group of one gets baseline 0 (its raw score).
 [[nodiscard]] inline opo_options opo() {
   return {.singleton = singleton_rule::raw_score, .nonfinite = nonfinite_rule::error};
+}
+
+// compute_gpg_outcome_advantage(f_norm): torch.mean of a small group (float32), a group
+// of one gets mean 0. veRL's alpha keyword is overwritten by N / max(non-zero, 1).
+[[nodiscard]] inline gpg_options gpg(double f_norm = 1.0) {
+  return {.f_norm = f_norm,
+          .singleton = singleton_rule::raw_score,
+          .nonfinite = nonfinite_rule::error,
+          .accumulation = mean_accumulation::float32_sequential};
 }
 
 }  // namespace cascade_rl::presets::verl

@@ -48,7 +48,8 @@ struct algorithm_config {
 using policy_loss_options = std::variant<ppo_clip_options>;
 using advantage_estimator_options =
     std::variant<grpo_options, rloo_options, reinforce_plus_plus_options,
-                 reinforce_plus_plus_baseline_options, gae_options, remax_options, opo_options>;
+                 reinforce_plus_plus_baseline_options, gae_options, remax_options, opo_options,
+                 gpg_options>;
 
 namespace registry {
 
@@ -93,9 +94,10 @@ inline constexpr entry<advantage_estimator_options, algorithm_config> advantage_
      [](const algorithm_config& c) -> advantage_estimator_options { return gae(c.gamma, c.lam); }},
     {"remax", [](const algorithm_config&) -> advantage_estimator_options { return remax(); }},
     {"opo", [](const algorithm_config&) -> advantage_estimator_options { return opo(); }},
+    {"gpg", [](const algorithm_config&) -> advantage_estimator_options { return gpg(); }},
 };
 inline constexpr std::string_view advantage_estimators_not_yet[] = {
-    "grpo_passk", "gpg", "rloo_vectorized", "grpo_vectorized", "optimal_token_baseline",
+    "grpo_passk", "rloo_vectorized", "grpo_vectorized", "optimal_token_baseline",
     "tir_optimal_token_baseline", "gdpo"};
 
 inline void append_list(std::string& out, std::span<const std::string_view> names) {

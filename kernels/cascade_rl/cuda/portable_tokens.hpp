@@ -2,7 +2,7 @@
 // The portable Thrust path, continued (included from portable.hpp): token-level
 // advantages. broadcast_to_tokens, place_on_last_valid_token, distillation advantages,
 // discounted returns, batch whitening, REINFORCE++, REINFORCE++-baseline, GAE,
-// ReMax and OPO.
+// ReMax, OPO and GPG (per sequence, with the batch's non-zero count).
 //
 // The whitening keeps the host core's order (detail::blocked_sum of parallel.hpp, the
 // canonical order of canonical_sum.hpp): one Thrust work item per block of
@@ -24,6 +24,7 @@
 #include <cuda/std/cmath>
 
 #include "cascade_rl/algorithms/gae_advantages.hpp"
+#include "cascade_rl/algorithms/gpg_advantages.hpp"
 #include "cascade_rl/algorithms/opo_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/remax_advantages.hpp"
@@ -32,6 +33,7 @@
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/cuda/portable.hpp"
 #include "cascade_rl/terms/generalized_advantage.hpp"
+#include "cascade_rl/terms/gpg_advantage.hpp"
 #include "cascade_rl/terms/length_weighted_baseline.hpp"
 #include "cascade_rl/terms/reward_to_go.hpp"
 
@@ -166,6 +168,32 @@ struct opo_functor {
     for (std::size_t s = first; s < last; ++s)
       for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
         advantages[t] = terms::opo_advantage(scores[s], plan, layout.valid(t));
+  }
+};
+
+// GPG, one group: the host's moments and terms::gpg_advantage with the batch's scale.
+template <class T>
+struct gpg_functor {
+  const T* scores;
+  device_group_layout groups;
+  T* advantages;
+  double scale;
+  gpg_options options;
+  CASCADE_RL_HD void operator()(std::size_t g) const {
+    const std::size_t first = groups.begin(g);
+    const std::size_t last = groups.end(g);
+    const group_moments m = sequential_moments(scores, first, last, options.accumulation);
+    const terms::gpg_plan plan = terms::plan_gpg(m, options.singleton);
+    for (std::size_t i = first; i < last; ++i)
+      advantages[i] = terms::gpg_advantage(scores[i], m, plan, scale, options.accumulation);
+  }
+};
+
+template <class T>
+struct is_nonzero {
+  const T* values;
+  CASCADE_RL_HD unsigned long long operator()(std::size_t i) const {
+    return values[i] != T(0) ? 1 : 0;
   }
 };
 
@@ -402,6 +430,25 @@ void opo_advantages(ExecPolicy&& exec, const T* scores, const device_group_layou
                     const device_token_layout& layout, T* advantages, const opo_options& options) {
   detail::for_each_index(exec, groups.groups,
                          detail::opo_functor<T>{scores, groups, layout, advantages, options});
+}
+
+// ---- GPG -----------------------------------------------------------------------------------
+
+// alpha (s_i - mean_g) / f_norm per sequence, alpha = N / max(non-zero scores, 1) over the
+// batch.
+template <class ExecPolicy, class T>
+void gpg_advantages(ExecPolicy&& exec, const T* scores, const device_group_layout& groups,
+                    T* advantages, const gpg_options& options = {}) {
+  cascade_rl::detail::require_gpg_options(options);
+  const std::size_t n = groups.sequences;
+  const thrust::counting_iterator<std::size_t> index(0);
+  const unsigned long long nonzero =
+      n == 0 ? 0
+             : thrust::transform_reduce(exec, index, index + n, detail::is_nonzero<T>{scores}, 0ull,
+                                        thrust::plus<unsigned long long>());
+  const double scale = terms::gpg_scale(n, static_cast<std::size_t>(nonzero), options.f_norm);
+  detail::for_each_index(exec, groups.groups,
+                         detail::gpg_functor<T>{scores, groups, advantages, scale, options});
 }
 
 }  // namespace cascade_rl::cuda::portable
