@@ -27,6 +27,7 @@
 #include "cascade_rl/algorithms/gpg_advantages.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
+#include "cascade_rl/algorithms/grpo_passk_advantages.hpp"
 #include "cascade_rl/algorithms/importance_weights.hpp"
 #include "cascade_rl/algorithms/kl_estimators.hpp"
 #include "cascade_rl/algorithms/log_probs.hpp"
@@ -217,6 +218,9 @@ void advantages(const std::string& prefix, const batch<T>& b) {
   print(prefix + ".rloo", a);
   cr::gpg_advantages(exec::seq, groups, rewards, a, cr::presets::verl::gpg(2.0));
   print(prefix + ".gpg", a);
+  cr::grpo_passk_advantages(exec::seq, groups, rewards, a,
+                            {.singleton = cr::singleton_rule::zero_advantage});
+  print(prefix + ".grpo_passk", a);
   std::vector<T> placed(n), out(n);
   cr::place_on_last_valid_token(exec::seq, tokens, rewards, placed);
   cr::reinforce_plus_plus_advantages(exec::seq, tokens, placed, out, {.gamma = 0.9});

@@ -19,6 +19,7 @@
 #include "cascade_rl/algorithms/group_filters.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
+#include "cascade_rl/algorithms/grpo_passk_advantages.hpp"
 #include "cascade_rl/algorithms/length_filters.hpp"
 #include "cascade_rl/algorithms/opo_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
@@ -127,6 +128,8 @@ outputs run_all(const Policy& policy) {
   out.add("gpg", a);
   cascade_rl::gpg_advantages(policy, groups, rewards, a, cascade_rl::presets::verl::gpg(2.0));
   out.add("gpg_verl", a);
+  cascade_rl::grpo_passk_advantages(policy, groups, rewards, a);
+  out.add("grpo_passk", a);
 
   std::vector<float> on_tokens(t), placed(t), adv(t);
   cascade_rl::broadcast_to_tokens(policy, tokens, a, on_tokens);

@@ -93,11 +93,15 @@ TEST(VerlNames, AdvantageEstimatorsByName) {
             cascade_rl::singleton_rule::raw_score);
   const auto gpg = std::get<cascade_rl::gpg_options>(verl::adv_estimator("gpg"));
   EXPECT_EQ(gpg.f_norm, 1.0);
+  const auto passk = std::get<cascade_rl::grpo_passk_options>(
+      verl::adv_estimator("grpo_passk", {.norm_adv_by_std_in_grpo = false}));
+  EXPECT_FALSE(passk.scale_by_std);
+  EXPECT_EQ(passk.singleton, cascade_rl::singleton_rule::error);
   EXPECT_EQ(gpg.singleton, cascade_rl::singleton_rule::raw_score);
   expect_error_naming([] { (void)verl::adv_estimator("gdpo"); }, "adv_estimator",
                       "does not implement yet",
                       "grpo, rloo, reinforce_plus_plus, reinforce_plus_plus_baseline, gae, remax, "
-                      "opo, gpg");
+                      "opo, gpg, grpo_passk");
   expect_error_naming([] { (void)verl::adv_estimator("GRPO"); }, "adv_estimator",
                       "not a veRL name");
 }

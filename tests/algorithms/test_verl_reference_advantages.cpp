@@ -19,6 +19,7 @@
 #include "cascade_rl/algorithms/gae_advantages.hpp"
 #include "cascade_rl/algorithms/gpg_advantages.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
+#include "cascade_rl/algorithms/grpo_passk_advantages.hpp"
 #include "cascade_rl/algorithms/opo_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/remax_advantages.hpp"
@@ -744,6 +745,83 @@ TEST(VerlReferenceV2, Gpg) {
   }
   EXPECT_EQ(cases, 12u);
   EXPECT_TRUE(std::holds_alternative<cascade_rl::gpg_options>(verl::adv_estimator("gpg")));
+}
+
+// GRPO pass@k: the best row of a group gets y = (x_a - x_b) / (s + eps), a the first
+// maximum, b the second largest, s the unbiased std; the other rows 0. Its Jacobian:
+//   dy/dx_j = (delta_ja - delta_jb) / (s + eps) - (x_a - x_b) / (s + eps)^2 * ds/dx_j,
+//   ds/dx_j = (x_j - m) / ((n - 1) s)  (s > 0; at s = 0, x_a = x_b and y is 0).
+// One ulp of each reward of the group (without the std: the first term's numerator).
+std::vector<double> passk_bound(const v2_batch& b, const std::vector<float>& scores,
+                                bool scale_by_std) {
+  std::vector<double> per_row(b.batch.rows, 0.0);
+  std::vector<std::int64_t> seen;
+  for (std::size_t r = 0; r < b.batch.rows; ++r) {
+    const std::int64_t group = b.group_of_row[r];
+    if (std::find(seen.begin(), seen.end(), group) != seen.end()) continue;
+    seen.push_back(group);
+    std::vector<std::size_t> rows;
+    for (std::size_t j = 0; j < b.batch.rows; ++j)
+      if (b.group_of_row[j] == group) rows.push_back(j);
+    std::vector<double> x;
+    for (const std::size_t j : rows) x.push_back(scores[j]);
+    std::size_t a = 0;
+    for (std::size_t k = 1; k < x.size(); ++k)
+      if (x[k] > x[a]) a = k;
+    std::size_t second = a == 0 ? 1 : 0;
+    for (std::size_t k = 0; k < x.size(); ++k)
+      if (k != a && x[k] > x[second]) second = k;
+    const auto mo = ref::unbiased_moments(x);
+    const double d = scale_by_std ? mo.std + 1e-6 : 1.0;
+    const double n = static_cast<double>(x.size());
+    double bound = 0;
+    for (std::size_t j = 0; j < x.size(); ++j) {
+      double dy = ((j == a ? 1.0 : 0.0) - (j == second ? 1.0 : 0.0)) / d;
+      if (scale_by_std && mo.std > 0)
+        dy -= (x[a] - x[second]) / (d * d) * (x[j] - mo.mean) / ((n - 1) * mo.std);
+      bound += std::abs(dy) * ref::float_ulp(x[j]);
+    }
+    for (const std::size_t j : rows) per_row[j] = bound;  // the best row may differ on ties
+  }
+  std::vector<double> grid(b.batch.mask.size(), 0.0);
+  for (std::size_t t = 0; t < grid.size(); ++t) grid[t] = per_row[t / b.batch.width];
+  return grid;
+}
+
+TEST(VerlReferenceV2, GrpoPassk) {
+  std::size_t cases = 0, refused = 0;
+  for (const auto& c : v2_cases("grpo_passk")) {
+    const v2_batch b = v2_batch_named(c.at("batch").get<std::string>());
+    const bool scale = c.at("params").at("config.norm_adv_by_std_in_grpo").get<bool>();
+    const auto scores = row_scores(b);
+    const grouped_rows g = group_rows(b);
+    std::vector<float> grouped_scores;
+    for (const std::size_t r : g.order) grouped_scores.push_back(scores[r]);
+    for (const auto v : both_variants) {
+      auto options = std::get<cascade_rl::grpo_passk_options>(
+          verl::adv_estimator("grpo_passk", {.norm_adv_by_std_in_grpo = scale}));
+      options.accumulation = accumulation_of(v, options.accumulation);
+      std::vector<float> per_sequence(scores.size()), grouped(b.batch.mask.size());
+      const auto run = [&] {
+        cascade_rl::grpo_passk_advantages(cascade_rl::exec::seq, group_layout(g.offsets),
+                                          grouped_scores, per_sequence, options);
+      };
+      if (c.contains("error")) {  // veRL refuses a group of one; so do we
+        EXPECT_THROW(run(), cascade_rl::error) << b.name;
+        ++refused;
+        continue;
+      }
+      run();
+      cascade_rl::broadcast_to_tokens(cascade_rl::exec::seq, g.batch.layout(), per_sequence,
+                                      grouped);
+      expect_matches_v2(
+          "grpo_passk on " + b.name + " " + c.at("params").dump() + " (" + variant_name(v) + ")", b,
+          in_verl_order(g, grouped), c.at("advantages"), passk_bound(b, scores, scale), false);
+    }
+    ++cases;
+  }
+  EXPECT_EQ(cases, 12u);
+  EXPECT_EQ(refused, 4u);
 }
 
 }  // namespace

@@ -677,6 +677,39 @@ TEST_F(Gpu, GpgMatchesHost) {
       "options.f_norm");
 }
 
+TEST_F(Gpu, GrpoPasskMatchesHost) {
+  for (std::uint64_t seed : {43, 44})
+    for (bool variable : {false, true}) {
+      const auto c = make_case(seed, 300, 8, variable);
+      device_vector<float> scores(c.rewards), out(c.rewards.size());
+      device_vector<std::int64_t> offsets(variable ? c.offsets : std::vector<std::int64_t>{0});
+      const cr::group_layout host_groups =
+          variable ? cr::group_layout(c.offsets)
+                   : cr::group_layout::uniform({.groups = 300, .size = 8});
+      const device_group_layout groups =
+          variable ? device_group_layout::variable(offsets.data(), 300, c.rewards.size())
+                   : device_group_layout::uniform({.groups = 300, .size = 8});
+      for (const auto& options : {cr::grpo_passk_options{}, cr::presets::verl::grpo_passk(),
+                                  cr::presets::verl::grpo_passk(false)}) {
+        std::vector<float> want(c.rewards.size());
+        cr::grpo_passk_advantages(cr::exec::seq, host_groups, c.rewards, want, options);
+        cr::grpo_passk_advantages(cr::exec::cuda{}, groups, scores.cspan(), out.span(), options);
+        expect_same_bits(out.host(), want, "GRPO pass@k");
+      }
+    }
+  std::vector<float> r{1, 0, 1, 1, 0};
+  device_vector<float> d(r), out(r.size());
+  std::vector<std::int64_t> offsets{0, 2, 4, 5};
+  device_vector<std::int64_t> d_offsets(offsets);
+  cr::testing::expect_error_naming(
+      [&] {
+        cr::grpo_passk_advantages(cr::exec::cuda{},
+                                  device_group_layout::variable(d_offsets.data(), 3, 5), d.cspan(),
+                                  out.span());
+      },
+      "groups", "2", "group of one");
+}
+
 TEST_F(Gpu, NewAlgorithmsRefuseWhatTheHostRefuses) {
   std::vector<float> r{1, 0, 1, 1, std::numeric_limits<float>::quiet_NaN(), 0};
   device_vector<float> rewards(r), a(r.size()), b(r.size());

@@ -473,6 +473,21 @@ TEST(PortableGroups, GpgMatchesHost) {
     }
 }
 
+TEST(PortableGroups, GrpoPasskMatchesHost) {
+  std::vector<cr::grpo_passk_options> variants(4);
+  variants[1] = cr::presets::verl::grpo_passk();
+  variants[2].scale_by_std = false;
+  variants[3].epsilon_at = cr::epsilon_placement::inside_sqrt;
+  variants[3].estimator = cr::std_estimator::biased;
+  for (const auto& c : group_cases())
+    for (const auto& options : variants) {
+      std::vector<float> host(c.rewards.size()), device(c.rewards.size(), 7.0f);
+      cr::grpo_passk_advantages(cr::exec::seq, c.host(), c.rewards, host, options);
+      portable::grpo_passk_advantages(system, c.rewards.data(), c.device(), device.data(), options);
+      expect_same_bits(device, host, "GRPO pass@k");
+    }
+}
+
 TEST(PortableGroups, LeaveOneOutMatchesHost) {
   for (const auto& c : group_cases())
     for (auto estimator : {cr::std_estimator::unbiased, cr::std_estimator::biased}) {

@@ -1,18 +1,19 @@
 #pragma once
 // The options of the group estimators (group_statistics.hpp, grpo_advantages.hpp,
 // rloo_advantages.hpp, reinforce_plus_plus.hpp, gae_advantages.hpp, remax_advantages.hpp,
-// opo_advantages.hpp, gpg_advantages.hpp) and of the zero-variance filter
-// (group_filters.hpp), the statistic a group reduces to, and the plain
-// terms::group_params each estimator's options become: one place that turns options into
-// per-group decisions (terms/group_advantage.hpp) for the host, the portable path and the
-// kernels. Apart from the algorithms, so that the CUDA kernels and their launch layer
-// take them without the host implementations.
+// opo_advantages.hpp, gpg_advantages.hpp, grpo_passk_advantages.hpp) and of the
+// zero-variance filter (group_filters.hpp), the statistic a group reduces to, and the
+// plain terms::group_params each estimator's options become: one place that turns options
+// into per-group decisions (terms/group_advantage.hpp) for the host, the portable path
+// and the kernels. Apart from the algorithms, so that the CUDA kernels and their launch
+// layer take them without the host implementations.
 
 #include <cstddef>
 
 #include "cascade_rl/core/host_device.hpp"
 #include "cascade_rl/terms/advantage_options.hpp"
 #include "cascade_rl/terms/group_advantage.hpp"
+#include "cascade_rl/terms/passk_advantage.hpp"
 
 namespace cascade_rl {
 
@@ -104,6 +105,19 @@ struct gpg_options {
   mean_accumulation accumulation = mean_accumulation::double_precision;
 };
 
+// GRPO pass@k (grpo_passk_advantages.hpp): the best response of a group gets
+// (r_max - r_second) / (std + eps), the others 0.
+struct grpo_passk_options {
+  bool scale_by_std = true;  // veRL's norm_adv_by_std_in_grpo
+  double epsilon = 1e-6;
+  epsilon_placement epsilon_at = epsilon_placement::added_to_std;
+  std_estimator estimator = std_estimator::unbiased;
+  // error (veRL refuses groups of one) or zero_advantage; raw_score is refused.
+  singleton_rule singleton = singleton_rule::error;
+  nonfinite_rule nonfinite = nonfinite_rule::error;
+  mean_accumulation accumulation = mean_accumulation::double_precision;
+};
+
 struct reinforce_plus_plus_baseline_options {
   // veRL gives a group of one a mean of 0, i.e. keeps its raw score (raw_score).
   singleton_rule singleton = singleton_rule::error;
@@ -167,6 +181,16 @@ inline terms::group_params mean_baseline_params(terms::group_kind kind, singleto
   p.nonfinite = nonfinite;
   p.accumulation = accumulation;
   p.refuse_singletons = singleton == singleton_rule::error;
+  return p;
+}
+
+inline terms::passk_params passk_params_of(const grpo_passk_options& o) {
+  terms::passk_params p;
+  p.scale_by_std = o.scale_by_std;
+  p.estimator = o.estimator;
+  p.epsilon = o.epsilon;
+  p.epsilon_at = o.epsilon_at;
+  p.accumulation = o.accumulation;
   return p;
 }
 

@@ -13,6 +13,7 @@
 #include "cascade_rl/algorithms/gae_advantages.hpp"
 #include "cascade_rl/algorithms/gpg_advantages.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
+#include "cascade_rl/algorithms/grpo_passk_advantages.hpp"
 #include "cascade_rl/algorithms/opo_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/remax_advantages.hpp"
@@ -88,6 +89,20 @@ namespace cascade_rl::presets::verl {
 [[nodiscard]] inline gpg_options gpg(double f_norm = 1.0) {
   return {.f_norm = f_norm,
           .singleton = singleton_rule::raw_score,
+          .nonfinite = nonfinite_rule::error,
+          .accumulation = mean_accumulation::float32_sequential};
+}
+
+// compute_grpo_passk_outcome_advantage: norm_adv_by_std_in_grpo as the algorithm config
+// says (veRL reads the config, not its keyword argument), torch.std (unbiased) of a
+// float32 group, eps added to the std, groups of one refused.
+[[nodiscard]] inline grpo_passk_options grpo_passk(bool norm_adv_by_std_in_grpo = true,
+                                                   double epsilon = 1e-6) {
+  return {.scale_by_std = norm_adv_by_std_in_grpo,
+          .epsilon = epsilon,
+          .epsilon_at = epsilon_placement::added_to_std,
+          .estimator = std_estimator::unbiased,
+          .singleton = singleton_rule::error,
           .nonfinite = nonfinite_rule::error,
           .accumulation = mean_accumulation::float32_sequential};
 }

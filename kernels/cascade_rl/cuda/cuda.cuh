@@ -10,6 +10,7 @@
 #include "cascade_rl/cuda/gpg_advantages.cuh"
 #include "cascade_rl/cuda/group_advantages.cuh"
 #include "cascade_rl/cuda/group_filter.cuh"
+#include "cascade_rl/cuda/grpo_passk_advantages.cuh"
 #include "cascade_rl/cuda/log_probs.cuh"
 #include "cascade_rl/cuda/opo_advantages.cuh"
 #include "cascade_rl/cuda/policy.hpp"

@@ -2,7 +2,7 @@
 // The portable Thrust path, continued (included from portable.hpp): token-level
 // advantages. broadcast_to_tokens, place_on_last_valid_token, distillation advantages,
 // discounted returns, batch whitening, REINFORCE++, REINFORCE++-baseline, GAE,
-// ReMax, OPO and GPG (per sequence, with the batch's non-zero count).
+// ReMax, OPO, GPG (per sequence, with the batch's non-zero count) and GRPO pass@k.
 //
 // The whitening keeps the host core's order (detail::blocked_sum of parallel.hpp, the
 // canonical order of canonical_sum.hpp): one Thrust work item per block of
@@ -25,6 +25,7 @@
 
 #include "cascade_rl/algorithms/gae_advantages.hpp"
 #include "cascade_rl/algorithms/gpg_advantages.hpp"
+#include "cascade_rl/algorithms/grpo_passk_advantages.hpp"
 #include "cascade_rl/algorithms/opo_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/remax_advantages.hpp"
@@ -35,6 +36,7 @@
 #include "cascade_rl/terms/generalized_advantage.hpp"
 #include "cascade_rl/terms/gpg_advantage.hpp"
 #include "cascade_rl/terms/length_weighted_baseline.hpp"
+#include "cascade_rl/terms/passk_advantage.hpp"
 #include "cascade_rl/terms/reward_to_go.hpp"
 
 namespace cascade_rl::cuda::portable {
@@ -194,6 +196,22 @@ struct is_nonzero {
   const T* values;
   CASCADE_RL_HD unsigned long long operator()(std::size_t i) const {
     return values[i] != T(0) ? 1 : 0;
+  }
+};
+
+// GRPO pass@k, one group: the host's terms::passk_group.
+template <class T>
+struct passk_functor {
+  const T* scores;
+  device_group_layout groups;
+  T* advantages;
+  terms::passk_params params;
+  CASCADE_RL_HD void operator()(std::size_t g) const {
+    const std::size_t first = groups.begin(g);
+    const std::size_t last = groups.end(g);
+    bool bad = false;
+    for (std::size_t s = first; s < last; ++s) bad = bad || !::cuda::std::isfinite(scores[s]);
+    terms::passk_group(scores, first, last, bad, params, advantages);
   }
 };
 
@@ -449,6 +467,18 @@ void gpg_advantages(ExecPolicy&& exec, const T* scores, const device_group_layou
   const double scale = terms::gpg_scale(n, static_cast<std::size_t>(nonzero), options.f_norm);
   detail::for_each_index(exec, groups.groups,
                          detail::gpg_functor<T>{scores, groups, advantages, scale, options});
+}
+
+// ---- GRPO pass@k ----------------------------------------------------------------------------
+
+// The best sequence of each group: (r_max - r_second) [/ (std + eps)]; the others 0.
+template <class ExecPolicy, class T>
+void grpo_passk_advantages(ExecPolicy&& exec, const T* scores, const device_group_layout& groups,
+                           T* advantages, const grpo_passk_options& options = {}) {
+  cascade_rl::detail::require_passk_options(options);
+  detail::for_each_index(exec, groups.groups,
+                         detail::passk_functor<T>{scores, groups, advantages,
+                                                  cascade_rl::detail::passk_params_of(options)});
 }
 
 }  // namespace cascade_rl::cuda::portable
