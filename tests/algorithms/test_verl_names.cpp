@@ -96,12 +96,18 @@ TEST(VerlNames, AdvantageEstimatorsByName) {
   const auto passk = std::get<cascade_rl::grpo_passk_options>(
       verl::adv_estimator("grpo_passk", {.norm_adv_by_std_in_grpo = false}));
   EXPECT_FALSE(passk.scale_by_std);
+  // veRL's trainer never passes norm_adv_by_std_in_grpo to grpo_vectorized.
+  EXPECT_TRUE(std::get<cascade_rl::grpo_options>(
+                  verl::adv_estimator("grpo_vectorized", {.norm_adv_by_std_in_grpo = false}))
+                  .scale_by_std);
+  EXPECT_EQ(std::get<cascade_rl::rloo_options>(verl::adv_estimator("rloo_vectorized")).singleton,
+            cascade_rl::singleton_rule::zero_advantage);
   EXPECT_EQ(passk.singleton, cascade_rl::singleton_rule::error);
   EXPECT_EQ(gpg.singleton, cascade_rl::singleton_rule::raw_score);
   expect_error_naming([] { (void)verl::adv_estimator("gdpo"); }, "adv_estimator",
                       "does not implement yet",
                       "grpo, rloo, reinforce_plus_plus, reinforce_plus_plus_baseline, gae, remax, "
-                      "opo, gpg, grpo_passk");
+                      "opo, gpg, grpo_vectorized, rloo_vectorized, grpo_passk");
   expect_error_naming([] { (void)verl::adv_estimator("GRPO"); }, "adv_estimator",
                       "not a veRL name");
 }

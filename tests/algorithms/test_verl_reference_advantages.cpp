@@ -824,4 +824,94 @@ TEST(VerlReferenceV2, GrpoPassk) {
   EXPECT_EQ(refused, 4u);
 }
 
+// Per-sequence advantages of a v2 batch through the grouped rows, back on veRL's [N][T].
+template <class Estimate>
+std::vector<float> v2_per_sequence(const v2_batch& b, const std::vector<float>& scores,
+                                   Estimate&& estimate) {
+  const grouped_rows g = group_rows(b);
+  std::vector<float> grouped_scores, per_sequence(scores.size()), grouped(b.batch.mask.size());
+  for (const std::size_t r : g.order) grouped_scores.push_back(scores[r]);
+  estimate(group_layout(g.offsets), std::span<const float>(grouped_scores),
+           std::span<float>(per_sequence));
+  cascade_rl::broadcast_to_tokens(cascade_rl::exec::seq, g.batch.layout(), per_sequence, grouped);
+  return in_verl_order(g, grouped);
+}
+
+// A per-group Jacobian's one-ulp sensitivity on veRL's rows (a group of one: J = 1).
+template <class GroupJacobian>
+std::vector<double> v2_group_bound(const v2_batch& b, const std::vector<float>& scores,
+                                   GroupJacobian&& jacobian) {
+  std::vector<double> per_row(b.batch.rows, 0.0);
+  for (std::size_t i = 0; i < b.batch.rows; ++i) {
+    std::vector<std::size_t> rows;
+    for (std::size_t j = 0; j < b.batch.rows; ++j)
+      if (b.group_of_row[j] == b.group_of_row[i]) rows.push_back(j);
+    std::vector<double> x;
+    for (const std::size_t j : rows) x.push_back(scores[j]);
+    const auto bound = ref::one_ulp_sensitivity(jacobian(std::span<const double>(x)), x);
+    per_row[i] =
+        bound[static_cast<std::size_t>(std::find(rows.begin(), rows.end(), i) - rows.begin())];
+  }
+  std::vector<double> grid(b.batch.mask.size(), 0.0);
+  for (std::size_t t = 0; t < grid.size(); ++t) grid[t] = per_row[t / b.batch.width];
+  return grid;
+}
+
+TEST(VerlReferenceV2, GrpoVectorized) {
+  std::size_t cases = 0;
+  for (const auto& c : v2_cases("grpo_vectorized")) {
+    const v2_batch b = v2_batch_named(c.at("batch").get<std::string>());
+    const bool scale = c.at("params").at("norm_adv_by_std_in_grpo").get<bool>();
+    const auto scores = row_scores(b);
+    const auto bound = v2_group_bound(b, scores, [&](std::span<const double> x) {
+      return scale ? ref::normalisation_jacobian(x, 1e-6, ref::epsilon_on::std)
+                   : ref::centring_jacobian(x.size());
+    });
+    for (const auto v : both_variants) {
+      // The function itself, called with the keyword (the trainer would not pass it).
+      auto options = cascade_rl::presets::verl::grpo_vectorized(scale);
+      options.accumulation = accumulation_of(v, options.accumulation);
+      const auto tokens = v2_per_sequence(
+          b, scores,
+          [&](const group_layout& groups, std::span<const float> s, std::span<float> out) {
+            cascade_rl::grpo_advantages(cascade_rl::exec::seq, groups, s, out, options);
+          });
+      expect_matches_v2("grpo_vectorized on " + b.name + " " + c.at("params").dump() + " (" +
+                            variant_name(v) + ")",
+                        b, tokens, c.at("advantages"), bound, false);
+    }
+    ++cases;
+  }
+  EXPECT_EQ(cases, 12u);
+}
+
+TEST(VerlReferenceV2, RlooVectorized) {
+  std::size_t cases = 0;
+  for (const auto& c : v2_cases("rloo_vectorized")) {
+    const v2_batch b = v2_batch_named(c.at("batch").get<std::string>());
+    const auto scores = row_scores(b);
+    const auto bound = v2_group_bound(b, scores, [](std::span<const double> x) {
+      auto J = ref::centring_jacobian(x.size());
+      if (x.size() > 1)
+        for (double& v : J.values)
+          v *= static_cast<double>(x.size()) / static_cast<double>(x.size() - 1);
+      return J;
+    });
+    for (const auto v : both_variants) {
+      auto options = std::get<cascade_rl::rloo_options>(verl::adv_estimator("rloo_vectorized"));
+      options.accumulation = accumulation_of(v, options.accumulation);
+      const auto tokens = v2_per_sequence(
+          b, scores,
+          [&](const group_layout& groups, std::span<const float> s, std::span<float> out) {
+            cascade_rl::rloo_advantages(cascade_rl::exec::seq, groups, s, out, options);
+          });
+      // A singleton's row is 0 here (the loop-based rloo keeps its score).
+      expect_matches_v2("rloo_vectorized on " + b.name + " (" + variant_name(v) + ")", b, tokens,
+                        c.at("advantages"), bound, false);
+    }
+    ++cases;
+  }
+  EXPECT_EQ(cases, 6u);
+}
+
 }  // namespace

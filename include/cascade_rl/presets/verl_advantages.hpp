@@ -107,4 +107,22 @@ namespace cascade_rl::presets::verl {
           .accumulation = mean_accumulation::float32_sequential};
 }
 
+// compute_grpo_vectorized_outcome_advantage (verl/utils/groupwise.py group_mean_std): the
+// same conventions as grpo() (a group of one gets mean 0 and std 1, eps added to the
+// unbiased std); only its float32 reductions differ. Under veRL's trainer the estimator
+// gets the config alone, never its norm_adv_by_std_in_grpo keyword, so it always divides
+// by the std; adv_estimator("grpo_vectorized") does the same.
+[[nodiscard]] inline grpo_options grpo_vectorized(bool norm_adv_by_std_in_grpo = true,
+                                                  double epsilon = 1e-6) {
+  return grpo(norm_adv_by_std_in_grpo, epsilon);
+}
+
+// compute_rloo_vectorized_outcome_advantage: (c s - sum_g) / max(c - 1, 1) * (c > 1), so
+// a group of one gets 0, where the loop-based rloo() keeps its score.
+[[nodiscard]] inline rloo_options rloo_vectorized() {
+  rloo_options o = rloo();
+  o.singleton = singleton_rule::zero_advantage;
+  return o;
+}
+
 }  // namespace cascade_rl::presets::verl

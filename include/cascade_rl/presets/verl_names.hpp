@@ -95,14 +95,17 @@ inline constexpr entry<advantage_estimator_options, algorithm_config> advantage_
     {"remax", [](const algorithm_config&) -> advantage_estimator_options { return remax(); }},
     {"opo", [](const algorithm_config&) -> advantage_estimator_options { return opo(); }},
     {"gpg", [](const algorithm_config&) -> advantage_estimator_options { return gpg(); }},
+    {"grpo_vectorized",
+     [](const algorithm_config&) -> advantage_estimator_options { return grpo_vectorized(); }},
+    {"rloo_vectorized",
+     [](const algorithm_config&) -> advantage_estimator_options { return rloo_vectorized(); }},
     {"grpo_passk",
      [](const algorithm_config& c) -> advantage_estimator_options {
        return grpo_passk(c.norm_adv_by_std_in_grpo);
      }},
 };
 inline constexpr std::string_view advantage_estimators_not_yet[] = {
-    "rloo_vectorized", "grpo_vectorized", "optimal_token_baseline", "tir_optimal_token_baseline",
-    "gdpo"};
+    "optimal_token_baseline", "tir_optimal_token_baseline", "gdpo"};
 
 inline void append_list(std::string& out, std::span<const std::string_view> names) {
   for (std::size_t i = 0; i < names.size(); ++i) out.append(i == 0 ? "" : ", ").append(names[i]);
