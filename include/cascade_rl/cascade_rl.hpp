@@ -12,6 +12,7 @@
 #include "cascade_rl/algorithms/broadcast.hpp"
 #include "cascade_rl/algorithms/distillation_advantages.hpp"
 #include "cascade_rl/algorithms/gae_advantages.hpp"
+#include "cascade_rl/algorithms/gdpo_advantages.hpp"
 #include "cascade_rl/algorithms/gpg_advantages.hpp"
 #include "cascade_rl/algorithms/group_filters.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"

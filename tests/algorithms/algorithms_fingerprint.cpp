@@ -24,6 +24,7 @@
 #include "cascade_rl/algorithms/broadcast.hpp"
 #include "cascade_rl/algorithms/distillation_advantages.hpp"
 #include "cascade_rl/algorithms/gae_advantages.hpp"
+#include "cascade_rl/algorithms/gdpo_advantages.hpp"
 #include "cascade_rl/algorithms/gpg_advantages.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
@@ -243,6 +244,13 @@ void advantages(const std::string& prefix, const batch<T>& b) {
   print(prefix + ".remax.returns", returns);
   cr::opo_advantages(exec::seq, groups, tokens, rewards, out, cr::presets::verl::opo());
   print(prefix + ".opo", out);
+  std::vector<T> components(b.rewards);
+  for (const T r : b.rewards) components.push_back(r * r);
+  const std::vector<double> weights{0.5, 1.0};
+  cr::gdpo_advantages(exec::seq, groups, tokens,
+                      {.component_scores = components, .weights = weights}, out,
+                      {.grpo = {.singleton = cr::singleton_rule::raw_score}});
+  print(prefix + ".gdpo", out);
 }
 
 void log_probs() {

@@ -15,6 +15,7 @@
 #include "cascade_rl/algorithms/broadcast.hpp"
 #include "cascade_rl/algorithms/distillation_advantages.hpp"
 #include "cascade_rl/algorithms/gae_advantages.hpp"
+#include "cascade_rl/algorithms/gdpo_advantages.hpp"
 #include "cascade_rl/algorithms/gpg_advantages.hpp"
 #include "cascade_rl/algorithms/group_filters.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
@@ -156,6 +157,13 @@ outputs run_all(const Policy& policy) {
   out.add("remax.returns", returns);
   cascade_rl::opo_advantages(policy, groups, tokens, rewards, adv);
   out.add("opo", adv);
+  std::vector<float> components(b.rewards);
+  for (const float r : b.rewards) components.push_back(1.0f - r);
+  const std::vector<double> weights{0.5, 1.0};
+  cascade_rl::gdpo_advantages(policy, groups, tokens,
+                              {.component_scores = components, .weights = weights}, adv,
+                              cascade_rl::presets::verl::gdpo());
+  out.add("gdpo", adv);
 
   const auto selection = cascade_rl::drop_zero_variance_groups(policy, groups, rewards);
   out.add("selection.kept_sequences", selection.kept_sequences);

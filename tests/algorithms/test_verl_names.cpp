@@ -104,10 +104,13 @@ TEST(VerlNames, AdvantageEstimatorsByName) {
             cascade_rl::singleton_rule::zero_advantage);
   EXPECT_EQ(passk.singleton, cascade_rl::singleton_rule::error);
   EXPECT_EQ(gpg.singleton, cascade_rl::singleton_rule::raw_score);
-  expect_error_naming([] { (void)verl::adv_estimator("gdpo"); }, "adv_estimator",
+  EXPECT_FALSE(std::get<cascade_rl::gdpo_options>(
+                   verl::adv_estimator("gdpo", {.norm_adv_by_std_in_grpo = false}))
+                   .grpo.scale_by_std);
+  expect_error_naming([] { (void)verl::adv_estimator("optimal_token_baseline"); }, "adv_estimator",
                       "does not implement yet",
                       "grpo, rloo, reinforce_plus_plus, reinforce_plus_plus_baseline, gae, remax, "
-                      "opo, gpg, grpo_vectorized, rloo_vectorized, grpo_passk");
+                      "opo, gpg, grpo_vectorized, rloo_vectorized, gdpo, grpo_passk");
   expect_error_naming([] { (void)verl::adv_estimator("GRPO"); }, "adv_estimator",
                       "not a veRL name");
 }

@@ -710,6 +710,40 @@ TEST_F(Gpu, GrpoPasskMatchesHost) {
       "groups", "2", "group of one");
 }
 
+TEST_F(Gpu, GdpoMatchesHost) {
+  const auto b = cr::testing::make_random_batch<float>(28, {.sequences = 2000, .max_length = 300});
+  const auto layout = b.layout();
+  device_layout_of d(b.offsets, b.mask);
+  const device_token_layout d_layout = d.layout(b.tokens());
+  const std::size_t sequences = b.offsets.size() - 1;
+  const auto binary = make_case(29, sequences / 4, 4, false);
+  const auto continuous = make_case(30, sequences / 4, 4, false);
+  std::vector<float> components(binary.rewards);
+  components.insert(components.end(), continuous.rewards.begin(), continuous.rewards.end());
+  const std::vector<double> weights{0.5, 1.0};
+  device_vector<float> d_components(components), out(b.tokens());
+  std::vector<float> want(b.tokens());
+  for (const auto& options : {cr::presets::verl::gdpo(), cr::presets::verl::gdpo(false)}) {
+    cr::gdpo_advantages(cr::exec::seq,
+                        cr::group_layout::uniform({.groups = sequences / 4, .size = 4}), layout,
+                        {.component_scores = components, .weights = weights}, want, options);
+    cr::gdpo_advantages(cr::exec::cuda{},
+                        device_group_layout::uniform({.groups = sequences / 4, .size = 4}),
+                        d_layout, {.component_scores = d_components.cspan(), .weights = weights},
+                        out.span(), options);
+    expect_same_bits(out.host(), want, "GDPO");
+  }
+  components[sequences + 5] = std::numeric_limits<float>::infinity();
+  device_vector<float> bad(components);
+  cr::testing::expect_error_naming(
+      [&] {
+        cr::gdpo_advantages(
+            cr::exec::cuda{}, device_group_layout::uniform({.groups = sequences / 4, .size = 4}),
+            d_layout, {.component_scores = bad.cspan(), .weights = weights}, out.span());
+      },
+      "component_scores", std::to_string(sequences + 5), "infinite");
+}
+
 TEST_F(Gpu, NewAlgorithmsRefuseWhatTheHostRefuses) {
   std::vector<float> r{1, 0, 1, 1, std::numeric_limits<float>::quiet_NaN(), 0};
   device_vector<float> rewards(r), a(r.size()), b(r.size());

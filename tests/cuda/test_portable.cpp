@@ -804,6 +804,34 @@ TEST(PortableTokens, OpoMatchesHost) {
   }
 }
 
+TEST(PortableTokens, GdpoMatchesHost) {
+  const auto b = big_batch(17);
+  const std::size_t sequences = b.offsets.size() - 1;  // 1200
+  std::vector<double> scratch(portable::whitening_scratch(b.tokens())), sums(sequences);
+  std::vector<float> per_sequence(portable::gdpo_scratch(sequences));
+  // Three components: binary, continuous, and a NaN one (zeroed under zero_group).
+  const auto binary = make_groups(41, sequences / 4, 4, false, true);
+  const auto continuous = make_groups(42, sequences / 4, 4, false, false);
+  std::vector<float> components(binary.rewards);
+  components.insert(components.end(), continuous.rewards.begin(), continuous.rewards.end());
+  for (std::size_t s = 0; s < sequences; ++s)
+    components.push_back(0.25f * static_cast<float>(s % 5));
+  components[2 * sequences + 9] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<double> weights{0.5, 1.0, 2.0};
+  std::vector<cr::gdpo_options> variants{cr::presets::verl::gdpo(), cr::presets::verl::gdpo(false),
+                                         cr::gdpo_options{}};
+  for (auto& v : variants) v.grpo.nonfinite = cr::nonfinite_rule::zero_group;
+  for (const auto& options : variants) {
+    std::vector<float> host(b.tokens()), device(b.tokens(), 7.0f);
+    cr::gdpo_advantages(cr::exec::seq, binary.host(), b.layout(),
+                        {.component_scores = components, .weights = weights}, host, options);
+    portable::gdpo_advantages(system, components.data(), weights.data(), weights.size(),
+                              binary.device(), device_layout(b), device.data(), options,
+                              per_sequence.data(), sums.data(), scratch.data());
+    expect_same_bits(device, host, "GDPO");
+  }
+}
+
 TEST(PortableTokens, ReinforcePlusPlusBaselineMatchesHost) {
   const auto b = big_batch(13);
   const std::size_t sequences = b.offsets.size() - 1;  // 1200

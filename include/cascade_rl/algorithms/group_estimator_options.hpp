@@ -118,6 +118,12 @@ struct grpo_passk_options {
   mean_accumulation accumulation = mean_accumulation::double_precision;
 };
 
+// GDPO (gdpo_advantages.hpp): GRPO per reward component, weighted sum, batch whitening.
+struct gdpo_options {
+  grpo_options grpo{};  // how each component is normalised within its groups
+  whitening_options whitening{};
+};
+
 struct reinforce_plus_plus_baseline_options {
   // veRL gives a group of one a mean of 0, i.e. keeps its raw score (raw_score).
   singleton_rule singleton = singleton_rule::error;

@@ -11,6 +11,7 @@
 // else the double default agrees within float32 tolerance.
 
 #include "cascade_rl/algorithms/gae_advantages.hpp"
+#include "cascade_rl/algorithms/gdpo_advantages.hpp"
 #include "cascade_rl/algorithms/gpg_advantages.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
 #include "cascade_rl/algorithms/grpo_passk_advantages.hpp"
@@ -123,6 +124,13 @@ namespace cascade_rl::presets::verl {
   rloo_options o = rloo();
   o.singleton = singleton_rule::zero_advantage;
   return o;
+}
+
+// compute_gdpo_outcome_advantage: each component through compute_grpo_outcome_advantage
+// (grpo(norm_adv_by_std_in_grpo, epsilon)), then masked_whiten. The weights
+// (gdpo_reward_weights, default 1 each) go with the inputs.
+[[nodiscard]] inline gdpo_options gdpo(bool norm_adv_by_std_in_grpo = true, double epsilon = 1e-6) {
+  return {.grpo = grpo(norm_adv_by_std_in_grpo, epsilon), .whitening = whitening()};
 }
 
 }  // namespace cascade_rl::presets::verl

@@ -49,7 +49,7 @@ using policy_loss_options = std::variant<ppo_clip_options>;
 using advantage_estimator_options =
     std::variant<grpo_options, rloo_options, reinforce_plus_plus_options,
                  reinforce_plus_plus_baseline_options, gae_options, remax_options, opo_options,
-                 gpg_options, grpo_passk_options>;
+                 gpg_options, grpo_passk_options, gdpo_options>;
 
 namespace registry {
 
@@ -99,13 +99,17 @@ inline constexpr entry<advantage_estimator_options, algorithm_config> advantage_
      [](const algorithm_config&) -> advantage_estimator_options { return grpo_vectorized(); }},
     {"rloo_vectorized",
      [](const algorithm_config&) -> advantage_estimator_options { return rloo_vectorized(); }},
+    {"gdpo",
+     [](const algorithm_config& c) -> advantage_estimator_options {
+       return gdpo(c.norm_adv_by_std_in_grpo);
+     }},
     {"grpo_passk",
      [](const algorithm_config& c) -> advantage_estimator_options {
        return grpo_passk(c.norm_adv_by_std_in_grpo);
      }},
 };
 inline constexpr std::string_view advantage_estimators_not_yet[] = {
-    "optimal_token_baseline", "tir_optimal_token_baseline", "gdpo"};
+    "optimal_token_baseline", "tir_optimal_token_baseline"};
 
 inline void append_list(std::string& out, std::span<const std::string_view> names) {
   for (std::size_t i = 0; i < names.size(); ++i) out.append(i == 0 ? "" : ", ").append(names[i]);

@@ -7,6 +7,7 @@
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/cuda/distillation_advantages.cuh"
 #include "cascade_rl/cuda/gae_advantages.cuh"
+#include "cascade_rl/cuda/gdpo_advantages.cuh"
 #include "cascade_rl/cuda/gpg_advantages.cuh"
 #include "cascade_rl/cuda/group_advantages.cuh"
 #include "cascade_rl/cuda/group_filter.cuh"

@@ -24,6 +24,7 @@
 #include <cuda/std/cmath>
 
 #include "cascade_rl/algorithms/gae_advantages.hpp"
+#include "cascade_rl/algorithms/gdpo_advantages.hpp"
 #include "cascade_rl/algorithms/gpg_advantages.hpp"
 #include "cascade_rl/algorithms/grpo_passk_advantages.hpp"
 #include "cascade_rl/algorithms/opo_advantages.hpp"
@@ -38,6 +39,7 @@
 #include "cascade_rl/terms/length_weighted_baseline.hpp"
 #include "cascade_rl/terms/passk_advantage.hpp"
 #include "cascade_rl/terms/reward_to_go.hpp"
+#include "cascade_rl/terms/weighted_components.hpp"
 
 namespace cascade_rl::cuda::portable {
 namespace detail {
@@ -212,6 +214,23 @@ struct passk_functor {
     bool bad = false;
     for (std::size_t s = first; s < last; ++s) bad = bad || !::cuda::std::isfinite(scores[s]);
     terms::passk_group(scores, first, last, bad, params, advantages);
+  }
+};
+
+// GDPO: one component's advantage added with its weight, one sequence per work item.
+template <class T>
+struct gdpo_combine_functor {
+  const T* component;
+  double weight;
+  bool first;
+  bool last;
+  double* sum;
+  T* out;
+  CASCADE_RL_HD void operator()(std::size_t s) const {
+    const double acc = terms::add_weighted_component(first ? 0.0 : sum[s], weight,
+                                                     static_cast<double>(component[s]));
+    sum[s] = acc;
+    if (last) out[s] = static_cast<T>(acc);
   }
 };
 
@@ -479,6 +498,40 @@ void grpo_passk_advantages(ExecPolicy&& exec, const T* scores, const device_grou
   detail::for_each_index(exec, groups.groups,
                          detail::passk_functor<T>{scores, groups, advantages,
                                                   cascade_rl::detail::passk_params_of(options)});
+}
+
+// ---- GDPO ----------------------------------------------------------------------------------
+
+// Elements of scratch (in T) a GDPO over `sequences` sequences needs besides the whitening's.
+[[nodiscard]] inline std::size_t gdpo_scratch(std::size_t sequences) { return 2 * sequences; }
+
+// GRPO per component (component_scores: components x sequences, component-major), the
+// weighted sum in component order, on the valid tokens, whitened over the batch.
+// per_sequence: gdpo_scratch(sequences) values of T; sums: sequences doubles; scratch:
+// whitening_scratch(tokens). weights: host memory.
+template <class ExecPolicy, class T>
+void gdpo_advantages(ExecPolicy&& exec, const T* component_scores, const double* weights,
+                     std::size_t components, const device_group_layout& groups,
+                     const device_token_layout& layout, T* advantages, const gdpo_options& options,
+                     T* per_sequence, double* sums, double* scratch) {
+  cascade_rl::detail::require_epsilon(options.grpo.epsilon, "options.grpo.epsilon");
+  cascade_rl::detail::require_whitening_options(options.whitening);
+  cascade_rl::detail::require_gdpo_weights(std::span<const double>(weights, components));
+  const std::size_t n = groups.sequences;
+  T* component = per_sequence;
+  T* combined = per_sequence + n;
+  const terms::group_params p = cascade_rl::detail::group_params_of(options.grpo);
+  for (std::size_t k = 0; k < components; ++k) {
+    detail::for_each_index(
+        exec, groups.groups,
+        detail::group_functor<T>{component_scores + k * n, groups, component, nullptr, p});
+    detail::for_each_index(exec, n,
+                           detail::gdpo_combine_functor<T>{component, weights[k], k == 0,
+                                                           k + 1 == components, sums, combined});
+  }
+  portable::broadcast_to_tokens(exec, static_cast<const T*>(combined), layout, advantages);
+  detail::whiten(exec, static_cast<const T*>(advantages), layout, advantages, options.whitening,
+                 scratch);
 }
 
 }  // namespace cascade_rl::cuda::portable
