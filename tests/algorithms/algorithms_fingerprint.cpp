@@ -23,14 +23,20 @@
 
 #include "cascade_rl/algorithms/broadcast.hpp"
 #include "cascade_rl/algorithms/distillation_advantages.hpp"
+#include "cascade_rl/algorithms/gae_advantages.hpp"
+#include "cascade_rl/algorithms/gdpo_advantages.hpp"
+#include "cascade_rl/algorithms/gpg_advantages.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
+#include "cascade_rl/algorithms/grpo_passk_advantages.hpp"
 #include "cascade_rl/algorithms/importance_weights.hpp"
 #include "cascade_rl/algorithms/kl_estimators.hpp"
 #include "cascade_rl/algorithms/log_probs.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
+#include "cascade_rl/algorithms/opo_advantages.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
+#include "cascade_rl/algorithms/remax_advantages.hpp"
 #include "cascade_rl/algorithms/rloo_advantages.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
@@ -255,6 +261,11 @@ void advantages(const std::string& prefix, const batch<T>& b) {
   print(prefix + ".grpo.verl", a);
   cr::rloo_advantages(exec::seq, groups, rewards, a);
   print(prefix + ".rloo", a);
+  cr::gpg_advantages(exec::seq, groups, rewards, a, cr::presets::verl::gpg(2.0));
+  print(prefix + ".gpg", a);
+  cr::grpo_passk_advantages(exec::seq, groups, rewards, a,
+                            {.singleton = cr::singleton_rule::zero_advantage});
+  print(prefix + ".grpo_passk", a);
   std::vector<T> placed(n), out(n);
   cr::place_on_last_valid_token(exec::seq, tokens, rewards, placed);
   cr::reinforce_plus_plus_advantages(exec::seq, tokens, placed, out, {.gamma = 0.9});
@@ -266,6 +277,24 @@ void advantages(const std::string& prefix, const batch<T>& b) {
   cr::distillation_advantages(
       exec::seq, tokens, {.teacher_log_probs = b.teacher, .student_log_probs = b.log_probs}, out);
   print(prefix + ".distillation", out);
+  std::vector<T> returns(n);
+  cr::gae_advantages(exec::seq, tokens, {.token_rewards = placed, .values = b.advantages}, out,
+                     returns, {.gamma = 0.99, .lambda = 0.95});
+  print(prefix + ".gae", out);
+  print(prefix + ".gae.returns", returns);
+  cr::remax_advantages(exec::seq, tokens,
+                       {.token_rewards = b.advantages, .reward_baselines = rewards}, out, returns);
+  print(prefix + ".remax", out);
+  print(prefix + ".remax.returns", returns);
+  cr::opo_advantages(exec::seq, groups, tokens, rewards, out, cr::presets::verl::opo());
+  print(prefix + ".opo", out);
+  std::vector<T> components(b.rewards);
+  for (const T r : b.rewards) components.push_back(r * r);
+  const std::vector<double> weights{0.5, 1.0};
+  cr::gdpo_advantages(exec::seq, groups, tokens,
+                      {.component_scores = components, .weights = weights}, out,
+                      {.grpo = {.singleton = cr::singleton_rule::raw_score}});
+  print(prefix + ".gdpo", out);
 }
 
 void log_probs() {

@@ -14,11 +14,17 @@
 
 #include "cascade_rl/algorithms/broadcast.hpp"
 #include "cascade_rl/algorithms/distillation_advantages.hpp"
+#include "cascade_rl/algorithms/gae_advantages.hpp"
+#include "cascade_rl/algorithms/gdpo_advantages.hpp"
+#include "cascade_rl/algorithms/gpg_advantages.hpp"
 #include "cascade_rl/algorithms/group_filters.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
+#include "cascade_rl/algorithms/grpo_passk_advantages.hpp"
 #include "cascade_rl/algorithms/length_filters.hpp"
+#include "cascade_rl/algorithms/opo_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
+#include "cascade_rl/algorithms/remax_advantages.hpp"
 #include "cascade_rl/algorithms/rloo_advantages.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
@@ -119,6 +125,12 @@ outputs run_all(const Policy& policy) {
   out.add("grpo_verl", a);
   cascade_rl::rloo_advantages(policy, groups, rewards, a);
   out.add("rloo", a);
+  cascade_rl::gpg_advantages(policy, groups, rewards, a);
+  out.add("gpg", a);
+  cascade_rl::gpg_advantages(policy, groups, rewards, a, cascade_rl::presets::verl::gpg(2.0));
+  out.add("gpg_verl", a);
+  cascade_rl::grpo_passk_advantages(policy, groups, rewards, a);
+  out.add("grpo_passk", a);
 
   std::vector<float> on_tokens(t), placed(t), adv(t);
   cascade_rl::broadcast_to_tokens(policy, tokens, a, on_tokens);
@@ -134,6 +146,24 @@ outputs run_all(const Policy& policy) {
   cascade_rl::distillation_advantages(
       policy, tokens, {.teacher_log_probs = b.teacher, .student_log_probs = b.student}, adv);
   out.add("distillation", adv);
+  std::vector<float> returns(t);
+  cascade_rl::gae_advantages(policy, tokens, {.token_rewards = placed, .values = b.teacher}, adv,
+                             returns, {.gamma = 0.99, .lambda = 0.95});
+  out.add("gae", adv);
+  out.add("gae.returns", returns);
+  cascade_rl::remax_advantages(
+      policy, tokens, {.token_rewards = b.teacher, .reward_baselines = rewards}, adv, returns);
+  out.add("remax", adv);
+  out.add("remax.returns", returns);
+  cascade_rl::opo_advantages(policy, groups, tokens, rewards, adv);
+  out.add("opo", adv);
+  std::vector<float> components(b.rewards);
+  for (const float r : b.rewards) components.push_back(1.0f - r);
+  const std::vector<double> weights{0.5, 1.0};
+  cascade_rl::gdpo_advantages(policy, groups, tokens,
+                              {.component_scores = components, .weights = weights}, adv,
+                              cascade_rl::presets::verl::gdpo());
+  out.add("gdpo", adv);
 
   const auto selection = cascade_rl::drop_zero_variance_groups(policy, groups, rewards);
   out.add("selection.kept_sequences", selection.kept_sequences);

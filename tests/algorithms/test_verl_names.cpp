@@ -135,9 +135,37 @@ TEST(VerlNames, AdvantageEstimatorsByName) {
   const auto baseline = std::get<cascade_rl::reinforce_plus_plus_baseline_options>(
       verl::adv_estimator("reinforce_plus_plus_baseline"));
   EXPECT_EQ(baseline.singleton, cascade_rl::singleton_rule::raw_score);
-  expect_error_naming([] { (void)verl::adv_estimator("gae"); }, "adv_estimator",
+  const auto gae =
+      std::get<cascade_rl::gae_options>(verl::adv_estimator("gae", {.gamma = 0.99, .lam = 0.95}));
+  EXPECT_EQ(gae.gamma, 0.99);
+  EXPECT_EQ(gae.lambda, 0.95);
+  EXPECT_EQ(gae.whitening.accumulation, cascade_rl::mean_accumulation::float32_rounded_sum);
+  const auto gae_defaults = std::get<cascade_rl::gae_options>(verl::adv_estimator("gae"));
+  EXPECT_EQ(gae_defaults.gamma, 1.0);
+  EXPECT_EQ(gae_defaults.lambda, 1.0);
+  EXPECT_TRUE(std::holds_alternative<cascade_rl::remax_options>(verl::adv_estimator("remax")));
+  EXPECT_EQ(std::get<cascade_rl::opo_options>(verl::adv_estimator("opo")).singleton,
+            cascade_rl::singleton_rule::raw_score);
+  const auto gpg = std::get<cascade_rl::gpg_options>(verl::adv_estimator("gpg"));
+  EXPECT_EQ(gpg.f_norm, 1.0);
+  const auto passk = std::get<cascade_rl::grpo_passk_options>(
+      verl::adv_estimator("grpo_passk", {.norm_adv_by_std_in_grpo = false}));
+  EXPECT_FALSE(passk.scale_by_std);
+  // veRL's trainer never passes norm_adv_by_std_in_grpo to grpo_vectorized.
+  EXPECT_TRUE(std::get<cascade_rl::grpo_options>(
+                  verl::adv_estimator("grpo_vectorized", {.norm_adv_by_std_in_grpo = false}))
+                  .scale_by_std);
+  EXPECT_EQ(std::get<cascade_rl::rloo_options>(verl::adv_estimator("rloo_vectorized")).singleton,
+            cascade_rl::singleton_rule::zero_advantage);
+  EXPECT_EQ(passk.singleton, cascade_rl::singleton_rule::error);
+  EXPECT_EQ(gpg.singleton, cascade_rl::singleton_rule::raw_score);
+  EXPECT_FALSE(std::get<cascade_rl::gdpo_options>(
+                   verl::adv_estimator("gdpo", {.norm_adv_by_std_in_grpo = false}))
+                   .grpo.scale_by_std);
+  expect_error_naming([] { (void)verl::adv_estimator("optimal_token_baseline"); }, "adv_estimator",
                       "does not implement yet",
-                      "grpo, rloo, reinforce_plus_plus, reinforce_plus_plus_baseline");
+                      "grpo, rloo, reinforce_plus_plus, reinforce_plus_plus_baseline, gae, remax, "
+                      "opo, gpg, grpo_vectorized, rloo_vectorized, gdpo, grpo_passk");
   expect_error_naming([] { (void)verl::adv_estimator("GRPO"); }, "adv_estimator",
                       "not a veRL name");
 }

@@ -627,6 +627,235 @@ TEST_F(Gpu, ReinforcePlusPlusMatchesHost) {
   expect_same_bits(out.host(), want, "REINFORCE++-baseline, variable groups");
 }
 
+TEST_F(Gpu, GaeMatchesHost) {
+  auto b = cr::testing::make_random_batch<float>(24, {.sequences = 2000, .max_length = 300});
+  for (std::size_t t = 0; t < b.tokens(); t += 3)
+    if (b.mask[t] == 0) b.advantages[t] = std::numeric_limits<float>::quiet_NaN();  // never read
+  const auto layout = b.layout();
+  device_layout_of d(b.offsets, b.mask);
+  const device_token_layout d_layout = d.layout(b.tokens());
+  device_vector<float> rewards(b.advantages), values(b.ref_log_probs), out(b.tokens()),
+      returns(b.tokens());
+  std::vector<float> want(b.tokens()), want_returns(b.tokens());
+  std::vector<cr::whitening_options> variants(3);
+  variants[1].estimator = cr::std_estimator::biased;
+  variants[1].shift_mean = false;
+  variants[2].accumulation = cr::mean_accumulation::float32_rounded_sum;
+  for (double lambda : {1.0, 0.95, 0.0})
+    for (const auto& whitening : variants) {
+      const cr::gae_options options{.gamma = 0.99, .lambda = lambda, .whitening = whitening};
+      cr::gae_advantages(cr::exec::seq, layout,
+                         {.token_rewards = b.advantages, .values = b.ref_log_probs}, want,
+                         want_returns, options);
+      cr::gae_advantages(cr::exec::cuda{}, d_layout,
+                         {.token_rewards = rewards.cspan(), .values = values.cspan()}, out.span(),
+                         returns.span(), options);
+      expect_same_bits(out.host(), want, "GAE advantages");
+      expect_same_bits(returns.host(), want_returns, "GAE returns");
+    }
+  // A NaN value on a valid token is named as the host names it.
+  auto bad = b.ref_log_probs;
+  std::size_t first_valid = 0;
+  while (b.mask[first_valid] == 0) ++first_valid;
+  bad[first_valid + 0] = std::numeric_limits<float>::quiet_NaN();
+  device_vector<float> d_bad(bad);
+  cr::testing::expect_error_naming(
+      [&] {
+        cr::gae_advantages(cr::exec::cuda{}, d_layout,
+                           {.token_rewards = rewards.cspan(), .values = d_bad.cspan()}, out.span(),
+                           returns.span());
+      },
+      "values", std::to_string(first_valid), "NaN");
+  cr::testing::expect_error_naming(
+      [&] {
+        cr::gae_advantages(cr::exec::cuda{}, d_layout,
+                           {.token_rewards = rewards.cspan(), .values = values.cspan()}, out.span(),
+                           returns.span(), {.gamma = -1.0});
+      },
+      "options.gamma");
+}
+
+TEST_F(Gpu, RemaxMatchesHost) {
+  auto b = cr::testing::make_random_batch<float>(25, {.sequences = 2000, .max_length = 300});
+  for (std::size_t t = 0; t < b.tokens(); t += 3)
+    if (b.mask[t] == 0) b.advantages[t] = std::numeric_limits<float>::quiet_NaN();  // never read
+  const std::size_t sequences = b.offsets.size() - 1;
+  std::vector<float> baselines(sequences);
+  for (std::size_t s = 0; s < sequences; ++s)
+    baselines[s] = 0.125f * static_cast<float>(s % 11) - 0.5f;
+  device_layout_of d(b.offsets, b.mask);
+  const device_token_layout d_layout = d.layout(b.tokens());
+  device_vector<float> rewards(b.advantages), d_baselines(baselines), out(b.tokens()),
+      returns(b.tokens());
+  std::vector<float> want(b.tokens()), want_returns(b.tokens());
+  cr::remax_advantages(cr::exec::seq, b.layout(),
+                       {.token_rewards = b.advantages, .reward_baselines = baselines}, want,
+                       want_returns);
+  cr::remax_advantages(cr::exec::cuda{}, d_layout,
+                       {.token_rewards = rewards.cspan(), .reward_baselines = d_baselines.cspan()},
+                       out.span(), returns.span());
+  expect_same_bits(out.host(), want, "ReMax advantages");
+  expect_same_bits(returns.host(), want_returns, "ReMax returns");
+  baselines[7] = std::numeric_limits<float>::infinity();
+  device_vector<float> bad(baselines);
+  cr::testing::expect_error_naming(
+      [&] {
+        cr::remax_advantages(cr::exec::cuda{}, d_layout,
+                             {.token_rewards = rewards.cspan(), .reward_baselines = bad.cspan()},
+                             out.span(), returns.span());
+      },
+      "reward_baselines", "7", "infinite");
+}
+
+TEST_F(Gpu, OpoMatchesHost) {
+  const auto b = cr::testing::make_random_batch<float>(26, {.sequences = 2000, .max_length = 300});
+  const auto layout = b.layout();
+  device_layout_of d(b.offsets, b.mask);
+  const device_token_layout d_layout = d.layout(b.tokens());
+  const std::size_t sequences = b.offsets.size() - 1;
+  std::vector<float> want(b.tokens());
+  device_vector<float> out(b.tokens());
+  // Uniform groups of 4 (binary scores: zero-variance groups) and variable groups with
+  // singletons and a NaN score.
+  const auto uniform = make_case(27, sequences / 4, 4, false);
+  device_vector<float> scores(uniform.rewards);
+  const cr::opo_options verl_like{.singleton = cr::singleton_rule::raw_score};
+  cr::opo_advantages(cr::exec::seq, cr::group_layout::uniform({.groups = sequences / 4, .size = 4}),
+                     layout, uniform.rewards, want, verl_like);
+  cr::opo_advantages(cr::exec::cuda{},
+                     device_group_layout::uniform({.groups = sequences / 4, .size = 4}), d_layout,
+                     scores.cspan(), out.span(), verl_like);
+  expect_same_bits(out.host(), want, "OPO");
+  std::vector<std::int64_t> group_offsets{0};
+  while (static_cast<std::size_t>(group_offsets.back()) < sequences)
+    group_offsets.push_back(
+        std::min(static_cast<std::int64_t>(sequences),
+                 group_offsets.back() + 1 + static_cast<std::int64_t>(group_offsets.size() % 6)));
+  device_vector<std::int64_t> d_group_offsets(group_offsets);
+  const auto variable =
+      device_group_layout::variable(d_group_offsets.data(), group_offsets.size() - 1, sequences);
+  auto nan_scores = uniform.rewards;
+  nan_scores[9] = std::numeric_limits<float>::quiet_NaN();
+  device_vector<float> d_nan(nan_scores);
+  const cr::opo_options zeroing{.singleton = cr::singleton_rule::raw_score,
+                                .nonfinite = cr::nonfinite_rule::zero_group};
+  cr::opo_advantages(cr::exec::seq, cr::group_layout(group_offsets), layout, nan_scores, want,
+                     zeroing);
+  cr::opo_advantages(cr::exec::cuda{}, variable, d_layout, d_nan.cspan(), out.span(), zeroing);
+  expect_same_bits(out.host(), want, "OPO, variable groups");
+  cr::testing::expect_error_naming(
+      [&] { cr::opo_advantages(cr::exec::cuda{}, variable, d_layout, scores.cspan(), out.span()); },
+      "groups", "group of one", "OPO");
+  cr::testing::expect_error_naming(
+      [&] {
+        cr::opo_advantages(cr::exec::cuda{}, variable, d_layout, d_nan.cspan(), out.span(),
+                           verl_like);
+      },
+      "scores", "9", "NaN");
+}
+
+TEST_F(Gpu, GpgMatchesHost) {
+  for (std::uint64_t seed : {41, 42})
+    for (bool variable : {false, true}) {
+      const auto c = make_case(seed, 300, 8, variable);
+      device_vector<float> scores(c.rewards), out(c.rewards.size());
+      device_vector<std::int64_t> offsets(variable ? c.offsets : std::vector<std::int64_t>{0});
+      const cr::group_layout host_groups =
+          variable ? cr::group_layout(c.offsets)
+                   : cr::group_layout::uniform({.groups = 300, .size = 8});
+      const device_group_layout groups =
+          variable ? device_group_layout::variable(offsets.data(), 300, c.rewards.size())
+                   : device_group_layout::uniform({.groups = 300, .size = 8});
+      for (const auto& options : {cr::gpg_options{}, cr::presets::verl::gpg(2.0)}) {
+        std::vector<float> want(c.rewards.size());
+        cr::gpg_advantages(cr::exec::seq, host_groups, c.rewards, want, options);
+        cr::gpg_advantages(cr::exec::cuda{}, groups, scores.cspan(), out.span(), options);
+        expect_same_bits(out.host(), want, "GPG");
+      }
+    }
+  std::vector<float> r{1, 0, 1, 1, std::numeric_limits<float>::quiet_NaN(), 0};
+  device_vector<float> d(r), out(r.size());
+  cr::testing::expect_error_naming(
+      [&] {
+        cr::gpg_advantages(cr::exec::cuda{}, device_group_layout::uniform({.groups = 3, .size = 2}),
+                           d.cspan(), out.span());
+      },
+      "scores", "4", "NaN");
+  cr::testing::expect_error_naming(
+      [&] {
+        cr::gpg_advantages(cr::exec::cuda{}, device_group_layout::uniform({.groups = 3, .size = 2}),
+                           d.cspan(), out.span(), {.f_norm = 0.0});
+      },
+      "options.f_norm");
+}
+
+TEST_F(Gpu, GrpoPasskMatchesHost) {
+  for (std::uint64_t seed : {43, 44})
+    for (bool variable : {false, true}) {
+      const auto c = make_case(seed, 300, 8, variable);
+      device_vector<float> scores(c.rewards), out(c.rewards.size());
+      device_vector<std::int64_t> offsets(variable ? c.offsets : std::vector<std::int64_t>{0});
+      const cr::group_layout host_groups =
+          variable ? cr::group_layout(c.offsets)
+                   : cr::group_layout::uniform({.groups = 300, .size = 8});
+      const device_group_layout groups =
+          variable ? device_group_layout::variable(offsets.data(), 300, c.rewards.size())
+                   : device_group_layout::uniform({.groups = 300, .size = 8});
+      for (const auto& options : {cr::grpo_passk_options{}, cr::presets::verl::grpo_passk(),
+                                  cr::presets::verl::grpo_passk(false)}) {
+        std::vector<float> want(c.rewards.size());
+        cr::grpo_passk_advantages(cr::exec::seq, host_groups, c.rewards, want, options);
+        cr::grpo_passk_advantages(cr::exec::cuda{}, groups, scores.cspan(), out.span(), options);
+        expect_same_bits(out.host(), want, "GRPO pass@k");
+      }
+    }
+  std::vector<float> r{1, 0, 1, 1, 0};
+  device_vector<float> d(r), out(r.size());
+  std::vector<std::int64_t> offsets{0, 2, 4, 5};
+  device_vector<std::int64_t> d_offsets(offsets);
+  cr::testing::expect_error_naming(
+      [&] {
+        cr::grpo_passk_advantages(cr::exec::cuda{},
+                                  device_group_layout::variable(d_offsets.data(), 3, 5), d.cspan(),
+                                  out.span());
+      },
+      "groups", "2", "group of one");
+}
+
+TEST_F(Gpu, GdpoMatchesHost) {
+  const auto b = cr::testing::make_random_batch<float>(28, {.sequences = 2000, .max_length = 300});
+  const auto layout = b.layout();
+  device_layout_of d(b.offsets, b.mask);
+  const device_token_layout d_layout = d.layout(b.tokens());
+  const std::size_t sequences = b.offsets.size() - 1;
+  const auto binary = make_case(29, sequences / 4, 4, false);
+  const auto continuous = make_case(30, sequences / 4, 4, false);
+  std::vector<float> components(binary.rewards);
+  components.insert(components.end(), continuous.rewards.begin(), continuous.rewards.end());
+  const std::vector<double> weights{0.5, 1.0};
+  device_vector<float> d_components(components), out(b.tokens());
+  std::vector<float> want(b.tokens());
+  for (const auto& options : {cr::presets::verl::gdpo(), cr::presets::verl::gdpo(false)}) {
+    cr::gdpo_advantages(cr::exec::seq,
+                        cr::group_layout::uniform({.groups = sequences / 4, .size = 4}), layout,
+                        {.component_scores = components, .weights = weights}, want, options);
+    cr::gdpo_advantages(cr::exec::cuda{},
+                        device_group_layout::uniform({.groups = sequences / 4, .size = 4}),
+                        d_layout, {.component_scores = d_components.cspan(), .weights = weights},
+                        out.span(), options);
+    expect_same_bits(out.host(), want, "GDPO");
+  }
+  components[sequences + 5] = std::numeric_limits<float>::infinity();
+  device_vector<float> bad(components);
+  cr::testing::expect_error_naming(
+      [&] {
+        cr::gdpo_advantages(
+            cr::exec::cuda{}, device_group_layout::uniform({.groups = sequences / 4, .size = 4}),
+            d_layout, {.component_scores = bad.cspan(), .weights = weights}, out.span());
+      },
+      "component_scores", std::to_string(sequences + 5), "infinite");
+}
+
 TEST_F(Gpu, NewAlgorithmsRefuseWhatTheHostRefuses) {
   std::vector<float> r{1, 0, 1, 1, std::numeric_limits<float>::quiet_NaN(), 0};
   device_vector<float> rewards(r), a(r.size()), b(r.size());

@@ -623,6 +623,34 @@ TEST(PortableFilter, GatherMatchesHost) {
   }
 }
 
+TEST(PortableGroups, GpgMatchesHost) {
+  std::vector<cr::gpg_options> variants(3);
+  variants[1] = cr::presets::verl::gpg(2.0);
+  variants[2].accumulation = cr::mean_accumulation::float32_sequential;
+  for (const auto& c : group_cases())
+    for (const auto& options : variants) {
+      std::vector<float> host(c.rewards.size()), device(c.rewards.size(), 7.0f);
+      cr::gpg_advantages(cr::exec::seq, c.host(), c.rewards, host, options);
+      portable::gpg_advantages(system, c.rewards.data(), c.device(), device.data(), options);
+      expect_same_bits(device, host, "GPG");
+    }
+}
+
+TEST(PortableGroups, GrpoPasskMatchesHost) {
+  std::vector<cr::grpo_passk_options> variants(4);
+  variants[1] = cr::presets::verl::grpo_passk();
+  variants[2].scale_by_std = false;
+  variants[3].epsilon_at = cr::epsilon_placement::inside_sqrt;
+  variants[3].estimator = cr::std_estimator::biased;
+  for (const auto& c : group_cases())
+    for (const auto& options : variants) {
+      std::vector<float> host(c.rewards.size()), device(c.rewards.size(), 7.0f);
+      cr::grpo_passk_advantages(cr::exec::seq, c.host(), c.rewards, host, options);
+      portable::grpo_passk_advantages(system, c.rewards.data(), c.device(), device.data(), options);
+      expect_same_bits(device, host, "GRPO pass@k");
+    }
+}
+
 TEST(PortableGroups, LeaveOneOutMatchesHost) {
   for (const auto& c : group_cases())
     for (auto estimator : {cr::std_estimator::unbiased, cr::std_estimator::biased}) {
@@ -824,6 +852,147 @@ TEST(PortableTokens, ReinforcePlusPlusMatchesHost) {
                                                scratch.data());
       expect_same_bits(dd, hd, "REINFORCE++ doubles");
     }
+}
+
+TEST(PortableTokens, GaeMatchesHost) {
+  const auto b = big_batch(14);
+  std::vector<double> scratch(portable::whitening_scratch(b.tokens()));
+  // Dense rewards (the advantages) and values (the reference log-probs), masked tokens
+  // holding NaN rewards (never read).
+  auto rewards = b.advantages;
+  for (std::size_t t = 0; t < b.tokens(); t += 3)
+    if (b.mask[t] == 0) rewards[t] = std::numeric_limits<float>::quiet_NaN();
+  for (double gamma : {1.0, 0.99})
+    for (double lambda : {1.0, 0.95, 0.0})
+      for (const auto& whitening : whitening_variants()) {
+        const cr::gae_options options{.gamma = gamma, .lambda = lambda, .whitening = whitening};
+        std::vector<float> host(b.tokens()), device(b.tokens()), host_returns(b.tokens()),
+            device_returns(b.tokens());
+        cr::gae_advantages(cr::exec::seq, b.layout(),
+                           {.token_rewards = rewards, .values = b.ref_log_probs}, host,
+                           host_returns, options);
+        portable::gae_advantages(system, rewards.data(), b.ref_log_probs.data(), device_layout(b),
+                                 device.data(), device_returns.data(), options, scratch.data());
+        expect_same_bits(device, host, "GAE advantages");
+        expect_same_bits(device_returns, host_returns, "GAE returns");
+        // Doubles, where the order of every sum shows in the last bits.
+        std::vector<double> r(b.tokens()), v(b.tokens()), hd(b.tokens()), dd(b.tokens()),
+            hr(b.tokens()), dr(b.tokens());
+        for (std::size_t t = 0; t < b.tokens(); ++t) {
+          r[t] = static_cast<double>(b.advantages[t]) / 7.0;
+          v[t] = static_cast<double>(b.ref_log_probs[t]) / 3.0;
+        }
+        cr::gae_advantages(cr::exec::seq, b.layout(), {.token_rewards = r, .values = v}, hd, hr,
+                           options);
+        portable::gae_advantages(system, r.data(), v.data(), device_layout(b), dd.data(), dr.data(),
+                                 options, scratch.data());
+        expect_same_bits(dd, hd, "GAE advantages, doubles");
+        expect_same_bits(dr, hr, "GAE returns, doubles");
+      }
+  std::vector<float> a(b.tokens()), ret(b.tokens());
+  cr::testing::expect_error_naming(
+      [&] {
+        portable::gae_advantages(system, rewards.data(), b.ref_log_probs.data(), device_layout(b),
+                                 a.data(), ret.data(), cr::gae_options{.lambda = 2.0},
+                                 scratch.data());
+      },
+      "options.lambda");
+}
+
+TEST(PortableTokens, RemaxMatchesHost) {
+  const auto b = big_batch(15);
+  const std::size_t sequences = b.offsets.size() - 1;
+  auto rewards = b.advantages;
+  for (std::size_t t = 0; t < b.tokens(); t += 3)
+    if (b.mask[t] == 0) rewards[t] = std::numeric_limits<float>::quiet_NaN();  // never read
+  const auto baselines = per_sequence_values(sequences, 15);
+  std::vector<float> host(b.tokens()), device(b.tokens()), host_returns(b.tokens()),
+      device_returns(b.tokens());
+  cr::remax_advantages(cr::exec::seq, b.layout(),
+                       {.token_rewards = rewards, .reward_baselines = baselines}, host,
+                       host_returns);
+  portable::remax_advantages(system, rewards.data(), baselines.data(), device_layout(b),
+                             device.data(), device_returns.data());
+  expect_same_bits(device, host, "ReMax advantages");
+  expect_same_bits(device_returns, host_returns, "ReMax returns");
+  std::vector<double> r(b.tokens()), base(sequences), hd(b.tokens()), dd(b.tokens()),
+      hr(b.tokens()), dr(b.tokens());
+  for (std::size_t t = 0; t < b.tokens(); ++t) r[t] = static_cast<double>(b.advantages[t]) / 7.0;
+  for (std::size_t s = 0; s < sequences; ++s) base[s] = static_cast<double>(baselines[s]) / 3.0;
+  cr::remax_advantages(cr::exec::seq, b.layout(), {.token_rewards = r, .reward_baselines = base},
+                       hd, hr);
+  portable::remax_advantages(system, r.data(), base.data(), device_layout(b), dd.data(), dr.data());
+  expect_same_bits(dd, hd, "ReMax advantages, doubles");
+  expect_same_bits(dr, hr, "ReMax returns, doubles");
+}
+
+TEST(PortableTokens, OpoMatchesHost) {
+  const auto b = big_batch(16);
+  const std::size_t sequences = b.offsets.size() - 1;  // 1200
+  // Uniform groups of 4 with binary scores (zero-variance groups; fully masked sequences
+  // weigh nothing), groups of 8 with continuous ones, variable groups with singletons and
+  // a NaN group.
+  std::vector<group_case> cases;
+  cases.push_back(make_groups(31, sequences / 4, 4, false, true));
+  cases.push_back(make_groups(32, sequences / 8, 8, false, false));
+  {
+    group_case v;
+    std::mt19937_64 rng(33);
+    std::uniform_int_distribution<std::size_t> size(1, 9);
+    std::normal_distribution<float> normal(0.5f, 1.0f);
+    v.offsets.push_back(0);
+    while (static_cast<std::size_t>(v.offsets.back()) < sequences) {
+      const auto next =
+          std::min<std::size_t>(sequences, static_cast<std::size_t>(v.offsets.back()) + size(rng));
+      v.offsets.push_back(static_cast<std::int64_t>(next));
+    }
+    v.groups = v.offsets.size() - 1;
+    for (std::size_t i = 0; i < sequences; ++i) v.rewards.push_back(normal(rng));
+    v.rewards[17] = std::numeric_limits<float>::quiet_NaN();
+    cases.push_back(v);
+  }
+  const std::vector<cr::opo_options> variants{
+      {.singleton = cr::singleton_rule::raw_score, .nonfinite = cr::nonfinite_rule::zero_group},
+      {.singleton = cr::singleton_rule::zero_advantage,
+       .nonfinite = cr::nonfinite_rule::zero_group}};
+  for (const auto& c : cases) {
+    ASSERT_EQ(c.rewards.size(), sequences);
+    for (const auto& options : variants) {
+      std::vector<float> host(b.tokens()), device(b.tokens(), 7.0f);
+      cr::opo_advantages(cr::exec::seq, c.host(), b.layout(), c.rewards, host, options);
+      portable::opo_advantages(system, c.rewards.data(), c.device(), device_layout(b),
+                               device.data(), options);
+      expect_same_bits(device, host, "OPO");
+    }
+  }
+}
+
+TEST(PortableTokens, GdpoMatchesHost) {
+  const auto b = big_batch(17);
+  const std::size_t sequences = b.offsets.size() - 1;  // 1200
+  std::vector<double> scratch(portable::whitening_scratch(b.tokens())), sums(sequences);
+  std::vector<float> per_sequence(portable::gdpo_scratch(sequences));
+  // Three components: binary, continuous, and a NaN one (zeroed under zero_group).
+  const auto binary = make_groups(41, sequences / 4, 4, false, true);
+  const auto continuous = make_groups(42, sequences / 4, 4, false, false);
+  std::vector<float> components(binary.rewards);
+  components.insert(components.end(), continuous.rewards.begin(), continuous.rewards.end());
+  for (std::size_t s = 0; s < sequences; ++s)
+    components.push_back(0.25f * static_cast<float>(s % 5));
+  components[2 * sequences + 9] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<double> weights{0.5, 1.0, 2.0};
+  std::vector<cr::gdpo_options> variants{cr::presets::verl::gdpo(), cr::presets::verl::gdpo(false),
+                                         cr::gdpo_options{}};
+  for (auto& v : variants) v.grpo.nonfinite = cr::nonfinite_rule::zero_group;
+  for (const auto& options : variants) {
+    std::vector<float> host(b.tokens()), device(b.tokens(), 7.0f);
+    cr::gdpo_advantages(cr::exec::seq, binary.host(), b.layout(),
+                        {.component_scores = components, .weights = weights}, host, options);
+    portable::gdpo_advantages(system, components.data(), weights.data(), weights.size(),
+                              binary.device(), device_layout(b), device.data(), options,
+                              per_sequence.data(), sums.data(), scratch.data());
+    expect_same_bits(device, host, "GDPO");
+  }
 }
 
 TEST(PortableTokens, ReinforcePlusPlusBaselineMatchesHost) {

@@ -1,8 +1,9 @@
 #pragma once
 // The options of the group estimators (group_statistics.hpp, grpo_advantages.hpp,
-// rloo_advantages.hpp, reinforce_plus_plus.hpp) and of the zero-variance filter
-// (group_filters.hpp), the statistic a group reduces to, and the plain
-// terms::group_params each estimator's options become: one place that turns options
+// rloo_advantages.hpp, reinforce_plus_plus.hpp, gae_advantages.hpp, remax_advantages.hpp,
+// opo_advantages.hpp, gpg_advantages.hpp, grpo_passk_advantages.hpp) and of the
+// zero-variance filter (group_filters.hpp), the statistic a group reduces to, and the
+// plain terms::group_params each estimator's options become: one place that turns options
 // into per-group decisions (terms/group_advantage.hpp) for the host, the portable path
 // and the kernels. Apart from the algorithms, so that the CUDA kernels and their launch
 // layer take them without the host implementations.
@@ -12,6 +13,7 @@
 #include "cascade_rl/core/host_device.hpp"
 #include "cascade_rl/terms/advantage_options.hpp"
 #include "cascade_rl/terms/group_advantage.hpp"
+#include "cascade_rl/terms/passk_advantage.hpp"
 
 namespace cascade_rl {
 
@@ -70,6 +72,55 @@ struct whitening_options {
 
 struct reinforce_plus_plus_options {
   double gamma = 1.0;  // discount of the return, in [0, 1]
+  whitening_options whitening{};
+};
+
+// Generalized advantage estimation (gae_advantages.hpp): the TD(lambda) advantage from
+// a value estimate per token, whitened over the batch like REINFORCE++.
+struct gae_options {
+  double gamma = 1.0;   // discount, in [0, 1]
+  double lambda = 1.0;  // GAE's lambda, in [0, 1]: 0 is the one-step TD error, 1 the
+                        // discounted return minus the value
+  whitening_options whitening{};
+};
+
+// ReMax (remax_advantages.hpp): no convention to choose; the struct names the estimator
+// where options are passed around (presets::verl::advantage_estimator_options).
+struct remax_options {};
+
+// OPO (opo_advantages.hpp): the length-weighted group baseline.
+struct opo_options {
+  // veRL gives a group of one a baseline of 0, i.e. keeps its raw score (raw_score).
+  singleton_rule singleton = singleton_rule::error;
+  nonfinite_rule nonfinite = nonfinite_rule::error;
+};
+
+// GPG (gpg_advantages.hpp): alpha (s - mean_g) / f_norm, alpha = N / max(non-zero, 1)
+// over the batch.
+struct gpg_options {
+  double f_norm = 1.0;  // > 0
+  // veRL gives a group of one a mean of 0, i.e. alpha * s / f_norm (raw_score).
+  singleton_rule singleton = singleton_rule::error;
+  nonfinite_rule nonfinite = nonfinite_rule::error;
+  mean_accumulation accumulation = mean_accumulation::double_precision;
+};
+
+// GRPO pass@k (grpo_passk_advantages.hpp): the best response of a group gets
+// (r_max - r_second) / (std + eps), the others 0.
+struct grpo_passk_options {
+  bool scale_by_std = true;  // veRL's norm_adv_by_std_in_grpo
+  double epsilon = 1e-6;
+  epsilon_placement epsilon_at = epsilon_placement::added_to_std;
+  std_estimator estimator = std_estimator::unbiased;
+  // error (veRL refuses groups of one) or zero_advantage; raw_score is refused.
+  singleton_rule singleton = singleton_rule::error;
+  nonfinite_rule nonfinite = nonfinite_rule::error;
+  mean_accumulation accumulation = mean_accumulation::double_precision;
+};
+
+// GDPO (gdpo_advantages.hpp): GRPO per reward component, weighted sum, batch whitening.
+struct gdpo_options {
+  grpo_options grpo{};  // how each component is normalised within its groups
   whitening_options whitening{};
 };
 
@@ -136,6 +187,16 @@ inline terms::group_params mean_baseline_params(terms::group_kind kind, singleto
   p.nonfinite = nonfinite;
   p.accumulation = accumulation;
   p.refuse_singletons = singleton == singleton_rule::error;
+  return p;
+}
+
+inline terms::passk_params passk_params_of(const grpo_passk_options& o) {
+  terms::passk_params p;
+  p.scale_by_std = o.scale_by_std;
+  p.estimator = o.estimator;
+  p.epsilon = o.epsilon;
+  p.epsilon_at = o.epsilon_at;
+  p.accumulation = o.accumulation;
   return p;
 }
 

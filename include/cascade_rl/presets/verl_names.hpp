@@ -43,7 +43,8 @@ struct actor_config {
 // The algorithm fields veRL's advantage estimators read, with veRL's defaults.
 struct algorithm_config {
   bool norm_adv_by_std_in_grpo = true;  // false: Dr. GRPO
-  double gamma = 1.0;                   // REINFORCE++'s discount
+  double gamma = 1.0;                   // REINFORCE++'s and GAE's discount
+  double lam = 1.0;                     // GAE's lambda
 };
 
 // What a name can stand for; each loss or estimator added later adds its options here.
@@ -51,7 +52,8 @@ using policy_loss_options = std::variant<ppo_clip_options, cispo_options, reinfo
                                          dppo_options, dro_options, sapo_options>;
 using advantage_estimator_options =
     std::variant<grpo_options, rloo_options, reinforce_plus_plus_options,
-                 reinforce_plus_plus_baseline_options>;
+                 reinforce_plus_plus_baseline_options, gae_options, remax_options, opo_options,
+                 gpg_options, grpo_passk_options, gdpo_options>;
 
 namespace registry {
 
@@ -122,10 +124,26 @@ inline constexpr entry<advantage_estimator_options, algorithm_config> advantage_
      [](const algorithm_config&) -> advantage_estimator_options {
        return reinforce_plus_plus_baseline();
      }},
+    {"gae",
+     [](const algorithm_config& c) -> advantage_estimator_options { return gae(c.gamma, c.lam); }},
+    {"remax", [](const algorithm_config&) -> advantage_estimator_options { return remax(); }},
+    {"opo", [](const algorithm_config&) -> advantage_estimator_options { return opo(); }},
+    {"gpg", [](const algorithm_config&) -> advantage_estimator_options { return gpg(); }},
+    {"grpo_vectorized",
+     [](const algorithm_config&) -> advantage_estimator_options { return grpo_vectorized(); }},
+    {"rloo_vectorized",
+     [](const algorithm_config&) -> advantage_estimator_options { return rloo_vectorized(); }},
+    {"gdpo",
+     [](const algorithm_config& c) -> advantage_estimator_options {
+       return gdpo(c.norm_adv_by_std_in_grpo);
+     }},
+    {"grpo_passk",
+     [](const algorithm_config& c) -> advantage_estimator_options {
+       return grpo_passk(c.norm_adv_by_std_in_grpo);
+     }},
 };
 inline constexpr std::string_view advantage_estimators_not_yet[] = {
-    "gae", "remax", "opo", "grpo_passk", "gpg", "rloo_vectorized", "grpo_vectorized",
-    "optimal_token_baseline", "tir_optimal_token_baseline", "gdpo"};
+    "optimal_token_baseline", "tir_optimal_token_baseline"};
 
 inline void append_list(std::string& out, std::span<const std::string_view> names) {
   for (std::size_t i = 0; i < names.size(); ++i) out.append(i == 0 ? "" : ", ").append(names[i]);

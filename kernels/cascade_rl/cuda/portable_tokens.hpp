@@ -1,7 +1,8 @@
 #pragma once
 // The portable Thrust path, continued (included from portable.hpp): token-level
 // advantages. broadcast_to_tokens, place_on_last_valid_token, distillation advantages,
-// discounted returns, batch whitening, REINFORCE++ and REINFORCE++-baseline.
+// discounted returns, batch whitening, REINFORCE++, REINFORCE++-baseline, GAE,
+// ReMax, OPO, GPG (per sequence, with the batch's non-zero count) and GRPO pass@k.
 //
 // The whitening keeps the host core's order (detail::blocked_sum of parallel.hpp, the
 // canonical order of canonical_sum.hpp): one Thrust work item per block of
@@ -18,16 +19,27 @@
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/transform_reduce.h>
 
-#include <cuda/std/cmath>
-
 #include <cstddef>
 #include <cstdint>
+#include <cuda/std/cmath>
 
+#include "cascade_rl/algorithms/gae_advantages.hpp"
+#include "cascade_rl/algorithms/gdpo_advantages.hpp"
+#include "cascade_rl/algorithms/gpg_advantages.hpp"
+#include "cascade_rl/algorithms/grpo_passk_advantages.hpp"
+#include "cascade_rl/algorithms/opo_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
+#include "cascade_rl/algorithms/remax_advantages.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/cuda/detail/math.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/cuda/portable.hpp"
+#include "cascade_rl/terms/generalized_advantage.hpp"
+#include "cascade_rl/terms/gpg_advantage.hpp"
+#include "cascade_rl/terms/length_weighted_baseline.hpp"
+#include "cascade_rl/terms/passk_advantage.hpp"
+#include "cascade_rl/terms/reward_to_go.hpp"
+#include "cascade_rl/terms/weighted_components.hpp"
 
 namespace cascade_rl::cuda::portable {
 namespace detail {
@@ -84,6 +96,141 @@ struct returns_functor {
       returns[t] = static_cast<T>(ret);
       run = layout.valid(t) ? ret : 0.0;
     }
+  }
+};
+
+// GAE, one sequence: the host's backward recurrence (terms/generalized_advantage.hpp).
+template <class T>
+struct gae_functor {
+  const T* rewards;
+  const T* values;
+  device_token_layout layout;
+  T* advantages;
+  T* returns;
+  double gamma;
+  double gamma_lambda;
+  CASCADE_RL_HD void operator()(std::size_t s) const {
+    terms::gae_state state;
+    for (std::size_t t = layout.end(s); t-- > layout.begin(s);) {
+      const bool valid = layout.valid(t);
+      const double value = static_cast<double>(values[t]);
+      state = terms::gae_step(valid ? static_cast<double>(rewards[t]) : 0.0, value, valid, gamma,
+                              gamma_lambda, state);
+      const T advantage = static_cast<T>(state.advantage);
+      advantages[t] = advantage;
+      returns[t] = static_cast<T>(static_cast<double>(advantage) + value);
+    }
+  }
+};
+
+// ReMax, one sequence: the host's reward-to-go (terms/reward_to_go.hpp).
+template <class T>
+struct remax_functor {
+  const T* rewards;
+  const T* baselines;
+  device_token_layout layout;
+  T* advantages;
+  T* returns;
+  CASCADE_RL_HD void operator()(std::size_t s) const {
+    double run = 0.0;
+    for (std::size_t t = layout.end(s); t-- > layout.begin(s);) {
+      const bool valid = layout.valid(t);
+      run = terms::reward_to_go(valid ? static_cast<double>(rewards[t]) : 0.0, valid, run);
+      const T stored = static_cast<T>(run);
+      returns[t] = stored;
+      advantages[t] = terms::baseline_advantage(stored, baselines[s], valid);
+    }
+  }
+};
+
+// OPO, one group: the host's length-weighted baseline (terms/length_weighted_baseline.hpp)
+// in index order, then the advantage on every token of the group.
+template <class T>
+struct opo_functor {
+  const T* scores;
+  device_group_layout groups;
+  device_token_layout layout;
+  T* advantages;
+  opo_options options;
+  CASCADE_RL_HD std::size_t valid_tokens(std::size_t s) const {
+    std::size_t n = 0;
+    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) n += layout.valid(t) ? 1 : 0;
+    return n;
+  }
+  CASCADE_RL_HD void operator()(std::size_t g) const {
+    const std::size_t first = groups.begin(g);
+    const std::size_t last = groups.end(g);
+    bool nonfinite = false;
+    for (std::size_t s = first; s < last; ++s)
+      nonfinite = nonfinite || !::cuda::std::isfinite(scores[s]);
+    const bool zero_group = nonfinite && options.nonfinite == nonfinite_rule::zero_group;
+    terms::opo_sums sums;
+    if (!zero_group)
+      for (std::size_t s = first; s < last; ++s)
+        terms::opo_add(sums, static_cast<double>(scores[s]), valid_tokens(s));
+    const terms::opo_group plan = terms::opo_group_of(sums, options.singleton, zero_group);
+    for (std::size_t s = first; s < last; ++s)
+      for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
+        advantages[t] = terms::opo_advantage(scores[s], plan, layout.valid(t));
+  }
+};
+
+// GPG, one group: the host's moments and terms::gpg_advantage with the batch's scale.
+template <class T>
+struct gpg_functor {
+  const T* scores;
+  device_group_layout groups;
+  T* advantages;
+  double scale;
+  gpg_options options;
+  CASCADE_RL_HD void operator()(std::size_t g) const {
+    const std::size_t first = groups.begin(g);
+    const std::size_t last = groups.end(g);
+    const group_moments m = sequential_moments(scores, first, last, options.accumulation);
+    const terms::gpg_plan plan = terms::plan_gpg(m, options.singleton);
+    for (std::size_t i = first; i < last; ++i)
+      advantages[i] = terms::gpg_advantage(scores[i], m, plan, scale, options.accumulation);
+  }
+};
+
+template <class T>
+struct is_nonzero {
+  const T* values;
+  CASCADE_RL_HD unsigned long long operator()(std::size_t i) const {
+    return values[i] != T(0) ? 1 : 0;
+  }
+};
+
+// GRPO pass@k, one group: the host's terms::passk_group.
+template <class T>
+struct passk_functor {
+  const T* scores;
+  device_group_layout groups;
+  T* advantages;
+  terms::passk_params params;
+  CASCADE_RL_HD void operator()(std::size_t g) const {
+    const std::size_t first = groups.begin(g);
+    const std::size_t last = groups.end(g);
+    bool bad = false;
+    for (std::size_t s = first; s < last; ++s) bad = bad || !::cuda::std::isfinite(scores[s]);
+    terms::passk_group(scores, first, last, bad, params, advantages);
+  }
+};
+
+// GDPO: one component's advantage added with its weight, one sequence per work item.
+template <class T>
+struct gdpo_combine_functor {
+  const T* component;
+  double weight;
+  bool first;
+  bool last;
+  double* sum;
+  T* out;
+  CASCADE_RL_HD void operator()(std::size_t s) const {
+    const double acc = terms::add_weighted_component(first ? 0.0 : sum[s], weight,
+                                                     static_cast<double>(component[s]));
+    sum[s] = acc;
+    if (last) out[s] = static_cast<T>(acc);
   }
 };
 
@@ -281,6 +428,110 @@ void reinforce_plus_plus_baseline_advantages(ExecPolicy&& exec, const T* scores,
                          detail::baseline_functor<T>{scores, groups, layout, advantages,
                                                      detail::group_params_of(options)});
   detail::whiten(exec, static_cast<const T*>(advantages), layout, advantages, options.whitening, scratch);
+}
+
+// ---- GAE -----------------------------------------------------------------------------------
+
+// GAE over the valid tokens: advantages whitened (0 on masked tokens), returns the
+// unwhitened advantage plus the value on every token. scratch: whitening_scratch(tokens).
+template <class ExecPolicy, class T>
+void gae_advantages(ExecPolicy&& exec, const T* token_rewards, const T* values,
+                    const device_token_layout& layout, T* advantages, T* returns,
+                    const gae_options& options, double* scratch) {
+  cascade_rl::detail::require_gae_options(options);
+  detail::for_each_index(exec, layout.sequences,
+                         detail::gae_functor<T>{token_rewards, values, layout, advantages, returns,
+                                                options.gamma, options.gamma * options.lambda});
+  detail::whiten(exec, static_cast<const T*>(advantages), layout, advantages, options.whitening,
+                 scratch);
+}
+
+// ---- ReMax ---------------------------------------------------------------------------------
+
+// Advantages (return - baseline on valid tokens, 0 on masked ones) and returns (the
+// reward-to-go over the valid tokens, on every token); reward_baselines: one per sequence.
+template <class ExecPolicy, class T>
+void remax_advantages(ExecPolicy&& exec, const T* token_rewards, const T* reward_baselines,
+                      const device_token_layout& layout, T* advantages, T* returns,
+                      const remax_options& = {}) {
+  detail::for_each_index(
+      exec, layout.sequences,
+      detail::remax_functor<T>{token_rewards, reward_baselines, layout, advantages, returns});
+}
+
+// ---- OPO -----------------------------------------------------------------------------------
+
+// score_i - (sum |o_j| s_j / sum |o_j|) over the group, on every valid token of i.
+template <class ExecPolicy, class T>
+void opo_advantages(ExecPolicy&& exec, const T* scores, const device_group_layout& groups,
+                    const device_token_layout& layout, T* advantages, const opo_options& options) {
+  detail::for_each_index(exec, groups.groups,
+                         detail::opo_functor<T>{scores, groups, layout, advantages, options});
+}
+
+// ---- GPG -----------------------------------------------------------------------------------
+
+// alpha (s_i - mean_g) / f_norm per sequence, alpha = N / max(non-zero scores, 1) over the
+// batch.
+template <class ExecPolicy, class T>
+void gpg_advantages(ExecPolicy&& exec, const T* scores, const device_group_layout& groups,
+                    T* advantages, const gpg_options& options = {}) {
+  cascade_rl::detail::require_gpg_options(options);
+  const std::size_t n = groups.sequences;
+  const thrust::counting_iterator<std::size_t> index(0);
+  const unsigned long long nonzero =
+      n == 0 ? 0
+             : thrust::transform_reduce(exec, index, index + n, detail::is_nonzero<T>{scores}, 0ull,
+                                        thrust::plus<unsigned long long>());
+  const double scale = terms::gpg_scale(n, static_cast<std::size_t>(nonzero), options.f_norm);
+  detail::for_each_index(exec, groups.groups,
+                         detail::gpg_functor<T>{scores, groups, advantages, scale, options});
+}
+
+// ---- GRPO pass@k ----------------------------------------------------------------------------
+
+// The best sequence of each group: (r_max - r_second) [/ (std + eps)]; the others 0.
+template <class ExecPolicy, class T>
+void grpo_passk_advantages(ExecPolicy&& exec, const T* scores, const device_group_layout& groups,
+                           T* advantages, const grpo_passk_options& options = {}) {
+  cascade_rl::detail::require_passk_options(options);
+  detail::for_each_index(exec, groups.groups,
+                         detail::passk_functor<T>{scores, groups, advantages,
+                                                  cascade_rl::detail::passk_params_of(options)});
+}
+
+// ---- GDPO ----------------------------------------------------------------------------------
+
+// Elements of scratch (in T) a GDPO over `sequences` sequences needs besides the whitening's.
+[[nodiscard]] inline std::size_t gdpo_scratch(std::size_t sequences) { return 2 * sequences; }
+
+// GRPO per component (component_scores: components x sequences, component-major), the
+// weighted sum in component order, on the valid tokens, whitened over the batch.
+// per_sequence: gdpo_scratch(sequences) values of T; sums: sequences doubles; scratch:
+// whitening_scratch(tokens). weights: host memory.
+template <class ExecPolicy, class T>
+void gdpo_advantages(ExecPolicy&& exec, const T* component_scores, const double* weights,
+                     std::size_t components, const device_group_layout& groups,
+                     const device_token_layout& layout, T* advantages, const gdpo_options& options,
+                     T* per_sequence, double* sums, double* scratch) {
+  cascade_rl::detail::require_epsilon(options.grpo.epsilon, "options.grpo.epsilon");
+  cascade_rl::detail::require_whitening_options(options.whitening);
+  cascade_rl::detail::require_gdpo_weights(std::span<const double>(weights, components));
+  const std::size_t n = groups.sequences;
+  T* component = per_sequence;
+  T* combined = per_sequence + n;
+  const terms::group_params p = cascade_rl::detail::group_params_of(options.grpo);
+  for (std::size_t k = 0; k < components; ++k) {
+    detail::for_each_index(
+        exec, groups.groups,
+        detail::group_functor<T>{component_scores + k * n, groups, component, nullptr, p});
+    detail::for_each_index(exec, n,
+                           detail::gdpo_combine_functor<T>{component, weights[k], k == 0,
+                                                           k + 1 == components, sums, combined});
+  }
+  portable::broadcast_to_tokens(exec, static_cast<const T*>(combined), layout, advantages);
+  detail::whiten(exec, static_cast<const T*>(advantages), layout, advantages, options.whitening,
+                 scratch);
 }
 
 }  // namespace cascade_rl::cuda::portable

@@ -1,0 +1,35 @@
+#pragma once
+// The CUB-shaped layer of ReMax. Size query with d_temp_storage == nullptr, then the run;
+// the temporary storage is the device_report (report_of): broken offsets, NaN or
+// infinite rewards on valid tokens (first_nonfinite[0]) and baselines (first_nonfinite[1]).
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "cascade_rl/cuda/detail/device.cuh"
+#include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/kernel/remax_advantages.cuh"
+
+namespace cascade_rl::cuda {
+
+// d_advantages: return - baseline on valid tokens, 0 on masked ones; d_returns: the
+// reward-to-go over the valid tokens, on every token. d_reward_baselines: one per sequence.
+template <class T>
+cudaError_t remax_advantages(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                             const T* d_token_rewards, const T* d_reward_baselines,
+                             const device_token_layout& layout, T* d_advantages, T* d_returns,
+                             cudaStream_t stream = nullptr) {
+  device_report* report = nullptr;
+  if (const detail::call_start start =
+          detail::begin_report_call(d_temp_storage, temp_storage_bytes, report, stream);
+      !start.proceed)
+    return start.status;
+  if (layout.sequences == 0) return cudaSuccess;
+  return detail::launch(detail::remax_kernel<T>,
+                        detail::blocks_for(layout.sequences, detail::sequence_block_threads),
+                        detail::sequence_block_threads, stream, d_token_rewards, d_reward_baselines,
+                        layout, d_advantages, d_returns, report);
+}
+
+}  // namespace cascade_rl::cuda

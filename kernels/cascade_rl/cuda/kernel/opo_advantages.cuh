@@ -1,0 +1,58 @@
+#pragma once
+// The OPO kernel (device/opo_advantages.cuh launches it): a thread per group adds its
+// sequences' length-weighted scores in index order (terms/length_weighted_baseline.hpp,
+// the host's order and bits) and writes the advantage on every token of the group.
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "cascade_rl/algorithms/group_estimator_options.hpp"
+#include "cascade_rl/cuda/detail/device.cuh"
+#include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/terms/length_weighted_baseline.hpp"
+
+namespace cascade_rl::cuda::detail {
+
+// Reports broken group offsets, NaN or infinite scores under nonfinite_rule::error
+// (first_nonfinite[0]) and groups of one under singleton_rule::error.
+template <class T>
+__global__ void __launch_bounds__(sequence_block_threads)
+opo_kernel(const T* __restrict__ scores, device_group_layout groups, device_token_layout layout,
+           T* __restrict__ advantages, opo_options options, device_report* report) {
+  const std::size_t g = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (g >= groups.groups) return;
+  std::size_t first = groups.begin(g), last = groups.end(g);
+  if (last <= first || last > groups.sequences || (g == 0 && first != 0)) {
+    report_min(&report->first_bad_offset, g == 0 && first != 0 ? 0 : g + 1);
+    return;
+  }
+  if (last - first == 1 && options.singleton == singleton_rule::error)
+    report_min(&report->first_singleton, g);
+  bool nonfinite = false;
+  for (std::size_t s = first; s < last; ++s)
+    if (!::cuda::std::isfinite(scores[s])) {
+      if (options.nonfinite == nonfinite_rule::error)
+        report_nonfinite(&report->first_nonfinite[0], s, scores[s]);
+      nonfinite = true;
+    }
+  const bool zero_group = nonfinite && options.nonfinite == nonfinite_rule::zero_group;
+  terms::opo_sums sums;
+  if (!nonfinite) {
+    for (std::size_t s = first; s < last; ++s) {
+      std::size_t begin = 0, end = 0, n = 0;
+      sequence_range(layout, s, true, report, begin, end);
+      for (std::size_t t = begin; t < end; ++t) n += layout.valid(t) ? 1 : 0;
+      terms::opo_add(sums, static_cast<double>(scores[s]), n);
+    }
+  }
+  const terms::opo_group plan = terms::opo_group_of(sums, options.singleton, zero_group);
+  for (std::size_t s = first; s < last; ++s) {
+    std::size_t begin = 0, end = 0;
+    sequence_range(layout, s, true, report, begin, end);
+    for (std::size_t t = begin; t < end; ++t)
+      advantages[t] = terms::opo_advantage(scores[s], plan, layout.valid(t));
+  }
+}
+
+}  // namespace cascade_rl::cuda::detail
