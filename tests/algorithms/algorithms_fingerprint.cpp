@@ -210,7 +210,7 @@ void losses(const std::string& prefix, const batch<T>& b) {
           cr::reinforce_loss(
               exec::seq, tokens,
               {.log_probs = logp, .advantages = advantages, .rollout_is_weights = weights}, grad,
-              normalizer_for(mode), cr::presets::verl::gpg(mode)));
+              normalizer_for(mode), cr::presets::verl::gpg_loss(mode)));
     print(m + ".gpg.grad", grad);
     print(m + ".aggregate", cr::aggregate_token_losses(
                                 exec::seq, tokens, {.token_losses = ref, .token_grads = advantages},

@@ -84,7 +84,7 @@ namespace cascade_rl::presets::verl {
 
 // compute_policy_loss_gpg: -A * logp (REINFORCE's log-prob surrogate, no ratio, no clip),
 // the actor's loss_agg_mode; rollout_is_weights are the inputs'.
-[[nodiscard]] inline reinforce_options gpg(loss_aggregation mode = loss_aggregation::token_mean) {
+[[nodiscard]] inline reinforce_options gpg_loss(loss_aggregation mode = loss_aggregation::token_mean) {
   return {.aggregation = mode, .surrogate = reinforce_surrogate::log_prob, .importance = {}};
 }
 
@@ -94,7 +94,7 @@ namespace cascade_rl::presets::verl {
 // (masked mean of rollout_log_prob - log_prob) is a statistic of the inputs, not computed.
 [[nodiscard]] inline reinforce_options reinforce(
     loss_aggregation mode = loss_aggregation::seq_mean_token_sum) {
-  return gpg(mode);
+  return gpg_loss(mode);
 }
 
 // compute_policy_loss_dppo_tv / _dppo_kl: the divergence thresholds come from

@@ -103,7 +103,7 @@ inline constexpr entry<policy_loss_options, actor_config> policy_losses[] = {
     {"cispo", &cispo},
     {"gpg",
      [](const actor_config& c) -> policy_loss_options {
-       return gpg(loss_agg_mode(c.loss_agg_mode));
+       return gpg_loss(loss_agg_mode(c.loss_agg_mode));
      }},
 };
 // Registered in veRL, not implemented here yet (the issue "Algorithms wave 2").
