@@ -9,6 +9,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cascade_rl/algorithms/importance_weights.hpp"
@@ -81,38 +82,44 @@ TYPED_TEST(LossExecutors, LargeBatchSpansManyBlocks) {
   EXPECT_GT(batch.tokens(), 20 * cascade_rl::detail::reduce_block_size);
 }
 
+// run(policy, grad) under every parallel policy gives run(exec::seq, grad)'s loss, gradient
+// and metrics, bit for bit; returns the sequential result for the caller's own checks.
+template <class T, class Run>
+cascade_rl::policy_loss_result expect_parallel_matches_seq(const std::string& context,
+                                                           std::size_t tokens, const Run& run) {
+  std::vector<T> expected_grad(tokens);
+  const cascade_rl::policy_loss_result expected = run(exec::seq, expected_grad);
+  for (const auto& policy : parallel_policies) {
+    const std::string where = context + " threads " + std::to_string(policy.threads);
+    std::vector<T> grad(tokens, T(-7));
+    const cascade_rl::policy_loss_result actual = run(policy, grad);
+    EXPECT_TRUE(same_bits(actual.loss, expected.loss)) << where;
+    expect_same_bits(grad, expected_grad, where);
+    expect_same_metrics(actual.metrics, expected.metrics, where);
+  }
+  return expected;
+}
+
 TYPED_TEST(LossExecutors, PpoClipBitIdentical) {
   using T = TypeParam;
   const auto& b = large_batch<T>();
   const auto layout = b.layout();
-  const auto normalizer_for = [counts = cascade_rl::local_loss_counts(exec::seq, layout)](
-                                  cascade_rl::loss_aggregation mode) {
-    return counts.normalizer(mode, 400);
-  };
+  const auto counts = cascade_rl::local_loss_counts(exec::seq, layout);
   for (const auto mode : all_aggregation_modes) {
     const cascade_rl::ppo_clip_options options{
         .clip_high = 0.28, .dual_clip = 2.0, .aggregation = mode,
         .importance = {.mode = importance_sampling::truncated, .cap = 1.5}};
-    auto run = [&](const auto& policy, std::vector<T>& grad) {
-      return cascade_rl::ppo_clip_loss(policy, layout,
-                                       {.log_probs = b.log_probs,
-                                        .old_log_probs = b.old_log_probs,
-                                        .advantages = b.advantages,
-                                        .behaviour_log_probs = b.behaviour_log_probs},
-                                       grad, normalizer_for(mode), options);
-    };
-    std::vector<T> expected_grad(b.tokens());
-    const auto expected = run(exec::seq, expected_grad);
+    const auto expected = expect_parallel_matches_seq<T>(
+        "ppo " + std::string(cascade_rl::to_string(mode)), b.tokens(),
+        [&](const auto& policy, std::vector<T>& grad) {
+          return cascade_rl::ppo_clip_loss(policy, layout,
+                                           {.log_probs = b.log_probs,
+                                            .old_log_probs = b.old_log_probs,
+                                            .advantages = b.advantages,
+                                            .behaviour_log_probs = b.behaviour_log_probs},
+                                           grad, counts.normalizer(mode, 400), options);
+        });
     EXPECT_GT(expected.metrics.clipped, 0u);
-    for (const auto& policy : parallel_policies) {
-      const std::string context = "ppo " + std::string(cascade_rl::to_string(mode)) + " threads " +
-                                  std::to_string(policy.threads);
-      std::vector<T> grad(b.tokens(), T(-7));
-      const auto actual = run(policy, grad);
-      EXPECT_TRUE(same_bits(actual.loss, expected.loss)) << context;
-      expect_same_bits(grad, expected_grad, context);
-      expect_same_metrics(actual.metrics, expected.metrics, context);
-    }
   }
 }
 
@@ -121,175 +128,74 @@ TYPED_TEST(LossExecutors, ReinforceBitIdentical) {
   const auto& b = large_batch<T>();
   const auto layout = b.layout();
   const auto weights = cascade_rl::testing::rollout_is_weights_of(b);
-  const auto normalizer_for = [counts = cascade_rl::local_loss_counts(exec::seq, layout)](
-                                  cascade_rl::loss_aggregation mode) {
-    return counts.normalizer(mode, 400);
-  };
+  const auto counts = cascade_rl::local_loss_counts(exec::seq, layout);
   for (const auto mode : all_aggregation_modes) {
     auto options = cascade_rl::mopd_options();
     options.aggregation = mode;
     // veRL's given weights (GPG, compute_policy_loss_reinforce) on odd modes' runs.
     const bool weighted = static_cast<int>(mode) % 2 == 1;
-    auto run = [&](const auto& policy, std::vector<T>& grad) {
-      return cascade_rl::reinforce_loss(
-          policy, layout,
-          {.log_probs = b.log_probs,
-           .advantages = b.advantages,
-           .behaviour_log_probs = b.behaviour_log_probs,
-           .rollout_is_weights = weighted ? std::span<const T>(weights) : std::span<const T>{}},
-          grad, normalizer_for(mode), options);
-    };
-    std::vector<T> expected_grad(b.tokens());
-    const auto expected = run(exec::seq, expected_grad);
-    for (const auto& policy : parallel_policies) {
-      const std::string context = "reinforce " + std::string(cascade_rl::to_string(mode)) +
-                                  " threads " + std::to_string(policy.threads);
-      std::vector<T> grad(b.tokens(), T(-7));
-      const auto actual = run(policy, grad);
-      EXPECT_TRUE(same_bits(actual.loss, expected.loss)) << context;
-      expect_same_bits(grad, expected_grad, context);
-      expect_same_metrics(actual.metrics, expected.metrics, context);
-    }
+    expect_parallel_matches_seq<T>(
+        "reinforce " + std::string(cascade_rl::to_string(mode)), b.tokens(),
+        [&](const auto& policy, std::vector<T>& grad) {
+          return cascade_rl::reinforce_loss(
+              policy, layout,
+              {.log_probs = b.log_probs,
+               .advantages = b.advantages,
+               .behaviour_log_probs = b.behaviour_log_probs,
+               .rollout_is_weights = weighted ? std::span<const T>(weights) : std::span<const T>{}},
+              grad, counts.normalizer(mode, 400), options);
+        });
   }
 }
 
-TYPED_TEST(LossExecutors, CispoBitIdentical) {
+// The ratio losses (CISPO, DPPO-TV/KL, DRO, SAPO), each with and without given weights,
+// under every aggregation mode; options that make the clips and truncations engage.
+TYPED_TEST(LossExecutors, RatioLossesBitIdentical) {
   using T = TypeParam;
+  namespace cr = cascade_rl;
   const auto& b = large_batch<T>();
   const auto layout = b.layout();
-  const auto weights = cascade_rl::testing::rollout_is_weights_of(b);
-  const auto normalizer_for = [counts = cascade_rl::local_loss_counts(exec::seq, layout)](
-                                  cascade_rl::loss_aggregation mode) {
-    return counts.normalizer(mode, 400);
-  };
+  const auto weights = cr::testing::rollout_is_weights_of(b);
+  const auto counts = cr::local_loss_counts(exec::seq, layout);
   for (const auto mode : all_aggregation_modes) {
     for (const bool weighted : {false, true}) {
-      const cascade_rl::cispo_options options{.clip_high = 0.28, .aggregation = mode};
-      auto run = [&](const auto& policy, std::vector<T>& grad) {
-        return cascade_rl::cispo_loss(
-            policy, layout,
-            {.log_probs = b.log_probs,
-             .old_log_probs = b.old_log_probs,
-             .advantages = b.advantages,
-             .rollout_is_weights = weighted ? std::span<const T>(weights) : std::span<const T>{}},
-            grad, normalizer_for(mode), options);
+      const cr::policy_ratio_inputs<T> inputs{
+          .log_probs = b.log_probs,
+          .old_log_probs = b.old_log_probs,
+          .advantages = b.advantages,
+          .rollout_is_weights = weighted ? std::span<const T>(weights) : std::span<const T>{}};
+      const cr::loss_normalizer normalizer = counts.normalizer(mode, 400);
+      const std::string suffix =
+          " " + std::string(cr::to_string(mode)) + (weighted ? " weighted" : "");
+      const auto check = [&](const std::string& name, const auto& loss, const auto& options) {
+        return expect_parallel_matches_seq<T>(
+            name + suffix, b.tokens(), [&](const auto& policy, std::vector<T>& grad) {
+              return loss(policy, layout, inputs, grad, normalizer, options);
+            });
       };
-      std::vector<T> expected_grad(b.tokens());
-      const auto expected = run(exec::seq, expected_grad);
-      EXPECT_GT(expected.metrics.clipped, 0u);
-      for (const auto& policy : parallel_policies) {
-        const std::string context = "cispo " + std::string(cascade_rl::to_string(mode)) +
-                                    (weighted ? " weighted" : "") + " threads " +
-                                    std::to_string(policy.threads);
-        std::vector<T> grad(b.tokens(), T(-7));
-        const auto actual = run(policy, grad);
-        EXPECT_TRUE(same_bits(actual.loss, expected.loss)) << context;
-        expect_same_bits(grad, expected_grad, context);
-        expect_same_metrics(actual.metrics, expected.metrics, context);
-      }
-    }
-  }
-}
-
-TYPED_TEST(LossExecutors, DppoBitIdentical) {
-  using T = TypeParam;
-  const auto& b = large_batch<T>();
-  const auto layout = b.layout();
-  const auto weights = cascade_rl::testing::rollout_is_weights_of(b);
-  const auto normalizer_for = [counts = cascade_rl::local_loss_counts(exec::seq, layout)](
-                                  cascade_rl::loss_aggregation mode) {
-    return counts.normalizer(mode, 400);
-  };
-  for (const auto mode : all_aggregation_modes) {
-    for (const auto divergence : {cascade_rl::terms::dppo_divergence::total_variation,
-                                  cascade_rl::terms::dppo_divergence::binary_kl}) {
-      const cascade_rl::dppo_options options{
-          .divergence = divergence, .clip_high = 0.05, .truncation = 1.5, .aggregation = mode};
-      auto run = [&](const auto& policy, std::vector<T>& grad) {
-        return cascade_rl::dppo_loss(policy, layout,
-                                     {.log_probs = b.log_probs,
-                                      .old_log_probs = b.old_log_probs,
-                                      .advantages = b.advantages,
-                                      .rollout_is_weights = weights},
-                                     grad, normalizer_for(mode), options);
+      const auto cispo = [](auto&&... a) {
+        return cr::cispo_loss(std::forward<decltype(a)>(a)...);
       };
-      std::vector<T> expected_grad(b.tokens());
-      const auto expected = run(exec::seq, expected_grad);
-      EXPECT_GT(expected.metrics.clipped, 0u);
-      EXPECT_GT(expected.metrics.dual_clipped, 0u);
-      for (const auto& policy : parallel_policies) {
-        const std::string context = "dppo " + std::string(cascade_rl::to_string(mode)) +
-                                    " threads " + std::to_string(policy.threads);
-        std::vector<T> grad(b.tokens(), T(-7));
-        const auto actual = run(policy, grad);
-        EXPECT_TRUE(same_bits(actual.loss, expected.loss)) << context;
-        expect_same_bits(grad, expected_grad, context);
-        expect_same_metrics(actual.metrics, expected.metrics, context);
+      const auto dppo = [](auto&&... a) { return cr::dppo_loss(std::forward<decltype(a)>(a)...); };
+      EXPECT_GT(check("cispo", cispo, cr::cispo_options{.clip_high = 0.28, .aggregation = mode})
+                    .metrics.clipped,
+                0u);
+      for (const auto divergence :
+           {cr::terms::dppo_divergence::total_variation, cr::terms::dppo_divergence::binary_kl}) {
+        const auto dppo_result = check("dppo", dppo,
+                                       cr::dppo_options{.divergence = divergence,
+                                                        .clip_high = 0.05,
+                                                        .truncation = 1.5,
+                                                        .aggregation = mode});
+        EXPECT_GT(dppo_result.metrics.clipped, 0u);
+        EXPECT_GT(dppo_result.metrics.dual_clipped, 0u);
       }
-    }
-  }
-}
-
-TYPED_TEST(LossExecutors, DroBitIdentical) {
-  using T = TypeParam;
-  const auto& b = large_batch<T>();
-  const auto layout = b.layout();
-  const auto weights = cascade_rl::testing::rollout_is_weights_of(b);
-  const auto normalizer_for = [counts = cascade_rl::local_loss_counts(exec::seq, layout)](
-                                  cascade_rl::loss_aggregation mode) {
-    return counts.normalizer(mode, 400);
-  };
-  for (const auto mode : all_aggregation_modes) {
-    auto run = [&](const auto& policy, std::vector<T>& grad) {
-      return cascade_rl::dro_loss(policy, layout,
-                                  {.log_probs = b.log_probs,
-                                   .old_log_probs = b.old_log_probs,
-                                   .advantages = b.advantages,
-                                   .rollout_is_weights = weights},
-                                  grad, normalizer_for(mode), {.beta = 0.5, .aggregation = mode});
-    };
-    std::vector<T> expected_grad(b.tokens());
-    const auto expected = run(exec::seq, expected_grad);
-    for (const auto& policy : parallel_policies) {
-      const std::string context = "dro " + std::string(cascade_rl::to_string(mode)) + " threads " +
-                                  std::to_string(policy.threads);
-      std::vector<T> grad(b.tokens(), T(-7));
-      const auto actual = run(policy, grad);
-      EXPECT_TRUE(same_bits(actual.loss, expected.loss)) << context;
-      expect_same_bits(grad, expected_grad, context);
-      expect_same_metrics(actual.metrics, expected.metrics, context);
-    }
-  }
-}
-
-TYPED_TEST(LossExecutors, SapoBitIdentical) {
-  using T = TypeParam;
-  const auto& b = large_batch<T>();
-  const auto layout = b.layout();
-  const auto weights = cascade_rl::testing::rollout_is_weights_of(b);
-  const auto normalizer_for = [counts = cascade_rl::local_loss_counts(exec::seq, layout)](
-                                  cascade_rl::loss_aggregation mode) {
-    return counts.normalizer(mode, 400);
-  };
-  for (const auto mode : all_aggregation_modes) {
-    auto run = [&](const auto& policy, std::vector<T>& grad) {
-      return cascade_rl::sapo_loss(policy, layout,
-                                   {.log_probs = b.log_probs,
-                                    .old_log_probs = b.old_log_probs,
-                                    .advantages = b.advantages,
-                                    .rollout_is_weights = weights},
-                                   grad, normalizer_for(mode), {.aggregation = mode});
-    };
-    std::vector<T> expected_grad(b.tokens());
-    const auto expected = run(exec::seq, expected_grad);
-    for (const auto& policy : parallel_policies) {
-      const std::string context = "sapo " + std::string(cascade_rl::to_string(mode)) + " threads " +
-                                  std::to_string(policy.threads);
-      std::vector<T> grad(b.tokens(), T(-7));
-      const auto actual = run(policy, grad);
-      EXPECT_TRUE(same_bits(actual.loss, expected.loss)) << context;
-      expect_same_bits(grad, expected_grad, context);
-      expect_same_metrics(actual.metrics, expected.metrics, context);
+      check(
+          "dro", [](auto&&... a) { return cr::dro_loss(std::forward<decltype(a)>(a)...); },
+          cr::dro_options{.beta = 0.5, .aggregation = mode});
+      check(
+          "sapo", [](auto&&... a) { return cr::sapo_loss(std::forward<decltype(a)>(a)...); },
+          cr::sapo_options{.aggregation = mode});
     }
   }
 }

@@ -60,7 +60,7 @@ inline void validate_ppo_options(const ppo_clip_options& options) {
   validate_importance(options.importance, "options.importance");
 }
 
-inline void validate_cispo_options(const cispo_options& options) {
+inline void validate_ratio_options(const cispo_options& options) {
   if (!(options.clip_low >= 0))
     fail("options.clip_low", "is " + std::to_string(options.clip_low) + ", expected >= 0");
   if (!(options.clip_high >= 0))
@@ -70,7 +70,7 @@ inline void validate_cispo_options(const cispo_options& options) {
          "is " + std::to_string(options.log_ratio_clamp) + ", expected > 0");
 }
 
-inline void validate_sapo_options(const sapo_options& options) {
+inline void validate_ratio_options(const sapo_options& options) {
   if (!(options.tau_pos > 0 && std::isfinite(options.tau_pos)))
     fail("options.tau_pos",
          "is " + std::to_string(options.tau_pos) + ", expected a finite value > 0");
@@ -82,13 +82,13 @@ inline void validate_sapo_options(const sapo_options& options) {
          "is " + std::to_string(options.log_ratio_clamp) + ", expected > 0");
 }
 
-inline void validate_dro_options(const dro_options& options) {
+inline void validate_ratio_options(const dro_options& options) {
   if (!(options.beta > 0 && std::isfinite(options.beta)))
     fail("options.beta", "is " + std::to_string(options.beta) +
                              ", expected a finite value > 0 (DRO's penalty has no default)");
 }
 
-inline void validate_dppo_options(const dppo_options& options) {
+inline void validate_ratio_options(const dppo_options& options) {
   if (!(options.clip_low >= 0))
     fail("options.clip_low", "is " + std::to_string(options.clip_low) + ", expected >= 0");
   if (!(options.clip_high >= 0))
@@ -218,6 +218,38 @@ policy_loss_result policy_loss_passes(const Policy& policy, const token_layout& 
                                : corrected(given_nonfinite, given);
 }
 
+// The ratio losses (CISPO, DPPO, DRO, SAPO) in one driver: the options' token function
+// (visit_ratio_token) over log_probs, old_log_probs and advantages, scaled by
+// inputs.rollout_is_weights when given; no behaviour log-probs, no importance option.
+template <class Policy, std::floating_point T, class Options>
+policy_loss_result policy_ratio_loss(const Policy& policy, const token_layout& layout,
+                                     const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
+                                     const loss_normalizer& normalizer, const Options& options) {
+  validate_ratio_options(options);
+  const std::span<const T> log_probs = inputs.log_probs;
+  const std::span<const T> old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  return visit_ratio_token(options, [&](const auto& token) {
+    const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
+      ++m.valid_tokens;
+      return token(static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
+                   static_cast<double>(advantages[t]), m);
+    };
+    return policy_loss_passes(
+        policy, layout,
+        std::array{token_input<T>{log_probs, "log_probs"},
+                   token_input<T>{old_log_probs, "old_log_probs"},
+                   token_input<T>{advantages, "advantages"}},
+        inputs.rollout_is_weights, old_log_probs, std::span<const T>{}, grad_out, normalizer,
+        options.aggregation, importance_options{},
+        [&](std::size_t t) {
+          return nonfinite_at(log_probs, t) | nonfinite_at(old_log_probs, t) |
+                 nonfinite_at(advantages, t);
+        },
+        unweighted);
+  });
+}
+
 }  // namespace detail
 
 // Strictly on-policy REINFORCE: l_t = -w_t * A_t * ratio_t with ratio_t =
@@ -304,32 +336,8 @@ policy_loss_result cispo_loss(const Policy& policy, const token_layout& layout,
                               const policy_ratio_inputs<output_value_t<Out>>& inputs,
                               Out&& grad_out, const loss_normalizer& normalizer,
                               const cispo_options& options = {}) {
-  using T = output_value_t<Out>;
-  detail::validate_cispo_options(options);
-  const terms::cispo_params params = detail::cispo_params_of(options);
-  const std::span<const T> log_probs = inputs.log_probs;
-  const std::span<const T> old_log_probs = inputs.old_log_probs;
-  const std::span<const T> advantages = inputs.advantages;
-  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
-    ++m.valid_tokens;
-    const terms::ppo_clip_token_result r =
-        terms::cispo_token(static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
-                           static_cast<double>(advantages[t]), params);
-    terms::count_clips(r, m);
-    return detail::token_loss_with_kl(r);
-  };
-  return detail::policy_loss_passes(
-      policy, layout,
-      std::array{detail::token_input<T>{log_probs, "log_probs"},
-                 detail::token_input<T>{old_log_probs, "old_log_probs"},
-                 detail::token_input<T>{advantages, "advantages"}},
-      inputs.rollout_is_weights, old_log_probs, std::span<const T>{}, output_span(grad_out),
-      normalizer, options.aggregation, importance_options{},
-      [&](std::size_t t) {
-        return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
-               detail::nonfinite_at(advantages, t);
-      },
-      unweighted);
+  return detail::policy_ratio_loss(policy, layout, inputs, output_span(grad_out), normalizer,
+                                   options);
 }
 
 // DPPO-Binary-TV (options.divergence total_variation) or -KL (binary_kl):
@@ -342,37 +350,8 @@ template <exec::host_policy Policy, contiguous_output Out>
 policy_loss_result dppo_loss(const Policy& policy, const token_layout& layout,
                              const policy_ratio_inputs<output_value_t<Out>>& inputs, Out&& grad_out,
                              const loss_normalizer& normalizer, const dppo_options& options = {}) {
-  using T = output_value_t<Out>;
-  detail::validate_dppo_options(options);
-  const terms::dppo_params params = detail::dppo_params_of(options);
-  const std::span<const T> log_probs = inputs.log_probs;
-  const std::span<const T> old_log_probs = inputs.old_log_probs;
-  const std::span<const T> advantages = inputs.advantages;
-  const auto run = [&]<terms::dppo_divergence D>() {
-    const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
-      ++m.valid_tokens;
-      const terms::ppo_clip_token_result r = terms::dppo_token<D>(
-          static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
-          static_cast<double>(advantages[t]), params);
-      terms::count_clips(r, m);
-      return detail::token_loss_with_kl(r);
-    };
-    return detail::policy_loss_passes(
-        policy, layout,
-        std::array{detail::token_input<T>{log_probs, "log_probs"},
-                   detail::token_input<T>{old_log_probs, "old_log_probs"},
-                   detail::token_input<T>{advantages, "advantages"}},
-        inputs.rollout_is_weights, old_log_probs, std::span<const T>{}, output_span(grad_out),
-        normalizer, options.aggregation, importance_options{},
-        [&](std::size_t t) {
-          return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
-                 detail::nonfinite_at(advantages, t);
-        },
-        unweighted);
-  };
-  if (options.divergence == terms::dppo_divergence::binary_kl)
-    return run.template operator()<terms::dppo_divergence::binary_kl>();
-  return run.template operator()<terms::dppo_divergence::total_variation>();
+  return detail::policy_ratio_loss(policy, layout, inputs, output_span(grad_out), normalizer,
+                                   options);
 }
 
 // DRO: l_t = -(logp_t * A_t - beta/2 * (logp_t - old_logp_t)^2), times
@@ -382,30 +361,8 @@ template <exec::host_policy Policy, contiguous_output Out>
 policy_loss_result dro_loss(const Policy& policy, const token_layout& layout,
                             const policy_ratio_inputs<output_value_t<Out>>& inputs, Out&& grad_out,
                             const loss_normalizer& normalizer, const dro_options& options) {
-  using T = output_value_t<Out>;
-  detail::validate_dro_options(options);
-  const double beta = options.beta;
-  const std::span<const T> log_probs = inputs.log_probs;
-  const std::span<const T> old_log_probs = inputs.old_log_probs;
-  const std::span<const T> advantages = inputs.advantages;
-  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
-    ++m.valid_tokens;
-    return terms::dro_token(static_cast<double>(log_probs[t]),
-                            static_cast<double>(old_log_probs[t]),
-                            static_cast<double>(advantages[t]), beta);
-  };
-  return detail::policy_loss_passes(
-      policy, layout,
-      std::array{detail::token_input<T>{log_probs, "log_probs"},
-                 detail::token_input<T>{old_log_probs, "old_log_probs"},
-                 detail::token_input<T>{advantages, "advantages"}},
-      inputs.rollout_is_weights, old_log_probs, std::span<const T>{}, output_span(grad_out),
-      normalizer, options.aggregation, importance_options{},
-      [&](std::size_t t) {
-        return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
-               detail::nonfinite_at(advantages, t);
-      },
-      unweighted);
+  return detail::policy_ratio_loss(policy, layout, inputs, output_span(grad_out), normalizer,
+                                   options);
 }
 
 // SAPO: l_t = -A_t * sigmoid(tau_t (r_t - 1)) * 4 / tau_t with r_t = exp(clamp(logp_t -
@@ -417,30 +374,8 @@ template <exec::host_policy Policy, contiguous_output Out>
 policy_loss_result sapo_loss(const Policy& policy, const token_layout& layout,
                              const policy_ratio_inputs<output_value_t<Out>>& inputs, Out&& grad_out,
                              const loss_normalizer& normalizer, const sapo_options& options = {}) {
-  using T = output_value_t<Out>;
-  detail::validate_sapo_options(options);
-  const terms::sapo_params params = detail::sapo_params_of(options);
-  const std::span<const T> log_probs = inputs.log_probs;
-  const std::span<const T> old_log_probs = inputs.old_log_probs;
-  const std::span<const T> advantages = inputs.advantages;
-  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
-    ++m.valid_tokens;
-    return terms::sapo_token(static_cast<double>(log_probs[t]),
-                             static_cast<double>(old_log_probs[t]),
-                             static_cast<double>(advantages[t]), params);
-  };
-  return detail::policy_loss_passes(
-      policy, layout,
-      std::array{detail::token_input<T>{log_probs, "log_probs"},
-                 detail::token_input<T>{old_log_probs, "old_log_probs"},
-                 detail::token_input<T>{advantages, "advantages"}},
-      inputs.rollout_is_weights, old_log_probs, std::span<const T>{}, output_span(grad_out),
-      normalizer, options.aggregation, importance_options{},
-      [&](std::size_t t) {
-        return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
-               detail::nonfinite_at(advantages, t);
-      },
-      unweighted);
+  return detail::policy_ratio_loss(policy, layout, inputs, output_span(grad_out), normalizer,
+                                   options);
 }
 
 }  // namespace cascade_rl

@@ -8,6 +8,7 @@
 #include "cascade_rl/terms/aggregation_weight.hpp"
 #include "cascade_rl/terms/importance_weight.hpp"
 #include "cascade_rl/terms/policy_gradient_tokens.hpp"
+#include "cascade_rl/terms/ratio_loss_tokens.hpp"
 
 namespace cascade_rl {
 
@@ -106,16 +107,27 @@ inline terms::ppo_clip_params ppo_params_of(const ppo_clip_options& options) {
           options.log_ratio_clamp};
 }
 
-inline terms::sapo_params sapo_params_of(const sapo_options& options) {
-  return {options.tau_pos, options.tau_neg, options.log_ratio_clamp};
+// The ratio losses' options as their token function (terms/ratio_loss_tokens.hpp), handed
+// to f: every executor's driver is written once over the token type. DPPO's divergence
+// picks one of two instantiations, so the token loop stays free of branches.
+template <class F>
+decltype(auto) visit_ratio_token(const cispo_options& o, F&& f) {
+  return f(terms::cispo_ratio_token{{o.clip_low, o.clip_high, o.log_ratio_clamp}});
 }
-
-inline terms::dppo_params dppo_params_of(const dppo_options& options) {
-  return {options.clip_low, options.clip_high, options.truncation, options.log_ratio_clamp};
+template <class F>
+decltype(auto) visit_ratio_token(const dppo_options& o, F&& f) {
+  const terms::dppo_params params{o.clip_low, o.clip_high, o.truncation, o.log_ratio_clamp};
+  if (o.divergence == terms::dppo_divergence::binary_kl)
+    return f(terms::dppo_ratio_token<terms::dppo_divergence::binary_kl>{params});
+  return f(terms::dppo_ratio_token<terms::dppo_divergence::total_variation>{params});
 }
-
-inline terms::cispo_params cispo_params_of(const cispo_options& options) {
-  return {options.clip_low, options.clip_high, options.log_ratio_clamp};
+template <class F>
+decltype(auto) visit_ratio_token(const dro_options& o, F&& f) {
+  return f(terms::dro_ratio_token{o.beta});
+}
+template <class F>
+decltype(auto) visit_ratio_token(const sapo_options& o, F&& f) {
+  return f(terms::sapo_ratio_token{{o.tau_pos, o.tau_neg, o.log_ratio_clamp}});
 }
 
 }  // namespace detail

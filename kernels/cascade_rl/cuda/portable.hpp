@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/kl_loss_options.hpp"
@@ -317,51 +318,59 @@ void ppo_clip_loss(ExecPolicy&& exec, const device_token_layout& layout, const T
   detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
 }
 
-// rollout_is_weights may be null (no weights).
+namespace detail {
+
+// The ratio losses (CISPO, DPPO, DRO, SAPO): the options' token function
+// (visit_ratio_token) as a ratio_term.
+template <class ExecPolicy, class T, class Options>
+void ratio_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,
+                const T* old_log_probs, const T* advantages, const T* rollout_is_weights,
+                T* grad_out, const loss_normalizer& normalizer, const Options& options,
+                loss_tally* scratch) {
+  cascade_rl::detail::visit_ratio_token(options, [&](const auto& token) {
+    const ratio_term<T, std::decay_t<decltype(token)>> term{log_probs, old_log_probs, advantages,
+                                                            rollout_is_weights, token};
+    reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
+  });
+}
+
+}  // namespace detail
+
+// rollout_is_weights may be null (no weights) in the four ratio losses.
+
 template <class ExecPolicy, class T>
 void cispo_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,
                 const T* old_log_probs, const T* advantages, const T* rollout_is_weights,
                 T* grad_out, const loss_normalizer& normalizer, const cispo_options& options,
                 loss_tally* scratch) {
-  const detail::cispo_term<T> term{log_probs, old_log_probs, advantages, rollout_is_weights,
-                                   cascade_rl::detail::cispo_params_of(options)};
-  detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
+  detail::ratio_loss(exec, layout, log_probs, old_log_probs, advantages, rollout_is_weights,
+                     grad_out, normalizer, options, scratch);
 }
 
-// rollout_is_weights may be null (no weights).
 template <class ExecPolicy, class T>
 void dppo_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,
                const T* old_log_probs, const T* advantages, const T* rollout_is_weights,
                T* grad_out, const loss_normalizer& normalizer, const dppo_options& options,
                loss_tally* scratch) {
-  const detail::dppo_term<T> term{log_probs,
-                                  old_log_probs,
-                                  advantages,
-                                  rollout_is_weights,
-                                  cascade_rl::detail::dppo_params_of(options),
-                                  options.divergence == terms::dppo_divergence::binary_kl};
-  detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
+  detail::ratio_loss(exec, layout, log_probs, old_log_probs, advantages, rollout_is_weights,
+                     grad_out, normalizer, options, scratch);
 }
 
-// rollout_is_weights may be null (no weights).
 template <class ExecPolicy, class T>
 void dro_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,
               const T* old_log_probs, const T* advantages, const T* rollout_is_weights, T* grad_out,
               const loss_normalizer& normalizer, const dro_options& options, loss_tally* scratch) {
-  const detail::dro_term<T> term{log_probs, old_log_probs, advantages, rollout_is_weights,
-                                 options.beta};
-  detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
+  detail::ratio_loss(exec, layout, log_probs, old_log_probs, advantages, rollout_is_weights,
+                     grad_out, normalizer, options, scratch);
 }
 
-// rollout_is_weights may be null (no weights).
 template <class ExecPolicy, class T>
 void sapo_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,
                const T* old_log_probs, const T* advantages, const T* rollout_is_weights,
                T* grad_out, const loss_normalizer& normalizer, const sapo_options& options,
                loss_tally* scratch) {
-  const detail::sapo_term<T> term{log_probs, old_log_probs, advantages, rollout_is_weights,
-                                  cascade_rl::detail::sapo_params_of(options)};
-  detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
+  detail::ratio_loss(exec, layout, log_probs, old_log_probs, advantages, rollout_is_weights,
+                     grad_out, normalizer, options, scratch);
 }
 
 // values_out may be null. The result's loss is the sum of k_t over valid tokens.

@@ -129,89 +129,59 @@ policy_loss_result ppo_clip_loss(exec::cuda_policy policy, const cuda::device_to
       });
 }
 
-template <std::floating_point T>
-policy_loss_result cispo_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+// The four ratio losses below share their checks and their call (one throwing driver).
+namespace detail {
+
+template <std::floating_point T, class Options>
+policy_loss_result ratio_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
                               const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
-                              const loss_normalizer& normalizer,
-                              const cispo_options& options = {}) {
+                              const loss_normalizer& normalizer, const Options& options) {
   const std::span<const T> log_probs = inputs.log_probs, old_log_probs = inputs.old_log_probs;
   const std::span<const T> advantages = inputs.advantages;
-  detail::validate_cispo_options(options);
+  validate_ratio_options(options);
   cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
   cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
   cuda::detail::require_tokens(advantages.size(), layout, "advantages");
   const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
   cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
-  return cuda::detail::run_tokens_throwing<cuda::detail::cispo_term<T>>(
+  return cuda::detail::run_tokens_throwing<cuda::detail::ratio_loss_arguments>(
       policy.stream, options.aggregation, normalizer,
       [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
-        return cuda::cispo_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
-                                advantages.data(), weights, grad_out.data(), normalizer, options,
-                                result, policy.stream);
+        return cuda::detail::ratio_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
+                                        advantages.data(), weights, grad_out.data(), normalizer,
+                                        options, result, policy.stream);
       });
+}
+
+}  // namespace detail
+
+template <std::floating_point T>
+policy_loss_result cispo_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+                              const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
+                              const loss_normalizer& normalizer,
+                              const cispo_options& options = {}) {
+  return detail::ratio_loss(policy, layout, inputs, grad_out, normalizer, options);
 }
 
 template <std::floating_point T>
 policy_loss_result dppo_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
                              const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
                              const loss_normalizer& normalizer, const dppo_options& options = {}) {
-  const std::span<const T> log_probs = inputs.log_probs, old_log_probs = inputs.old_log_probs;
-  const std::span<const T> advantages = inputs.advantages;
-  detail::validate_dppo_options(options);
-  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
-  cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
-  cuda::detail::require_tokens(advantages.size(), layout, "advantages");
-  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
-  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
-  return cuda::detail::run_tokens_throwing<cuda::detail::dppo_term<T>>(
-      policy.stream, options.aggregation, normalizer,
-      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
-        return cuda::dppo_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
-                               advantages.data(), weights, grad_out.data(), normalizer, options,
-                               result, policy.stream);
-      });
+  return detail::ratio_loss(policy, layout, inputs, grad_out, normalizer, options);
 }
 
 template <std::floating_point T>
 policy_loss_result dro_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
                             const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
                             const loss_normalizer& normalizer, const dro_options& options) {
-  const std::span<const T> log_probs = inputs.log_probs, old_log_probs = inputs.old_log_probs;
-  const std::span<const T> advantages = inputs.advantages;
-  detail::validate_dro_options(options);
-  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
-  cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
-  cuda::detail::require_tokens(advantages.size(), layout, "advantages");
-  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
-  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
-  return cuda::detail::run_tokens_throwing<cuda::detail::dro_term<T>>(
-      policy.stream, options.aggregation, normalizer,
-      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
-        return cuda::dro_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
-                              advantages.data(), weights, grad_out.data(), normalizer, options,
-                              result, policy.stream);
-      });
+  return detail::ratio_loss(policy, layout, inputs, grad_out, normalizer, options);
 }
 
 template <std::floating_point T>
 policy_loss_result sapo_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
                              const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
                              const loss_normalizer& normalizer, const sapo_options& options = {}) {
-  const std::span<const T> log_probs = inputs.log_probs, old_log_probs = inputs.old_log_probs;
-  const std::span<const T> advantages = inputs.advantages;
-  detail::validate_sapo_options(options);
-  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
-  cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
-  cuda::detail::require_tokens(advantages.size(), layout, "advantages");
-  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
-  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
-  return cuda::detail::run_tokens_throwing<cuda::detail::sapo_term<T>>(
-      policy.stream, options.aggregation, normalizer,
-      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
-        return cuda::sapo_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
-                               advantages.data(), weights, grad_out.data(), normalizer, options,
-                               result, policy.stream);
-      });
+  return detail::ratio_loss(policy, layout, inputs, grad_out, normalizer, options);
 }
 
 template <std::floating_point T>

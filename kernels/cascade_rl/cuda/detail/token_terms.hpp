@@ -21,6 +21,7 @@
 #include "cascade_rl/terms/kl_token.hpp"
 #include "cascade_rl/terms/policy_gradient_tokens.hpp"
 #include "cascade_rl/terms/policy_loss_metrics.hpp"
+#include "cascade_rl/terms/ratio_loss_tokens.hpp"
 #include "cascade_rl/terms/token_loss.hpp"
 
 namespace cascade_rl::cuda::detail {
@@ -151,114 +152,32 @@ struct reinforce_term {
   }
 };
 
-template <class T>
-struct cispo_term {
-  const T* log_probs;
-  const T* old_log_probs;
-  const T* advantages;
-  const T* rollout_is_weights;  // null: none
-  terms::cispo_params params;
-
-  CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
-    const terms::ppo_clip_token_result r =
-        terms::cispo_token(static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
-                           static_cast<double>(advantages[t]), params);
-    tally.metrics.approx_kl_sum += r.approx_kl;
-    terms::count_clips(r, tally.metrics);
-    return given_weighted(terms::token_loss{r.value, r.grad}, rollout_is_weights, t);
-  }
-  CASCADE_RL_HD void on_masked(std::size_t) const {}
-  // The arguments first_nonfinite numbers, by the names the host core gives them.
+// The arguments ratio_term's first_nonfinite numbers, by the names the host core gives
+// them (one list for every ratio loss, so the throwing layer names them without a Token).
+struct ratio_loss_arguments {
   static constexpr std::array<const char*, 4> arguments{"log_probs", "old_log_probs", "advantages",
                                                         "rollout_is_weights"};
-  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
-    nonfinite_hit hit;
-    hit.check(0, log_probs[t]) || hit.check(1, old_log_probs[t]) || hit.check(2, advantages[t]) ||
-        (rollout_is_weights != nullptr && hit.check(3, rollout_is_weights[t]));
-    return hit;
-  }
 };
 
-template <class T>
-struct sapo_term {
+// The ratio losses (CISPO, DPPO, DRO, SAPO): Token is one of terms/ratio_loss_tokens.hpp,
+// as detail::policy_ratio_loss of the host core runs it.
+template <class T, class Token>
+struct ratio_term {
   const T* log_probs;
   const T* old_log_probs;
   const T* advantages;
   const T* rollout_is_weights;  // null: none
-  terms::sapo_params params;
+  Token token;
 
   CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
     const terms::token_loss_with_kl r =
-        terms::sapo_token(static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
-                          static_cast<double>(advantages[t]), params);
+        token(static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
+              static_cast<double>(advantages[t]), tally.metrics);
     tally.metrics.approx_kl_sum += r.approx_kl;
     return given_weighted(terms::token_loss{r.value, r.grad}, rollout_is_weights, t);
   }
   CASCADE_RL_HD void on_masked(std::size_t) const {}
-  // The arguments first_nonfinite numbers, by the names the host core gives them.
-  static constexpr std::array<const char*, 4> arguments{"log_probs", "old_log_probs", "advantages",
-                                                        "rollout_is_weights"};
-  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
-    nonfinite_hit hit;
-    hit.check(0, log_probs[t]) || hit.check(1, old_log_probs[t]) || hit.check(2, advantages[t]) ||
-        (rollout_is_weights != nullptr && hit.check(3, rollout_is_weights[t]));
-    return hit;
-  }
-};
-
-template <class T>
-struct dro_term {
-  const T* log_probs;
-  const T* old_log_probs;
-  const T* advantages;
-  const T* rollout_is_weights;  // null: none
-  double beta;
-
-  CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
-    const terms::token_loss_with_kl r =
-        terms::dro_token(static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
-                         static_cast<double>(advantages[t]), beta);
-    tally.metrics.approx_kl_sum += r.approx_kl;
-    return given_weighted(terms::token_loss{r.value, r.grad}, rollout_is_weights, t);
-  }
-  CASCADE_RL_HD void on_masked(std::size_t) const {}
-  // The arguments first_nonfinite numbers, by the names the host core gives them.
-  static constexpr std::array<const char*, 4> arguments{"log_probs", "old_log_probs", "advantages",
-                                                        "rollout_is_weights"};
-  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
-    nonfinite_hit hit;
-    hit.check(0, log_probs[t]) || hit.check(1, old_log_probs[t]) || hit.check(2, advantages[t]) ||
-        (rollout_is_weights != nullptr && hit.check(3, rollout_is_weights[t]));
-    return hit;
-  }
-};
-
-template <class T>
-struct dppo_term {
-  const T* log_probs;
-  const T* old_log_probs;
-  const T* advantages;
-  const T* rollout_is_weights;  // null: none
-  terms::dppo_params params;
-  bool binary_kl;
-
-  CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
-    const double logp = static_cast<double>(log_probs[t]);
-    const double old_logp = static_cast<double>(old_log_probs[t]);
-    const double advantage = static_cast<double>(advantages[t]);
-    const terms::ppo_clip_token_result r =
-        binary_kl ? terms::dppo_token<terms::dppo_divergence::binary_kl>(logp, old_logp, advantage,
-                                                                         params)
-                  : terms::dppo_token<terms::dppo_divergence::total_variation>(logp, old_logp,
-                                                                               advantage, params);
-    tally.metrics.approx_kl_sum += r.approx_kl;
-    terms::count_clips(r, tally.metrics);
-    return given_weighted(terms::token_loss{r.value, r.grad}, rollout_is_weights, t);
-  }
-  CASCADE_RL_HD void on_masked(std::size_t) const {}
-  // The arguments first_nonfinite numbers, by the names the host core gives them.
-  static constexpr std::array<const char*, 4> arguments{"log_probs", "old_log_probs", "advantages",
-                                                        "rollout_is_weights"};
+  static constexpr std::array<const char*, 4> arguments = ratio_loss_arguments::arguments;
   CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
     nonfinite_hit hit;
     hit.check(0, log_probs[t]) || hit.check(1, old_log_probs[t]) || hit.check(2, advantages[t]) ||

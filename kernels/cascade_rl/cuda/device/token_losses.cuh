@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <type_traits>
 
 #include "cascade_rl/algorithms/kl_loss_options.hpp"
 #include "cascade_rl/algorithms/loss_counts.hpp"
@@ -107,7 +108,29 @@ cudaError_t ppo_clip_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                             options.aggregation, normalizer, d_result, stream);
 }
 
-// d_rollout_is_weights may be null (no weights).
+namespace detail {
+
+// The ratio losses (CISPO, DPPO, DRO, SAPO): the options' token function
+// (visit_ratio_token) as a ratio_term.
+template <class T, class Options>
+cudaError_t ratio_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                       const device_token_layout& layout, const T* d_log_probs,
+                       const T* d_old_log_probs, const T* d_advantages,
+                       const T* d_rollout_is_weights, T* d_grad_out,
+                       const loss_normalizer& normalizer, const Options& options,
+                       loss_tally* d_result, cudaStream_t stream) {
+  return cascade_rl::detail::visit_ratio_token(options, [&](const auto& token) {
+    const ratio_term<T, std::decay_t<decltype(token)>> term{
+        d_log_probs, d_old_log_probs, d_advantages, d_rollout_is_weights, token};
+    return run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
+                      options.aggregation, normalizer, d_result, stream);
+  });
+}
+
+}  // namespace detail
+
+// d_rollout_is_weights may be null (no weights) in the four ratio losses.
+
 template <class T>
 cudaError_t cispo_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                        const device_token_layout& layout, const T* d_log_probs,
@@ -115,13 +138,11 @@ cudaError_t cispo_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                        const T* d_rollout_is_weights, T* d_grad_out,
                        const loss_normalizer& normalizer, const cispo_options& options,
                        loss_tally* d_result, cudaStream_t stream = nullptr) {
-  const detail::cispo_term<T> term{d_log_probs, d_old_log_probs, d_advantages, d_rollout_is_weights,
-                                   cascade_rl::detail::cispo_params_of(options)};
-  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
-                            options.aggregation, normalizer, d_result, stream);
+  return detail::ratio_loss(d_temp_storage, temp_storage_bytes, layout, d_log_probs,
+                            d_old_log_probs, d_advantages, d_rollout_is_weights, d_grad_out,
+                            normalizer, options, d_result, stream);
 }
 
-// d_rollout_is_weights may be null (no weights).
 template <class T>
 cudaError_t dppo_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                       const device_token_layout& layout, const T* d_log_probs,
@@ -129,30 +150,22 @@ cudaError_t dppo_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                       const T* d_rollout_is_weights, T* d_grad_out,
                       const loss_normalizer& normalizer, const dppo_options& options,
                       loss_tally* d_result, cudaStream_t stream = nullptr) {
-  const detail::dppo_term<T> term{d_log_probs,
-                                  d_old_log_probs,
-                                  d_advantages,
-                                  d_rollout_is_weights,
-                                  cascade_rl::detail::dppo_params_of(options),
-                                  options.divergence == terms::dppo_divergence::binary_kl};
-  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
-                            options.aggregation, normalizer, d_result, stream);
+  return detail::ratio_loss(d_temp_storage, temp_storage_bytes, layout, d_log_probs,
+                            d_old_log_probs, d_advantages, d_rollout_is_weights, d_grad_out,
+                            normalizer, options, d_result, stream);
 }
 
-// d_rollout_is_weights may be null (no weights).
 template <class T>
 cudaError_t dro_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                      const device_token_layout& layout, const T* d_log_probs,
                      const T* d_old_log_probs, const T* d_advantages, const T* d_rollout_is_weights,
                      T* d_grad_out, const loss_normalizer& normalizer, const dro_options& options,
                      loss_tally* d_result, cudaStream_t stream = nullptr) {
-  const detail::dro_term<T> term{d_log_probs, d_old_log_probs, d_advantages, d_rollout_is_weights,
-                                 options.beta};
-  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
-                            options.aggregation, normalizer, d_result, stream);
+  return detail::ratio_loss(d_temp_storage, temp_storage_bytes, layout, d_log_probs,
+                            d_old_log_probs, d_advantages, d_rollout_is_weights, d_grad_out,
+                            normalizer, options, d_result, stream);
 }
 
-// d_rollout_is_weights may be null (no weights).
 template <class T>
 cudaError_t sapo_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                       const device_token_layout& layout, const T* d_log_probs,
@@ -160,10 +173,9 @@ cudaError_t sapo_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                       const T* d_rollout_is_weights, T* d_grad_out,
                       const loss_normalizer& normalizer, const sapo_options& options,
                       loss_tally* d_result, cudaStream_t stream = nullptr) {
-  const detail::sapo_term<T> term{d_log_probs, d_old_log_probs, d_advantages, d_rollout_is_weights,
-                                  cascade_rl::detail::sapo_params_of(options)};
-  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
-                            options.aggregation, normalizer, d_result, stream);
+  return detail::ratio_loss(d_temp_storage, temp_storage_bytes, layout, d_log_probs,
+                            d_old_log_probs, d_advantages, d_rollout_is_weights, d_grad_out,
+                            normalizer, options, d_result, stream);
 }
 
 // d_values_out may be null; d_result->loss is the sum of k_t over valid tokens.
