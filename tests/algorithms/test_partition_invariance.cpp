@@ -12,6 +12,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cascade_rl/algorithms/kl_estimators.hpp"
@@ -159,105 +160,53 @@ TEST(PartitionInvariance, ReinforceEveryMode) {
   }
 }
 
-TEST(PartitionInvariance, CispoEveryModeWithAndWithoutWeights) {
+// The ratio losses (CISPO, DPPO-TV/KL, DRO, SAPO) in their global form, every mode over
+// the step's normaliser (veRL fixes SAPO's), with and without given weights; a row each.
+TEST(PartitionInvariance, RatioLossesEveryModeWithAndWithoutWeights) {
+  namespace cr = cascade_rl;
   std::uint64_t seed = 150;
   for (const auto mode : all_aggregation_modes) {
     for (const bool weighted : {false, true}) {
       const auto batch = batch_for(seed);
-      const auto weights = cascade_rl::testing::rollout_is_weights_of(batch);
-      const cascade_rl::cispo_options options{.clip_high = 0.28, .aggregation = mode};
-      const slice_loss loss = [&](const token_layout& layout, std::size_t b, std::size_t e,
-                                  std::span<double> grad, const loss_normalizer& normalizer) {
-        auto sub = [&](const std::vector<double>& v) {
-          return std::span<const double>(v).subspan(b, e - b);
+      const auto weights = cr::testing::rollout_is_weights_of(batch);
+      const auto check = [&](const std::string& name, const auto& run_loss, const auto& options) {
+        const slice_loss loss = [&](const token_layout& layout, std::size_t b, std::size_t e,
+                                    std::span<double> grad, const loss_normalizer& normalizer) {
+          auto sub = [&](const std::vector<double>& v) {
+            return std::span<const double>(v).subspan(b, e - b);
+          };
+          const cr::policy_ratio_inputs<double> inputs{
+              .log_probs = sub(batch.log_probs),
+              .old_log_probs = sub(batch.old_log_probs),
+              .advantages = sub(batch.advantages),
+              .rollout_is_weights = weighted ? sub(weights) : std::span<const double>{}};
+          const cr::policy_loss_result r =
+              run_loss(exec::seq, layout, inputs, grad, normalizer, options);
+          return run_result{r.loss, r.metrics.valid_tokens + 1000 * r.metrics.clipped +
+                                        1000000 * r.metrics.dual_clipped};
         };
-        const auto r = cascade_rl::cispo_loss(
-            exec::seq, layout,
-            {.log_probs = sub(batch.log_probs),
-             .old_log_probs = sub(batch.old_log_probs),
-             .advantages = sub(batch.advantages),
-             .rollout_is_weights = weighted ? sub(weights) : std::span<const double>{}},
-            grad, normalizer, options);
-        return run_result{r.loss, r.metrics.valid_tokens + 1000 * r.metrics.clipped};
+        expect_partition_invariant(
+            batch, mode, loss, seed++,
+            name + " " + std::string(cr::to_string(mode)) + (weighted ? " weighted" : ""));
       };
-      expect_partition_invariant(batch, mode, loss, seed++,
-                                 "cispo " + std::string(cascade_rl::to_string(mode)));
+      check(
+          "cispo", [](auto&&... a) { return cr::cispo_loss(std::forward<decltype(a)>(a)...); },
+          cr::cispo_options{.clip_high = 0.28, .aggregation = mode});
+      for (const auto divergence :
+           {cr::terms::dppo_divergence::total_variation, cr::terms::dppo_divergence::binary_kl})
+        check(
+            "dppo", [](auto&&... a) { return cr::dppo_loss(std::forward<decltype(a)>(a)...); },
+            cr::dppo_options{.divergence = divergence,
+                             .clip_high = 0.05,
+                             .truncation = 1.5,
+                             .aggregation = mode});
+      check(
+          "dro", [](auto&&... a) { return cr::dro_loss(std::forward<decltype(a)>(a)...); },
+          cr::dro_options{.beta = 0.5, .aggregation = mode});
+      check(
+          "sapo", [](auto&&... a) { return cr::sapo_loss(std::forward<decltype(a)>(a)...); },
+          cr::sapo_options{.aggregation = mode});
     }
-  }
-}
-
-TEST(PartitionInvariance, DppoEveryModeAndDivergence) {
-  std::uint64_t seed = 170;
-  for (const auto mode : all_aggregation_modes) {
-    for (const auto divergence : {cascade_rl::terms::dppo_divergence::total_variation,
-                                  cascade_rl::terms::dppo_divergence::binary_kl}) {
-      const auto batch = batch_for(seed);
-      const auto weights = cascade_rl::testing::rollout_is_weights_of(batch);
-      const cascade_rl::dppo_options options{
-          .divergence = divergence, .clip_high = 0.05, .truncation = 1.5, .aggregation = mode};
-      const slice_loss loss = [&](const token_layout& layout, std::size_t b, std::size_t e,
-                                  std::span<double> grad, const loss_normalizer& normalizer) {
-        auto sub = [&](const std::vector<double>& v) {
-          return std::span<const double>(v).subspan(b, e - b);
-        };
-        const auto r = cascade_rl::dppo_loss(exec::seq, layout,
-                                             {.log_probs = sub(batch.log_probs),
-                                              .old_log_probs = sub(batch.old_log_probs),
-                                              .advantages = sub(batch.advantages),
-                                              .rollout_is_weights = sub(weights)},
-                                             grad, normalizer, options);
-        return run_result{r.loss, r.metrics.clipped + 1000 * r.metrics.dual_clipped};
-      };
-      expect_partition_invariant(batch, mode, loss, seed++,
-                                 "dppo " + std::string(cascade_rl::to_string(mode)));
-    }
-  }
-}
-
-TEST(PartitionInvariance, DroEveryMode) {
-  std::uint64_t seed = 190;
-  for (const auto mode : all_aggregation_modes) {
-    const auto batch = batch_for(seed);
-    const auto weights = cascade_rl::testing::rollout_is_weights_of(batch);
-    const slice_loss loss = [&](const token_layout& layout, std::size_t b, std::size_t e,
-                                std::span<double> grad, const loss_normalizer& normalizer) {
-      auto sub = [&](const std::vector<double>& v) {
-        return std::span<const double>(v).subspan(b, e - b);
-      };
-      const auto r = cascade_rl::dro_loss(exec::seq, layout,
-                                          {.log_probs = sub(batch.log_probs),
-                                           .old_log_probs = sub(batch.old_log_probs),
-                                           .advantages = sub(batch.advantages),
-                                           .rollout_is_weights = sub(weights)},
-                                          grad, normalizer, {.beta = 0.5, .aggregation = mode});
-      return run_result{r.loss, r.metrics.valid_tokens};
-    };
-    expect_partition_invariant(batch, mode, loss, seed++,
-                               "dro " + std::string(cascade_rl::to_string(mode)));
-  }
-}
-
-// SAPO's global form: any aggregation mode over the step's normaliser (veRL fixes one).
-TEST(PartitionInvariance, SapoEveryMode) {
-  std::uint64_t seed = 210;
-  for (const auto mode : all_aggregation_modes) {
-    const auto batch = batch_for(seed);
-    const auto weights = cascade_rl::testing::rollout_is_weights_of(batch);
-    const slice_loss loss = [&](const token_layout& layout, std::size_t b, std::size_t e,
-                                std::span<double> grad, const loss_normalizer& normalizer) {
-      auto sub = [&](const std::vector<double>& v) {
-        return std::span<const double>(v).subspan(b, e - b);
-      };
-      const auto r = cascade_rl::sapo_loss(exec::seq, layout,
-                                           {.log_probs = sub(batch.log_probs),
-                                            .old_log_probs = sub(batch.old_log_probs),
-                                            .advantages = sub(batch.advantages),
-                                            .rollout_is_weights = sub(weights)},
-                                           grad, normalizer, {.aggregation = mode});
-      return run_result{r.loss, r.metrics.valid_tokens};
-    };
-    expect_partition_invariant(batch, mode, loss, seed++,
-                               "sapo " + std::string(cascade_rl::to_string(mode)));
   }
 }
 

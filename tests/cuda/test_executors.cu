@@ -14,6 +14,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cascade_rl/cascade_rl.hpp"
@@ -260,94 +261,56 @@ TEST_F(Gpu, LossesMatchHostInEveryMode) {
       EXPECT_EQ(d.metrics.importance_truncated, h.metrics.importance_truncated);
       expect_same_bits(grad.host(), want, "weighted reinforce grad");
     }
+  // The ratio losses (CISPO, DPPO-TV/KL, DRO, SAPO), with and without given weights: a row
+  // each, host and device called by the same public name.
   for (auto mode : cr::testing::all_aggregation_modes)
     for (const bool weighted : {false, true}) {
-      const cr::cispo_options co{.clip_low = 0.1, .clip_high = 0.28, .aggregation = mode};
-      const auto hc =
-          cr::cispo_loss(cr::exec::seq, layout,
-                         {.log_probs = b.log_probs,
-                          .old_log_probs = b.old_log_probs,
-                          .advantages = b.advantages,
-                          .rollout_is_weights = weighted ? std::span<const float>(weights)
-                                                         : std::span<const float>{}},
-                         want, normalizer_for(mode), co);
-      const auto dc = cr::cispo_loss(
-          cr::exec::cuda{}, d_layout,
-          {.log_probs = logp.cspan(),
-           .old_log_probs = old.cspan(),
-           .advantages = adv.cspan(),
-           .rollout_is_weights = weighted ? d_weights.cspan() : std::span<const float>{}},
-          grad.span(), normalizer_for(mode), co);
-      expect_same_sum(dc.loss, hc.loss, "cispo loss");
-      EXPECT_EQ(dc.metrics.valid_tokens, hc.metrics.valid_tokens);
-      EXPECT_EQ(dc.metrics.clipped, hc.metrics.clipped);
-      EXPECT_GT(hc.metrics.clipped, 0u);
-      expect_same_sum(dc.metrics.approx_kl_sum, hc.metrics.approx_kl_sum, "cispo approx_kl_sum");
-      expect_same_bits(grad.host(), want, "cispo grad");
+      const cr::policy_ratio_inputs<float> host_inputs{
+          .log_probs = b.log_probs,
+          .old_log_probs = b.old_log_probs,
+          .advantages = b.advantages,
+          .rollout_is_weights =
+              weighted ? std::span<const float>(weights) : std::span<const float>{}};
+      const cr::policy_ratio_inputs<float> device_inputs{
+          .log_probs = logp.cspan(),
+          .old_log_probs = old.cspan(),
+          .advantages = adv.cspan(),
+          .rollout_is_weights = weighted ? d_weights.cspan() : std::span<const float>{}};
+      const auto check = [&](const std::string& name, const auto& loss, const auto& options) {
+        SCOPED_TRACE(name + " " + std::string(cr::to_string(mode)) + (weighted ? " weighted" : ""));
+        const cr::policy_loss_result h =
+            loss(cr::exec::seq, layout, host_inputs, want, normalizer_for(mode), options);
+        const cr::policy_loss_result d = loss(cr::exec::cuda{}, d_layout, device_inputs,
+                                              grad.span(), normalizer_for(mode), options);
+        expect_same_sum(d.loss, h.loss, "loss");
+        EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
+        EXPECT_EQ(d.metrics.clipped, h.metrics.clipped);
+        EXPECT_EQ(d.metrics.dual_clipped, h.metrics.dual_clipped);
+        expect_same_sum(d.metrics.approx_kl_sum, h.metrics.approx_kl_sum, "approx_kl_sum");
+        expect_same_bits(grad.host(), want, "grad");
+        return h;
+      };
+      const auto cispo = check(
+          "cispo", [](auto&&... a) { return cr::cispo_loss(std::forward<decltype(a)>(a)...); },
+          cr::cispo_options{.clip_low = 0.1, .clip_high = 0.28, .aggregation = mode});
+      EXPECT_GT(cispo.metrics.clipped, 0u);
+      for (const auto divergence :
+           {cr::terms::dppo_divergence::total_variation, cr::terms::dppo_divergence::binary_kl}) {
+        const auto dppo = check(
+            "dppo", [](auto&&... a) { return cr::dppo_loss(std::forward<decltype(a)>(a)...); },
+            cr::dppo_options{.divergence = divergence,
+                             .clip_high = 0.05,
+                             .truncation = 1.5,
+                             .aggregation = mode});
+        EXPECT_GT(dppo.metrics.dual_clipped, 0u);
+      }
+      check(
+          "dro", [](auto&&... a) { return cr::dro_loss(std::forward<decltype(a)>(a)...); },
+          cr::dro_options{.beta = 0.5, .aggregation = mode});
+      check(
+          "sapo", [](auto&&... a) { return cr::sapo_loss(std::forward<decltype(a)>(a)...); },
+          cr::sapo_options{.tau_pos = 2.0, .log_ratio_clamp = 0.5, .aggregation = mode});
     }
-  for (auto mode : cr::testing::all_aggregation_modes)
-    for (const auto divergence :
-         {cr::terms::dppo_divergence::total_variation, cr::terms::dppo_divergence::binary_kl}) {
-      const cr::dppo_options dpo{
-          .divergence = divergence, .clip_high = 0.05, .truncation = 1.5, .aggregation = mode};
-      const auto h = cr::dppo_loss(cr::exec::seq, layout,
-                                   {.log_probs = b.log_probs,
-                                    .old_log_probs = b.old_log_probs,
-                                    .advantages = b.advantages,
-                                    .rollout_is_weights = weights},
-                                   want, normalizer_for(mode), dpo);
-      const auto d = cr::dppo_loss(cr::exec::cuda{}, d_layout,
-                                   {.log_probs = logp.cspan(),
-                                    .old_log_probs = old.cspan(),
-                                    .advantages = adv.cspan(),
-                                    .rollout_is_weights = d_weights.cspan()},
-                                   grad.span(), normalizer_for(mode), dpo);
-      expect_same_sum(d.loss, h.loss, "dppo loss");
-      EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
-      EXPECT_EQ(d.metrics.clipped, h.metrics.clipped);
-      EXPECT_EQ(d.metrics.dual_clipped, h.metrics.dual_clipped);
-      EXPECT_GT(h.metrics.dual_clipped, 0u);
-      expect_same_sum(d.metrics.approx_kl_sum, h.metrics.approx_kl_sum, "dppo approx_kl_sum");
-      expect_same_bits(grad.host(), want, "dppo grad");
-    }
-  for (auto mode : cr::testing::all_aggregation_modes) {
-    const cr::dro_options dro{.beta = 0.5, .aggregation = mode};
-    const auto h = cr::dro_loss(cr::exec::seq, layout,
-                                {.log_probs = b.log_probs,
-                                 .old_log_probs = b.old_log_probs,
-                                 .advantages = b.advantages,
-                                 .rollout_is_weights = weights},
-                                want, normalizer_for(mode), dro);
-    const auto d = cr::dro_loss(cr::exec::cuda{}, d_layout,
-                                {.log_probs = logp.cspan(),
-                                 .old_log_probs = old.cspan(),
-                                 .advantages = adv.cspan(),
-                                 .rollout_is_weights = d_weights.cspan()},
-                                grad.span(), normalizer_for(mode), dro);
-    expect_same_sum(d.loss, h.loss, "dro loss");
-    EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
-    expect_same_sum(d.metrics.approx_kl_sum, h.metrics.approx_kl_sum, "dro approx_kl_sum");
-    expect_same_bits(grad.host(), want, "dro grad");
-  }
-  for (auto mode : cr::testing::all_aggregation_modes) {
-    const cr::sapo_options so{.tau_pos = 2.0, .log_ratio_clamp = 0.5, .aggregation = mode};
-    const auto h = cr::sapo_loss(cr::exec::seq, layout,
-                                 {.log_probs = b.log_probs,
-                                  .old_log_probs = b.old_log_probs,
-                                  .advantages = b.advantages,
-                                  .rollout_is_weights = weights},
-                                 want, normalizer_for(mode), so);
-    const auto d = cr::sapo_loss(cr::exec::cuda{}, d_layout,
-                                 {.log_probs = logp.cspan(),
-                                  .old_log_probs = old.cspan(),
-                                  .advantages = adv.cspan(),
-                                  .rollout_is_weights = d_weights.cspan()},
-                                 grad.span(), normalizer_for(mode), so);
-    expect_same_sum(d.loss, h.loss, "sapo loss");
-    EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
-    expect_same_sum(d.metrics.approx_kl_sum, h.metrics.approx_kl_sum, "sapo approx_kl_sum");
-    expect_same_bits(grad.host(), want, "sapo grad");
-  }
   for (auto estimator : {cr::kl_estimator::k1, cr::kl_estimator::abs, cr::kl_estimator::k2, cr::kl_estimator::k3}) {
     const cr::kl_options kl{.estimator = estimator, .input_clamp = 1.0, .output_clamp = 0.9};
     const double h = cr::kl_penalty(cr::exec::seq, layout,

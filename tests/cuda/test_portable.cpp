@@ -16,6 +16,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 #include <type_traits>
 
@@ -290,119 +291,70 @@ TEST(PortableLosses, ReinforceWithGivenWeightsMatchesHost) {
     }
 }
 
-TEST(PortableLosses, DppoEveryModeAndDivergenceMatchesHost) {
-  const auto b = big_batch(9);
-  const auto layout = b.layout();
-  const auto weights = cr::testing::rollout_is_weights_of(b);
-  const auto normalizer_for =
-      [counts = cr::local_loss_counts(cr::exec::seq, layout)](cascade_rl::loss_aggregation mode) {
-        return counts.normalizer(mode, 64.0);
-      };
-  std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
-  for (auto mode : cr::testing::all_aggregation_modes)
-    for (const auto divergence :
-         {cr::terms::dppo_divergence::total_variation, cr::terms::dppo_divergence::binary_kl}) {
-      const cr::dppo_options options{
-          .divergence = divergence, .clip_high = 0.05, .truncation = 1.5, .aggregation = mode};
-      std::vector<float> hg(b.tokens()), dg(b.tokens());
-      const auto h = cr::dppo_loss(cr::exec::seq, layout,
-                                   {.log_probs = b.log_probs,
-                                    .old_log_probs = b.old_log_probs,
-                                    .advantages = b.advantages,
-                                    .rollout_is_weights = weights},
-                                   hg, normalizer_for(mode), options);
-      portable::dppo_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
-                          b.advantages.data(), weights.data(), dg.data(), normalizer_for(mode),
-                          options, scratch.data());
-      expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
-      EXPECT_GT(h.metrics.clipped, 0u);
-      EXPECT_GT(h.metrics.dual_clipped, 0u);
-      expect_same_bits(dg, hg, "dppo dL/dlogp");
-    }
-}
-
-TEST(PortableLosses, DroEveryModeMatchesHost) {
-  const auto b = big_batch(10);
-  const auto layout = b.layout();
-  const auto weights = cr::testing::rollout_is_weights_of(b);
-  const auto normalizer_for =
-      [counts = cr::local_loss_counts(cr::exec::seq, layout)](cascade_rl::loss_aggregation mode) {
-        return counts.normalizer(mode, 64.0);
-      };
-  std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
-  for (auto mode : cr::testing::all_aggregation_modes) {
-    const cr::dro_options options{.beta = 0.5, .aggregation = mode};
-    std::vector<float> hg(b.tokens()), dg(b.tokens());
-    const auto h = cr::dro_loss(cr::exec::seq, layout,
-                                {.log_probs = b.log_probs,
-                                 .old_log_probs = b.old_log_probs,
-                                 .advantages = b.advantages,
-                                 .rollout_is_weights = weights},
-                                hg, normalizer_for(mode), options);
-    portable::dro_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
-                       b.advantages.data(), weights.data(), dg.data(), normalizer_for(mode),
-                       options, scratch.data());
-    expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
-    expect_same_bits(dg, hg, "dro dL/dlogp");
-  }
-}
-
-TEST(PortableLosses, SapoEveryModeMatchesHost) {
-  const auto b = big_batch(11);
-  const auto layout = b.layout();
-  const auto weights = cr::testing::rollout_is_weights_of(b);
-  const auto normalizer_for =
-      [counts = cr::local_loss_counts(cr::exec::seq, layout)](cascade_rl::loss_aggregation mode) {
-        return counts.normalizer(mode, 64.0);
-      };
-  std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
-  for (auto mode : cr::testing::all_aggregation_modes) {
-    const cr::sapo_options options{.tau_pos = 2.0, .log_ratio_clamp = 0.5, .aggregation = mode};
-    std::vector<float> hg(b.tokens()), dg(b.tokens());
-    const auto h = cr::sapo_loss(cr::exec::seq, layout,
-                                 {.log_probs = b.log_probs,
-                                  .old_log_probs = b.old_log_probs,
-                                  .advantages = b.advantages,
-                                  .rollout_is_weights = weights},
-                                 hg, normalizer_for(mode), options);
-    portable::sapo_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
-                        b.advantages.data(), weights.data(), dg.data(), normalizer_for(mode),
-                        options, scratch.data());
-    expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
-    expect_same_bits(dg, hg, "sapo dL/dlogp");
-  }
-}
-
-TEST(PortableLosses, CispoEveryModeMatchesHost) {
+// The ratio losses (CISPO, DPPO-TV/KL, DRO, SAPO), every mode, with and without given
+// weights; options that make their clips, truncations and clamps engage. A row each.
+TEST(PortableLosses, RatioLossesEveryModeMatchHost) {
   const auto b = big_batch(7);
   const auto layout = b.layout();
   const auto weights = cr::testing::rollout_is_weights_of(b);
-  const auto normalizer_for =
-      [counts = cr::local_loss_counts(cr::exec::seq, layout)](cascade_rl::loss_aggregation mode) {
-        return counts.normalizer(mode, 64.0);
-      };
+  const auto counts = cr::local_loss_counts(cr::exec::seq, layout);
   std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
   for (auto mode : cr::testing::all_aggregation_modes)
     for (const bool weighted : {false, true}) {
-      const cr::cispo_options options{
-          .clip_low = 0.1, .clip_high = 0.28, .log_ratio_clamp = 0.5, .aggregation = mode};
-      std::vector<float> hg(b.tokens()), dg(b.tokens());
-      const auto h =
-          cr::cispo_loss(cr::exec::seq, layout,
-                         {.log_probs = b.log_probs,
-                          .old_log_probs = b.old_log_probs,
-                          .advantages = b.advantages,
-                          .rollout_is_weights = weighted ? std::span<const float>(weights)
-                                                         : std::span<const float>{}},
-                         hg, normalizer_for(mode), options);
-      portable::cispo_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
-                           b.advantages.data(), weighted ? weights.data() : nullptr, dg.data(),
-                           normalizer_for(mode), options, scratch.data());
-      expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
-      EXPECT_GT(h.metrics.clipped, 0u);
-      expect_same_bits(dg, hg, "cispo dL/dlogp");
+      const cr::policy_ratio_inputs<float> inputs{
+          .log_probs = b.log_probs,
+          .old_log_probs = b.old_log_probs,
+          .advantages = b.advantages,
+          .rollout_is_weights =
+              weighted ? std::span<const float>(weights) : std::span<const float>{}};
+      const cr::loss_normalizer normalizer = counts.normalizer(mode, 64.0);
+      const auto check = [&](const std::string& name, const auto& host_loss,
+                             const auto& portable_loss, const auto& options) {
+        SCOPED_TRACE(name + " " + std::string(cr::to_string(mode)) + (weighted ? " weighted" : ""));
+        std::vector<float> hg(b.tokens()), dg(b.tokens());
+        const cr::policy_loss_result h =
+            host_loss(cr::exec::seq, layout, inputs, hg, normalizer, options);
+        portable_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
+                      b.advantages.data(), weighted ? weights.data() : nullptr, dg.data(),
+                      normalizer, options, scratch.data());
+        expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
+        expect_same_bits(dg, hg, "dL/dlogp");
+        return h;
+      };
+      const auto cispo = check(
+          "cispo", [](auto&&... a) { return cr::cispo_loss(std::forward<decltype(a)>(a)...); },
+          [](auto&&... a) { portable::cispo_loss(std::forward<decltype(a)>(a)...); },
+          cr::cispo_options{
+              .clip_low = 0.1, .clip_high = 0.28, .log_ratio_clamp = 0.5, .aggregation = mode});
+      EXPECT_GT(cispo.metrics.clipped, 0u);
+      for (const auto divergence :
+           {cr::terms::dppo_divergence::total_variation, cr::terms::dppo_divergence::binary_kl}) {
+        const auto dppo = check(
+            "dppo", [](auto&&... a) { return cr::dppo_loss(std::forward<decltype(a)>(a)...); },
+            [](auto&&... a) { portable::dppo_loss(std::forward<decltype(a)>(a)...); },
+            cr::dppo_options{.divergence = divergence,
+                             .clip_high = 0.05,
+                             .truncation = 1.5,
+                             .aggregation = mode});
+        EXPECT_GT(dppo.metrics.clipped, 0u);
+        EXPECT_GT(dppo.metrics.dual_clipped, 0u);
+      }
+      check(
+          "dro", [](auto&&... a) { return cr::dro_loss(std::forward<decltype(a)>(a)...); },
+          [](auto&&... a) { portable::dro_loss(std::forward<decltype(a)>(a)...); },
+          cr::dro_options{.beta = 0.5, .aggregation = mode});
+      check(
+          "sapo", [](auto&&... a) { return cr::sapo_loss(std::forward<decltype(a)>(a)...); },
+          [](auto&&... a) { portable::sapo_loss(std::forward<decltype(a)>(a)...); },
+          cr::sapo_options{.tau_pos = 2.0, .log_ratio_clamp = 0.5, .aggregation = mode});
     }
-  // Unmasked: the host's branch-free loop.
+}
+
+// Without a mask the host runs its branch-free loop (CISPO as the ratio losses' witness).
+TEST(PortableLosses, UnmaskedCispoMatchesHost) {
+  const auto b = big_batch(7);
+  const auto weights = cr::testing::rollout_is_weights_of(b);
+  std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
   const cr::token_layout unmasked(b.offsets);
   const device_token_layout dlayout{b.offsets.data(), nullptr, b.offsets.size() - 1, b.tokens()};
   const auto counts = cr::local_loss_counts(cr::exec::seq, unmasked);
