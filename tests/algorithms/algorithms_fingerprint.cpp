@@ -217,22 +217,25 @@ void losses(const std::string& prefix, const batch<T>& b) {
                                 grad, normalizer_for(mode), mode));
     print(m + ".aggregate.grad", grad);
   }
-  for (const auto estimator : {cr::kl_estimator::k1, cr::kl_estimator::abs, cr::kl_estimator::k2,
-                               cr::kl_estimator::k3}) {
-    const std::string k = prefix + ".kl." + std::string(cr::to_string(estimator));
-    const cr::kl_options kl{.estimator = estimator};
-    print(k + ".penalty",
-          cr::kl_penalty(exec::seq, tokens, {.log_probs = logp, .ref_log_probs = ref}, values, grad,
-                         kl));
-    print(k + ".values", values);
-    print(k + ".grad", grad);
-    print(k + ".loss", cr::kl_loss(exec::seq, tokens, {.log_probs = logp, .ref_log_probs = ref},
-                                   grad, normalizer_for(cr::loss_aggregation::seq_mean_token_mean),
-                                   {.kl = kl,
-                                    .coefficient = 0.1,
-                                    .aggregation = cr::loss_aggregation::seq_mean_token_mean}));
-    print(k + ".loss.grad", grad);
-  }
+  for (const auto estimator :
+       {cr::kl_estimator::k1, cr::kl_estimator::abs, cr::kl_estimator::k2, cr::kl_estimator::k3})
+    for (const bool straight_through : {false, true}) {
+      const std::string k =
+          prefix + ".kl." + std::string(cr::to_string(estimator)) + (straight_through ? "+" : "");
+      const cr::kl_options kl{.estimator = estimator, .straight_through = straight_through};
+      print(k + ".penalty",
+            cr::kl_penalty(exec::seq, tokens, {.log_probs = logp, .ref_log_probs = ref}, values,
+                           grad, kl));
+      print(k + ".values", values);
+      print(k + ".grad", grad);
+      print(k + ".loss",
+            cr::kl_loss(exec::seq, tokens, {.log_probs = logp, .ref_log_probs = ref}, grad,
+                        normalizer_for(cr::loss_aggregation::seq_mean_token_mean),
+                        {.kl = kl,
+                         .coefficient = 0.1,
+                         .aggregation = cr::loss_aggregation::seq_mean_token_mean}));
+      print(k + ".loss.grad", grad);
+    }
   const auto counts = cr::importance_weights(
       exec::seq, tokens, {.target_log_probs = old_logp, .behaviour_log_probs = behaviour}, values,
       {.mode = cr::importance_sampling::band_mask});

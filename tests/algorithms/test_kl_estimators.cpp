@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "cascade_rl/algorithms/kl_estimators.hpp"
@@ -127,6 +128,49 @@ TEST(KlLoss, CoefficientTimesAggregatedEstimate) {
   EXPECT_DOUBLE_EQ(grad[1], 0.1 * -1 / 4);
 }
 
+// The "+" types: the estimator's value, k2's gradient logp - ref, also where k3's clamps
+// zero the plain gradient (x = ref - logp = 30 is beyond the input clamp of 20).
+TEST(KlEstimators, StraightThroughKeepsTheValueAndTakesK2sGradient) {
+  const std::vector<double> log_probs{-1.0, -0.5, -31.0};
+  const std::vector<double> ref_log_probs{-1.5, -0.25, -1.0};
+  const std::vector<std::int64_t> offsets{0, 3};
+  const cascade_rl::token_layout layout(offsets);
+  for (const auto estimator :
+       {kl_estimator::k1, kl_estimator::abs, kl_estimator::k2, kl_estimator::k3}) {
+    std::vector<double> plain_values(3), plain_grad(3), values(3), grad(3);
+    const cascade_rl::kl_options plain{.estimator = estimator};
+    cascade_rl::kl_options plus = plain;
+    plus.straight_through = true;
+    const double plain_sum = cascade_rl::kl_penalty(
+        cascade_rl::exec::seq, layout, {.log_probs = log_probs, .ref_log_probs = ref_log_probs},
+        plain_values, plain_grad, plain);
+    const double sum = cascade_rl::kl_penalty(
+        cascade_rl::exec::seq, layout, {.log_probs = log_probs, .ref_log_probs = ref_log_probs},
+        values, grad, plus);
+    EXPECT_EQ(sum, plain_sum);
+    EXPECT_EQ(values, plain_values);
+    EXPECT_EQ(grad, (std::vector<double>{0.5, -0.25, -30.0})) << cascade_rl::to_string(estimator);
+  }
+  // k3 at the clamp: value 10 and plain gradient 0; the "+" gradient is still logp - ref.
+  std::vector<double> grad(3), loss_grad(3);
+  std::vector<double> values(3);
+  cascade_rl::kl_penalty(cascade_rl::exec::seq, layout,
+                         {.log_probs = log_probs, .ref_log_probs = ref_log_probs}, values, grad,
+                         {.estimator = kl_estimator::k3});
+  EXPECT_EQ(values[2], 10.0);
+  EXPECT_EQ(grad[2], 0.0);
+  // As a loss, coefficient * aggregate(k) with the straight-through gradient.
+  const double loss = cascade_rl::kl_loss(cascade_rl::exec::seq, layout,
+                                          {.log_probs = log_probs, .ref_log_probs = ref_log_probs},
+                                          loss_grad, {.tokens = 3},
+                                          {.kl = verl::kl_penalty("k1+"),
+                                           .coefficient = 2.0,
+                                           .aggregation = loss_aggregation::token_mean});
+  EXPECT_DOUBLE_EQ(loss, 2.0 * ((0.5 - 0.25 - 30.0) / 3));
+  EXPECT_DOUBLE_EQ(loss_grad[0], 2.0 * 0.5 / 3);
+  EXPECT_DOUBLE_EQ(loss_grad[2], 2.0 * -30.0 / 3);
+}
+
 TEST(KlEstimators, VerlNamePresets) {
   EXPECT_EQ(verl::kl_penalty("kl").estimator, kl_estimator::k1);
   EXPECT_EQ(verl::kl_penalty("k1").estimator, kl_estimator::k1);
@@ -138,7 +182,15 @@ TEST(KlEstimators, VerlNamePresets) {
   EXPECT_EQ(k3.input_clamp, 20.0);
   EXPECT_EQ(k3.output_clamp, 10.0);
   EXPECT_EQ(verl::kl_penalty("k3").estimator, kl_estimator::k3);
-  expect_error_naming([] { (void)verl::kl_penalty("k3+"); }, "kl_penalty");
+  EXPECT_FALSE(k3.straight_through);
+  for (const auto& entry : verl::kl_penalty_names) {
+    const auto plus = verl::kl_penalty(std::string(entry.name) + "+");
+    EXPECT_EQ(plus.estimator, entry.estimator) << entry.name;
+    EXPECT_TRUE(plus.straight_through) << entry.name;
+  }
+  expect_error_naming([] { (void)verl::kl_penalty("full"); }, "kl_penalty", "refuses it too");
+  expect_error_naming([] { (void)verl::kl_penalty("k4+"); }, "kl_penalty", "low_var_kl");
+  expect_error_naming([] { (void)verl::kl_penalty("+"); }, "kl_penalty");
   const auto loss = verl::kl_loss();
   EXPECT_EQ(loss.kl.estimator, kl_estimator::k3);
   EXPECT_EQ(loss.coefficient, 0.001);

@@ -209,35 +209,36 @@ TYPED_TEST(LossExecutors, KlBitIdentical) {
     return counts.normalizer(mode, 400);
   };
   for (const auto estimator :
-       {kl_estimator::k1, kl_estimator::abs, kl_estimator::k2, kl_estimator::k3}) {
-    const cascade_rl::kl_options kl{.estimator = estimator};
-    std::vector<T> expected_values(b.tokens()), expected_grad(b.tokens());
-    const double expected_sum = cascade_rl::kl_penalty(
-        exec::seq, layout, {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs},
-        expected_values, expected_grad, kl);
-    std::vector<T> expected_loss_grad(b.tokens());
-    const cascade_rl::kl_loss_options loss_options{
-        .kl = kl, .coefficient = 0.1, .aggregation = loss_aggregation::seq_mean_token_mean};
-    const double expected_loss = cascade_rl::kl_loss(
-        exec::seq, layout, {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs},
-        expected_loss_grad, normalizer_for(loss_options.aggregation), loss_options);
-    for (const auto& policy : parallel_policies) {
-      const std::string context = std::string(cascade_rl::to_string(estimator)) + " threads " +
-                                  std::to_string(policy.threads);
-      std::vector<T> values(b.tokens()), grad(b.tokens()), loss_grad(b.tokens());
-      const double sum = cascade_rl::kl_penalty(
-          policy, layout, {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs}, values,
-          grad, kl);
-      EXPECT_TRUE(same_bits(sum, expected_sum)) << context;
-      expect_same_bits(values, expected_values, context + " values");
-      expect_same_bits(grad, expected_grad, context + " grad");
-      const double loss = cascade_rl::kl_loss(
-          policy, layout, {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs}, loss_grad,
-          normalizer_for(loss_options.aggregation), loss_options);
-      EXPECT_TRUE(same_bits(loss, expected_loss)) << context;
-      expect_same_bits(loss_grad, expected_loss_grad, context + " loss grad");
+       {kl_estimator::k1, kl_estimator::abs, kl_estimator::k2, kl_estimator::k3})
+    for (const bool straight_through : {false, true}) {
+      const cascade_rl::kl_options kl{.estimator = estimator, .straight_through = straight_through};
+      std::vector<T> expected_values(b.tokens()), expected_grad(b.tokens());
+      const double expected_sum = cascade_rl::kl_penalty(
+          exec::seq, layout, {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs},
+          expected_values, expected_grad, kl);
+      std::vector<T> expected_loss_grad(b.tokens());
+      const cascade_rl::kl_loss_options loss_options{
+          .kl = kl, .coefficient = 0.1, .aggregation = loss_aggregation::seq_mean_token_mean};
+      const double expected_loss = cascade_rl::kl_loss(
+          exec::seq, layout, {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs},
+          expected_loss_grad, normalizer_for(loss_options.aggregation), loss_options);
+      for (const auto& policy : parallel_policies) {
+        const std::string context = std::string(cascade_rl::to_string(estimator)) + " threads " +
+                                    std::to_string(policy.threads);
+        std::vector<T> values(b.tokens()), grad(b.tokens()), loss_grad(b.tokens());
+        const double sum = cascade_rl::kl_penalty(
+            policy, layout, {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs}, values,
+            grad, kl);
+        EXPECT_TRUE(same_bits(sum, expected_sum)) << context;
+        expect_same_bits(values, expected_values, context + " values");
+        expect_same_bits(grad, expected_grad, context + " grad");
+        const double loss = cascade_rl::kl_loss(
+            policy, layout, {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs}, loss_grad,
+            normalizer_for(loss_options.aggregation), loss_options);
+        EXPECT_TRUE(same_bits(loss, expected_loss)) << context;
+        expect_same_bits(loss_grad, expected_loss_grad, context + " loss grad");
+      }
     }
-  }
 }
 
 TYPED_TEST(LossExecutors, AggregationAndImportanceHelpersBitIdentical) {

@@ -204,6 +204,51 @@ TEST(VerlReferenceLosses, LowVarKlClampsWhereTheLogRatioIsBeyondTwenty) {
   EXPECT_GT(clamped, 0u);
 }
 
+// v2's kl_penalty: every type, the "+" ones included, by its veRL name: value and gradient
+// of the plain sum, and the forward value and gradient of the type without its "+"
+// (kl_penalty_forward). "full" is refused, as veRL refuses it.
+template <class T>
+void check_kl_penalty_v2(const nlohmann::json& batch, const nlohmann::json& entry,
+                         const std::string& context) {
+  const auto log_probs = flatten<T>(batch["log_prob"]);
+  const auto ref_log_probs = flatten<T>(batch["ref_log_prob"]);
+  const auto offsets =
+      cascade_rl::padded_offsets(batch["N"].get<std::size_t>(), batch["T"].get<std::size_t>());
+  const cascade_rl::token_layout layout(offsets);
+  const auto run = [&](const std::string& type, const char* value_key, const char* grad_key) {
+    std::vector<T> values(layout.tokens(), T(-7)), grad(layout.tokens(), T(-7));
+    (void)cascade_rl::kl_penalty(cascade_rl::exec::seq, layout,
+                                 {.log_probs = log_probs, .ref_log_probs = ref_log_probs}, values,
+                                 grad, verl::kl_penalty(type));
+    expect_all_close(std::span<const T>(values), flatten<double>(entry[value_key]),
+                     context + " " + value_key);
+    expect_all_close(std::span<const T>(grad), flatten<double>(entry[grad_key]),
+                     context + " " + grad_key);
+  };
+  run(entry["type"].get<std::string>(), "value", "grad_log_prob_of_sum");
+  run(entry["forward_base_type"].get<std::string>(), "forward_value",
+      "forward_grad_log_prob_of_sum");
+}
+
+TEST(VerlReferenceLossesV2, KlPenaltyEveryTypeWithAndWithoutStraightThrough) {
+  const auto reference = load_reference("verl_core_algos_v2.json");
+  const auto& batch = reference["kl_penalty"]["batch"];
+  std::size_t plus = 0;
+  for (const auto& entry : reference["kl_penalty"]["cases"]) {
+    const std::string type = entry["type"].get<std::string>();
+    if (entry.contains("error")) {
+      EXPECT_EQ(type, "full");
+      cascade_rl::testing::expect_error_naming([&] { (void)verl::kl_penalty(type); }, "kl_penalty",
+                                               "refuses it too");
+      continue;
+    }
+    plus += type.ends_with('+');
+    check_kl_penalty_v2<double>(batch, entry, "kl_penalty " + type);
+    check_kl_penalty_v2<float>(batch, entry, "kl_penalty " + type + " (float)");
+  }
+  EXPECT_EQ(plus, 7u);
+}
+
 // ---- v2: veRL's other policy losses --------------------------------------------------
 
 // One case of verl_core_algos_v2.json's policy_losses.<name> with its shared batch, in T.

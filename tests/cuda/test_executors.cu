@@ -311,27 +311,33 @@ TEST_F(Gpu, LossesMatchHostInEveryMode) {
           "sapo", [](auto&&... a) { return cr::sapo_loss(std::forward<decltype(a)>(a)...); },
           cr::sapo_options{.tau_pos = 2.0, .log_ratio_clamp = 0.5, .aggregation = mode});
     }
-  for (auto estimator : {cr::kl_estimator::k1, cr::kl_estimator::abs, cr::kl_estimator::k2, cr::kl_estimator::k3}) {
-    const cr::kl_options kl{.estimator = estimator, .input_clamp = 1.0, .output_clamp = 0.9};
-    const double h = cr::kl_penalty(cr::exec::seq, layout,
+  for (auto estimator :
+       {cr::kl_estimator::k1, cr::kl_estimator::abs, cr::kl_estimator::k2, cr::kl_estimator::k3})
+    for (const bool straight_through : {false, true}) {
+      const cr::kl_options kl{.estimator = estimator,
+                              .input_clamp = 1.0,
+                              .output_clamp = 0.9,
+                              .straight_through = straight_through};
+      const double h = cr::kl_penalty(cr::exec::seq, layout,
+                                      {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs},
+                                      want_values, want, kl);
+      const double d = cr::kl_penalty(cr::exec::cuda{}, d_layout,
+                                      {.log_probs = logp.cspan(), .ref_log_probs = ref.cspan()},
+                                      values.span(), grad.span(), kl);
+      expect_same_sum(d, h, "kl penalty sum");
+      expect_same_bits(values.host(), want_values, "kl values");
+      expect_same_bits(grad.host(), want, "kl grad");
+      const cr::kl_loss_options lo{
+          .kl = kl, .coefficient = 0.1, .aggregation = cr::loss_aggregation::seq_mean_token_mean};
+      const double hl = cr::kl_loss(cr::exec::seq, layout,
                                     {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs},
-                                    want_values, want, kl);
-    const double d = cr::kl_penalty(cr::exec::cuda{}, d_layout,
+                                    want, normalizer_for(lo.aggregation), lo);
+      const double dl = cr::kl_loss(cr::exec::cuda{}, d_layout,
                                     {.log_probs = logp.cspan(), .ref_log_probs = ref.cspan()},
-                                    values.span(), grad.span(), kl);
-    expect_same_sum(d, h, "kl penalty sum");
-    expect_same_bits(values.host(), want_values, "kl values");
-    expect_same_bits(grad.host(), want, "kl grad");
-    const cr::kl_loss_options lo{.kl = kl, .coefficient = 0.1, .aggregation = cr::loss_aggregation::seq_mean_token_mean};
-    const double hl = cr::kl_loss(cr::exec::seq, layout,
-                                  {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs},
-                                  want, normalizer_for(lo.aggregation), lo);
-    const double dl = cr::kl_loss(cr::exec::cuda{}, d_layout,
-                                  {.log_probs = logp.cspan(), .ref_log_probs = ref.cspan()},
-                                  grad.span(), normalizer_for(lo.aggregation), lo);
-    expect_same_sum(dl, hl, "kl loss");
-    expect_same_bits(grad.host(), want, "kl loss grad");
-  }
+                                    grad.span(), normalizer_for(lo.aggregation), lo);
+      expect_same_sum(dl, hl, "kl loss");
+      expect_same_bits(grad.host(), want, "kl loss grad");
+    }
   const double ha = cr::aggregate_token_losses(
       cr::exec::seq, layout, {.token_losses = b.ref_log_probs, .token_grads = b.advantages}, want,
       normalizer_for(cr::loss_aggregation::seq_mean_token_sum_norm),

@@ -419,37 +419,42 @@ TEST(PortableLosses, KlEstimatorsAndAggregationMatchHost) {
         return counts.normalizer(mode, 10.0);
       };
   std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
-  for (auto estimator : {cr::kl_estimator::k1, cr::kl_estimator::abs, cr::kl_estimator::k2, cr::kl_estimator::k3}) {
-    const cr::kl_options kl{.estimator = estimator, .input_clamp = 1.0, .output_clamp = 0.9};
-    std::vector<float> hv(b.tokens()), hg(b.tokens()), dv(b.tokens()), dg(b.tokens());
-    const double h =
-        cr::kl_penalty(cr::exec::seq, layout,
-                       {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs}, hv, hg, kl);
-    portable::kl_penalty(system, device_layout(b), b.log_probs.data(), b.ref_log_probs.data(),
-                         dv.data(), dg.data(), kl, scratch.data());
-    EXPECT_EQ(scratch[portable::result_index(b.tokens())].loss, h);
-    expect_same_bits(dv, hv, "kl values");
-    expect_same_bits(dg, hg, "kl gradient");
-    for (auto mode : cr::testing::all_aggregation_modes) {
-      const cr::kl_loss_options options{.kl = kl, .coefficient = 0.25, .aggregation = mode};
-      const double hl = cr::kl_loss(cr::exec::seq, layout,
-                                    {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs},
-                                    hg, normalizer_for(mode), options);
-      portable::kl_loss(system, device_layout(b), b.log_probs.data(), b.ref_log_probs.data(),
-                        dg.data(), normalizer_for(mode), options, scratch.data());
-      EXPECT_EQ(scratch[portable::result_index(b.tokens())].loss, hl);
-      expect_same_bits(dg, hg, "kl loss gradient");
+  for (auto estimator :
+       {cr::kl_estimator::k1, cr::kl_estimator::abs, cr::kl_estimator::k2, cr::kl_estimator::k3})
+    for (const bool straight_through : {false, true}) {
+      const cr::kl_options kl{.estimator = estimator,
+                              .input_clamp = 1.0,
+                              .output_clamp = 0.9,
+                              .straight_through = straight_through};
+      std::vector<float> hv(b.tokens()), hg(b.tokens()), dv(b.tokens()), dg(b.tokens());
+      const double h =
+          cr::kl_penalty(cr::exec::seq, layout,
+                         {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs}, hv, hg, kl);
+      portable::kl_penalty(system, device_layout(b), b.log_probs.data(), b.ref_log_probs.data(),
+                           dv.data(), dg.data(), kl, scratch.data());
+      EXPECT_EQ(scratch[portable::result_index(b.tokens())].loss, h);
+      expect_same_bits(dv, hv, "kl values");
+      expect_same_bits(dg, hg, "kl gradient");
+      for (auto mode : cr::testing::all_aggregation_modes) {
+        const cr::kl_loss_options options{.kl = kl, .coefficient = 0.25, .aggregation = mode};
+        const double hl = cr::kl_loss(cr::exec::seq, layout,
+                                      {.log_probs = b.log_probs, .ref_log_probs = b.ref_log_probs},
+                                      hg, normalizer_for(mode), options);
+        portable::kl_loss(system, device_layout(b), b.log_probs.data(), b.ref_log_probs.data(),
+                          dg.data(), normalizer_for(mode), options, scratch.data());
+        EXPECT_EQ(scratch[portable::result_index(b.tokens())].loss, hl);
+        expect_same_bits(dg, hg, "kl loss gradient");
 
-      const double ha = cr::aggregate_token_losses(
-          cr::exec::seq, layout, {.token_losses = b.ref_log_probs, .token_grads = b.advantages}, hg,
-          normalizer_for(mode), mode);
-      portable::aggregate_token_losses(system, device_layout(b), b.ref_log_probs.data(),
-                                       b.advantages.data(), dg.data(), normalizer_for(mode), mode,
-                                       scratch.data());
-      EXPECT_EQ(scratch[portable::result_index(b.tokens())].loss, ha);
-      expect_same_bits(dg, hg, "aggregated gradient");
+        const double ha = cr::aggregate_token_losses(
+            cr::exec::seq, layout, {.token_losses = b.ref_log_probs, .token_grads = b.advantages},
+            hg, normalizer_for(mode), mode);
+        portable::aggregate_token_losses(system, device_layout(b), b.ref_log_probs.data(),
+                                         b.advantages.data(), dg.data(), normalizer_for(mode), mode,
+                                         scratch.data());
+        EXPECT_EQ(scratch[portable::result_index(b.tokens())].loss, ha);
+        expect_same_bits(dg, hg, "aggregated gradient");
+      }
     }
-  }
 }
 
 #if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_OMP

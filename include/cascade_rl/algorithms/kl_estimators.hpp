@@ -52,7 +52,7 @@ inline void validate_kl_options(const kl_options& options, std::string_view pref
 // so that each estimator's loop is compiled, and vectorised, on its own (terms::kl_token
 // decides per token). The same functions: the same bits either way.
 template <class F>
-decltype(auto) with_kl_term(const kl_options& options, F&& f) {
+decltype(auto) with_estimator_term(const kl_options& options, F&& f) {
   switch (options.estimator) {
     case kl_estimator::k1:
       return f([](double logp, double ref) { return terms::k1_token(logp, ref); });
@@ -64,6 +64,19 @@ decltype(auto) with_kl_term(const kl_options& options, F&& f) {
   }
   return f([in = options.input_clamp, out = options.output_clamp](double logp, double ref) {
     return terms::k3_token(logp, ref, in, out);
+  });
+}
+
+// with_estimator_term, the straight-through gradient (options.straight_through) its own
+// instantiation too.
+template <class F>
+decltype(auto) with_kl_term(const kl_options& options, F&& f) {
+  return with_estimator_term(options, [&](const auto estimator) {
+    if (options.straight_through)
+      return f([estimator](double logp, double ref) {
+        return terms::straight_through(estimator(logp, ref), logp, ref);
+      });
+    return f(estimator);
   });
 }
 

@@ -11,7 +11,8 @@
 //   - GPG and compute_policy_loss_reinforce: -A * logp, REINFORCE's log-prob surrogate;
 //   - truncated IS: w = min(exp(old_log_prob - rollout_log_probs), tis_imp_ratio_cap);
 //   - kl_penalty names "kl"/"k1", "abs", "mse"/"k2", "low_var_kl"/"k3", the latter with
-//     the input clamped to +-20 and the output to +-10;
+//     the input clamped to +-20 and the output to +-10, each with a "+" suffix for the
+//     straight-through gradient logp - ref; "full" (NotImplementedError in veRL) refused;
 //   - agg_loss: a rank divides by its own valid-token count, by the number of its
 //     sequences that hold a valid token, and (seq-mean-token-sum-norm) additionally by
 //     the padded length T. single_rank_normalizer reproduces that; in a multi-rank or
@@ -129,24 +130,41 @@ namespace cascade_rl::presets::verl {
   return {.beta = dro_beta, .aggregation = mode};
 }
 
-// kl_penalty's type strings. The straight-through "+" variants (k3+) are not supported.
+// kl_penalty's type strings and the estimator each names (one table: the parser and its
+// error message read it).
+struct kl_penalty_name {
+  std::string_view name;
+  kl_estimator estimator;
+};
+inline constexpr kl_penalty_name kl_penalty_names[] = {
+    {"kl", kl_estimator::k1},  {"k1", kl_estimator::k1}, {"abs", kl_estimator::abs},
+    {"mse", kl_estimator::k2}, {"k2", kl_estimator::k2}, {"low_var_kl", kl_estimator::k3},
+    {"k3", kl_estimator::k3}};
+
+// A type of the table, or one with a "+" suffix: the same estimate with the
+// straight-through gradient logp - ref (kl_options::straight_through). k3's clamps are
+// veRL's, +-20 on the input and +-10 on the value.
 [[nodiscard]] inline kl_options kl_penalty(std::string_view type) {
   kl_options options{.estimator = kl_estimator::k3, .input_clamp = 20.0, .output_clamp = 10.0};
-  if (type == "kl" || type == "k1") {
-    options.estimator = kl_estimator::k1;
-  } else if (type == "abs") {
-    options.estimator = kl_estimator::abs;
-  } else if (type == "mse" || type == "k2") {
-    options.estimator = kl_estimator::k2;
-  } else if (type == "low_var_kl" || type == "k3") {
-    options.estimator = kl_estimator::k3;
-  } else {
-    std::string problem = "is \"";
-    problem.append(type).append(
-        "\", not a supported veRL type (kl, k1, abs, mse, k2, low_var_kl, k3)");
-    detail::fail("kl_penalty", problem);
+  std::string_view base = type;
+  if (base.ends_with('+')) {
+    base.remove_suffix(1);
+    options.straight_through = true;
   }
-  return options;
+  for (const kl_penalty_name& entry : kl_penalty_names)
+    if (entry.name == base) {
+      options.estimator = entry.estimator;
+      return options;
+    }
+  std::string problem = "is \"";
+  problem.append(type).append("\", not a veRL type this library computes (");
+  for (const kl_penalty_name& entry : kl_penalty_names) problem.append(entry.name).append(", ");
+  problem.resize(problem.size() - 2);
+  problem.append("; each also with a '+' suffix");
+  if (base == "full")
+    problem.append("; \"full\" needs the whole distribution, and veRL refuses it too");
+  problem.append(")");
+  detail::fail("kl_penalty", problem);
 }
 
 // actor use_kl_loss: kl_loss_type (default low_var_kl), kl_loss_coef (default 0.001),

@@ -10,6 +10,9 @@
 // more mass on the token than the policy (x large). veRL clamps x to +-20 and the
 // result to +-10; both clamps are options here, and the derivative is 0 wherever a
 // clamp is active.
+// veRL's straight-through "+" types (k3+ etc.) keep an estimator's value but take the
+// gradient of k2, logp - ref (unbiased for the KL's gradient), even where k3's clamps
+// act: kl_options::straight_through.
 
 #include <cstdint>
 
@@ -25,6 +28,8 @@ struct kl_options {
   kl_estimator estimator = kl_estimator::k3;
   double input_clamp = 20.0;   // k3 only: x = ref - logp clamped to +-input_clamp
   double output_clamp = 10.0;  // k3 only: the estimate clamped to +-output_clamp
+  // The estimator's value with k2's gradient logp - ref (veRL's "+" suffix).
+  bool straight_through = false;
 };
 
 namespace terms {
@@ -70,7 +75,13 @@ CASCADE_RL_HD inline token_loss k3_token(double logp, double ref, double input_c
   return {value, (1.0 - e) * active + 0.0};
 }
 
-CASCADE_RL_HD inline token_loss kl_token(double logp, double ref, const kl_options& options) {
+// k's value with k2's gradient: the straight-through estimate (veRL's "+" types).
+CASCADE_RL_HD inline token_loss straight_through(token_loss k, double logp, double ref) {
+  return {k.value, logp - ref};
+}
+
+CASCADE_RL_HD inline token_loss estimator_token(double logp, double ref,
+                                                const kl_options& options) {
   switch (options.estimator) {
     case kl_estimator::k1: return k1_token(logp, ref);
     case kl_estimator::abs: return abs_token(logp, ref);
@@ -79,6 +90,11 @@ CASCADE_RL_HD inline token_loss kl_token(double logp, double ref, const kl_optio
       return k3_token(logp, ref, options.input_clamp, options.output_clamp);
   }
   return {};
+}
+
+CASCADE_RL_HD inline token_loss kl_token(double logp, double ref, const kl_options& options) {
+  const token_loss k = estimator_token(logp, ref, options);
+  return options.straight_through ? straight_through(k, logp, ref) : k;
 }
 
 }  // namespace terms
