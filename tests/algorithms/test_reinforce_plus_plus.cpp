@@ -25,15 +25,31 @@ const std::vector<std::int64_t> offsets{0, 4, 7};
 const std::vector<std::uint8_t> mask{1, 1, 1, 0, 1, 0, 1};
 const std::vector<double> token_rewards{0, 0, 1, 5, 0, 2, 3};
 
-TEST(DiscountedReturns, RunBackwardsAndResetAtMaskedTokens) {
+// Carry (the default, veRL since 1dda039): a masked token passes the return through
+// unchanged, its own reward ignored, and gets 0.
+TEST(DiscountedReturns, MaskedTokensCarryTheReturnAcross) {
   const token_layout tokens(offsets, mask);
   std::vector<double> returns(7);
   cascade_rl::discounted_returns(exec::seq, tokens, token_rewards, returns, 0.5);
-  // Sequence 0: the masked 5 does not flow back; 1 discounts to 0.5, 0.25.
-  // Sequence 1: 3 stays on its token; the masked token holds 2 + 0.5 * 3 (as veRL)
-  // and cuts the return, so token 4 gets 0.
-  EXPECT_EQ(returns, (std::vector<double>{0.25, 0.5, 1, 5, 0, 3.5, 3}));
+  // Sequence 0: the masked 5 is ignored; 1 discounts to 0.5, 0.25.
+  // Sequence 1: 3 stays on its token, the hole gets 0 and passes 3 on undiscounted, so
+  // token 4 gets 0 + 0.5 * 3.
+  EXPECT_EQ(returns, (std::vector<double>{0.25, 0.5, 1, 0, 1.5, 0, 3}));
   cascade_rl::discounted_returns(exec::seq, tokens, token_rewards, returns, 1.0);
+  EXPECT_EQ(returns, (std::vector<double>{1, 1, 1, 0, 3, 0, 3}));
+}
+
+// Cut (veRL's earlier loop): the masked token holds r + gamma * run and resets the run.
+TEST(DiscountedReturns, MaskedTokensCutTheReturnWhenAsked) {
+  const token_layout tokens(offsets, mask);
+  std::vector<double> returns(7);
+  cascade_rl::discounted_returns(exec::seq, tokens, token_rewards, returns, 0.5,
+                                 cascade_rl::masked_token_return::cut);
+  // Sequence 0: the masked 5 does not flow back; 1 discounts to 0.5, 0.25.
+  // Sequence 1: the masked token holds 2 + 0.5 * 3 and cuts the return: token 4 gets 0.
+  EXPECT_EQ(returns, (std::vector<double>{0.25, 0.5, 1, 5, 0, 3.5, 3}));
+  cascade_rl::discounted_returns(exec::seq, tokens, token_rewards, returns, 1.0,
+                                 cascade_rl::masked_token_return::cut);
   EXPECT_EQ(returns, (std::vector<double>{1, 1, 1, 5, 0, 5, 3}));
 }
 
@@ -62,12 +78,20 @@ TEST(MaskedWhiten, UnbiasedVarianceOverValidTokens) {
 TEST(ReinforcePlusPlus, ReturnsWhitenedOverTheBatch) {
   const token_layout tokens(offsets, mask);
   std::vector<double> a(7);
-  cascade_rl::reinforce_plus_plus_advantages(exec::seq, tokens, token_rewards, a, {.gamma = 0.5});
+  cascade_rl::reinforce_plus_plus_advantages(
+      exec::seq, tokens, token_rewards, a,
+      {.gamma = 0.5, .masked = cascade_rl::masked_token_return::cut});
   // Valid returns {0.25, 0.5, 1, 0, 3}: mean 0.95, unbiased var 5.8 / 4 = 1.45.
   const double s = std::sqrt(1.45 + 1e-8);
   const std::vector<double> expected{(0.25 - 0.95) / s, (0.5 - 0.95) / s, (1 - 0.95) / s, 0,
                                      (0 - 0.95) / s,    0,                (3 - 0.95) / s};
   for (std::size_t t = 0; t < 7; ++t) EXPECT_NEAR(a[t], expected[t], 1e-14) << t;
+  // Carried: valid returns {0.25, 0.5, 1, 1.5, 3}: mean 1.25, unbiased var 4.75 / 4.
+  cascade_rl::reinforce_plus_plus_advantages(exec::seq, tokens, token_rewards, a, {.gamma = 0.5});
+  const double c = std::sqrt(4.75 / 4 + 1e-8);
+  const std::vector<double> carried{
+      (0.25 - 1.25) / c, (0.5 - 1.25) / c, (1 - 1.25) / c, 0, (1.5 - 1.25) / c, 0, (3 - 1.25) / c};
+  for (std::size_t t = 0; t < 7; ++t) EXPECT_NEAR(a[t], carried[t], 1e-14) << t;
 }
 
 TEST(ReinforcePlusPlus, OutcomeScoreOnTheLastValidToken) {

@@ -1034,4 +1034,76 @@ TEST(VerlReferenceV2, Gdpo) {
   EXPECT_GE(noise_cases, 1u);  // the near-identical batch exercises the criterion
 }
 
+// REINFORCE++ on v2's batches (gamma 0.99 and 1, interior mask holes): returns are a
+// linear map of the valid tokens' rewards; a hole carries the return across undiscounted
+// (veRL since 1dda039, our default), so over a row's valid tokens k <= j:
+//   ret_k = sum_j gamma^(j - k) r_j   (j, k counted among the row's valid tokens),
+// and 0 on masked tokens. Advantages whiten the valid returns over the batch.
+struct returns_linearisation {
+  ref::jacobian raw;  // valid tokens x valid tokens
+  std::vector<double> rewards, returns;
+};
+
+returns_linearisation linearise_returns(const v2_batch& b, double gamma) {
+  const auto valid = valid_tokens_of(b.batch);
+  const std::size_t n = valid.index.size();
+  returns_linearisation g{ref::jacobian(n, n), std::vector<double>(n), std::vector<double>(n, 0.0)};
+  for (std::size_t i = 0; i < n; ++i) g.rewards[i] = b.token_level_rewards[valid.index[i]];
+  for (std::size_t k = 0; k < n; ++k) {
+    double weight = 1.0;
+    for (std::size_t j = k; j < n && valid.row[j] == valid.row[k]; ++j) {
+      g.raw.at(k, j) = weight;
+      weight *= gamma;
+    }
+    for (std::size_t j = 0; j < n; ++j) g.returns[k] += g.raw.at(k, j) * g.rewards[j];
+  }
+  return g;
+}
+
+TEST(VerlReferenceV2, ReinforcePlusPlusWithGammaAndMaskHoles) {
+  std::size_t cases = 0, holes = 0;
+  for (const auto& c : v2_cases("reinforce_plus_plus")) {
+    const v2_batch b = v2_batch_named(c.at("batch").get<std::string>());
+    const double gamma = c.at("params").at("config.gamma").get<double>();
+    const auto g = linearise_returns(b, gamma);
+    const auto valid = valid_tokens_of(b.batch);
+    // Returns: one ulp of every reward and of every partial return (veRL's float32 steps).
+    const auto raw_bound = ref::one_ulp_sensitivity(g.raw, g.rewards);
+    const auto step_bound = ref::one_ulp_sensitivity(g.raw, g.returns);
+    // Advantages: the whitening's one-ulp model (as GAE's) over the returns and the rewards.
+    const auto J = ref::normalisation_jacobian(g.returns, 1e-8, ref::epsilon_on::variance);
+    const auto whitened = ref::one_ulp_sensitivity(J, g.returns);
+    const auto through = ref::one_ulp_sensitivity(ref::compose(J, g.raw), g.rewards);
+    std::vector<double> returns_bound(b.batch.mask.size(), 0.0);
+    std::vector<double> advantage_bound(b.batch.mask.size(), 0.0);
+    for (std::size_t i = 0; i < valid.index.size(); ++i) {
+      returns_bound[valid.index[i]] = raw_bound[i] + step_bound[i];
+      advantage_bound[valid.index[i]] = whitened[i] + through[i];
+    }
+    for (std::size_t r = 0; r < b.batch.rows; ++r)  // a hole: a masked token before a valid one
+      for (std::size_t t = 1; t < b.batch.width; ++t)
+        holes += b.batch.mask[r * b.batch.width + t - 1] == 0 &&
+                 b.batch.mask[r * b.batch.width + t] != 0;
+    std::vector<float> returns(b.batch.mask.size());
+    cascade_rl::discounted_returns(cascade_rl::exec::seq, b.batch.layout(),
+                                   std::span<const float>(b.token_level_rewards), returns, gamma);
+    const std::string label = "reinforce_plus_plus on " + b.name + " " + c.at("params").dump();
+    expect_matches_v2(label + " returns", b, returns, c.at("returns"), returns_bound, false);
+    for (const auto v : both_variants) {
+      auto options = std::get<cascade_rl::reinforce_plus_plus_options>(
+          verl::adv_estimator("reinforce_plus_plus", {.gamma = gamma}));
+      EXPECT_EQ(options.masked, cascade_rl::masked_token_return::carry);
+      options.whitening.accumulation = accumulation_of(v, options.whitening.accumulation);
+      std::vector<float> advantages(b.batch.mask.size());
+      cascade_rl::reinforce_plus_plus_advantages(cascade_rl::exec::seq, b.batch.layout(),
+                                                 b.token_level_rewards, advantages, options);
+      expect_matches_v2(label + " advantages (" + variant_name(v) + ")", b, advantages,
+                        c.at("advantages"), advantage_bound, false);
+    }
+    ++cases;
+  }
+  EXPECT_EQ(cases, 12u);
+  EXPECT_GT(holes, 0u);  // the multi-turn batch's holes are what carry and cut tell apart
+}
+
 }  // namespace

@@ -544,11 +544,13 @@ TEST_F(Gpu, ReinforcePlusPlusMatchesHost) {
   const device_token_layout d_layout = d.layout(b.tokens());
   device_vector<float> rewards(b.advantages), out(b.tokens());
   std::vector<float> want(b.tokens());
-  for (double gamma : {1.0, 0.97, 0.0}) {
-    cr::discounted_returns(cr::exec::seq, layout, b.advantages, want, gamma);
-    cr::discounted_returns(cr::exec::cuda{}, d_layout, rewards.cspan(), out.span(), gamma);
-    expect_same_bits(out.host(), want, "discounted returns");
-  }
+  for (const auto masked : {cr::masked_token_return::carry, cr::masked_token_return::cut})
+    for (double gamma : {1.0, 0.97, 0.0}) {
+      cr::discounted_returns(cr::exec::seq, layout, b.advantages, want, gamma, masked);
+      cr::discounted_returns(cr::exec::cuda{}, d_layout, rewards.cspan(), out.span(), gamma,
+                             masked);
+      expect_same_bits(out.host(), want, "discounted returns");
+    }
   std::vector<cr::whitening_options> variants(4);
   variants[1].estimator = cr::std_estimator::biased;
   variants[2].shift_mean = false;
@@ -557,7 +559,11 @@ TEST_F(Gpu, ReinforcePlusPlusMatchesHost) {
     cr::masked_whiten(cr::exec::seq, layout, b.advantages, want, whitening);
     cr::masked_whiten(cr::exec::cuda{}, d_layout, rewards.cspan(), out.span(), whitening);
     expect_same_bits(out.host(), want, "whitened");
-    const cr::reinforce_plus_plus_options options{.gamma = 0.99, .whitening = whitening};
+    const cr::reinforce_plus_plus_options options{.gamma = 0.99,
+                                                  .masked = whitening.shift_mean
+                                                                ? cr::masked_token_return::carry
+                                                                : cr::masked_token_return::cut,
+                                                  .whitening = whitening};
     cr::reinforce_plus_plus_advantages(cr::exec::seq, layout, b.advantages, want, options);
     cr::reinforce_plus_plus_advantages(cr::exec::cuda{}, d_layout, rewards.cspan(), out.span(),
                                        options);

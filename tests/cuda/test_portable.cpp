@@ -725,12 +725,14 @@ TEST(PortableTokens, DiscountedReturnsMatchHost) {
   auto b = big_batch(10);
   for (std::size_t t = 0; t < b.tokens(); t += 5)
     if (b.mask[t] == 0) b.advantages[t] = std::numeric_limits<float>::quiet_NaN();  // masked: allowed
-  for (double gamma : {1.0, 0.99, 0.5, 0.0}) {
-    std::vector<float> host(b.tokens()), device(b.tokens());
-    cr::discounted_returns(cr::exec::seq, b.layout(), b.advantages, host, gamma);
-    portable::discounted_returns(system, b.advantages.data(), device_layout(b), device.data(), gamma);
-    expect_same_bits(device, host, "discounted returns");
-  }
+  for (const auto masked : {cr::masked_token_return::carry, cr::masked_token_return::cut})
+    for (double gamma : {1.0, 0.99, 0.5, 0.0}) {
+      std::vector<float> host(b.tokens()), device(b.tokens());
+      cr::discounted_returns(cr::exec::seq, b.layout(), b.advantages, host, gamma, masked);
+      portable::discounted_returns(system, b.advantages.data(), device_layout(b), device.data(),
+                                   gamma, masked);
+      expect_same_bits(device, host, "discounted returns");
+    }
 }
 
 std::vector<cr::whitening_options> whitening_variants() {

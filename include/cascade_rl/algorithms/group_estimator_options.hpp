@@ -12,6 +12,7 @@
 
 #include "cascade_rl/core/host_device.hpp"
 #include "cascade_rl/terms/advantage_options.hpp"
+#include "cascade_rl/terms/discounted_return.hpp"
 #include "cascade_rl/terms/group_advantage.hpp"
 #include "cascade_rl/terms/passk_advantage.hpp"
 
@@ -72,6 +73,9 @@ struct whitening_options {
 
 struct reinforce_plus_plus_options {
   double gamma = 1.0;  // discount of the return, in [0, 1]
+  // A masked token inside a sequence: carry the return across it (veRL 1dda039) or cut
+  // it there (terms/discounted_return.hpp).
+  masked_token_return masked = masked_token_return::carry;
   whitening_options whitening{};
 };
 

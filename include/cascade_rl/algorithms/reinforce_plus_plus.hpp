@@ -98,14 +98,15 @@ void masked_whiten(const Policy& policy, const token_layout& tokens,
 }
 
 // Discounted return of per-token rewards, backwards within each sequence:
-//   ret_t = r_t + gamma * run;  run = mask_t ? ret_t : 0
-// so a masked token (padding, a tool observation) cuts the return: rewards after it
-// do not flow to tokens before it. Masked tokens hold ret_t as in veRL; only valid
-// tokens' rewards must be finite.
+//   ret_t = r_t + gamma * run on valid tokens; a masked token inside a sequence (a tool
+// observation) carries run across with return 0 (`masked` carry, veRL since 1dda039) or
+// holds r_t + gamma * run and cuts run to 0 (cut, veRL's earlier loop): see
+// terms/discounted_return.hpp. Only valid tokens' rewards must be finite.
 template <exec::host_policy Policy, contiguous_output Out>
 void discounted_returns(const Policy& policy, const token_layout& tokens,
                         std::span<const output_value_t<Out>> token_rewards, Out&& returns_out,
-                        double gamma = 1.0) {
+                        double gamma = 1.0,
+                        masked_token_return masked = masked_token_return::carry) {
   using T = output_value_t<Out>;
   const std::span<T> returns = output_span(returns_out);
   if (!(gamma >= 0.0 && gamma <= 1.0))
@@ -118,9 +119,10 @@ void discounted_returns(const Policy& policy, const token_layout& tokens,
       [&](std::size_t s) {
         double run = 0.0;
         for (std::size_t t = tokens.end(s); t-- > tokens.begin(s);) {
-          const double ret = terms::discounted_return(static_cast<double>(token_rewards[t]), gamma, run);
-          returns[t] = static_cast<T>(ret);
-          run = tokens.valid(t) ? ret : 0.0;
+          const terms::return_step step = terms::discounted_return_step(
+              static_cast<double>(token_rewards[t]), tokens.valid(t), gamma, run, masked);
+          returns[t] = static_cast<T>(step.value);
+          run = step.run;
         }
       },
       detail::sequence_parallel_threshold);
@@ -138,7 +140,7 @@ void reinforce_plus_plus_advantages(const Policy& policy, const token_layout& to
   const std::span<T> advantages = output_span(advantages_out);
   detail::require_whitening_options(options.whitening);
   detail::require_size(advantages.size(), tokens.tokens(), "advantages", "one per token");
-  discounted_returns(policy, tokens, token_rewards, advantages, options.gamma);
+  discounted_returns(policy, tokens, token_rewards, advantages, options.gamma, options.masked);
   detail::whiten_valid_tokens(policy, std::span<const T>(advantages), tokens, advantages,
                               options.whitening);
 }

@@ -89,12 +89,14 @@ struct returns_functor {
   device_token_layout layout;
   T* returns;
   double gamma;
+  masked_token_return masked;
   CASCADE_RL_HD void operator()(std::size_t s) const {
     double run = 0.0;
     for (std::size_t t = layout.end(s); t-- > layout.begin(s);) {
-      const double ret = discounted_return(static_cast<double>(rewards[t]), gamma, run);
-      returns[t] = static_cast<T>(ret);
-      run = layout.valid(t) ? ret : 0.0;
+      const terms::return_step step = terms::discounted_return_step(
+          static_cast<double>(rewards[t]), layout.valid(t), gamma, run, masked);
+      returns[t] = static_cast<T>(step.value);
+      run = step.run;
     }
   }
 };
@@ -399,11 +401,12 @@ void masked_whiten(ExecPolicy&& exec, const T* values, const device_token_layout
 }
 
 template <class ExecPolicy, class T>
-void discounted_returns(ExecPolicy&& exec, const T* token_rewards, const device_token_layout& layout,
-                        T* returns, double gamma = 1.0) {
+void discounted_returns(ExecPolicy&& exec, const T* token_rewards,
+                        const device_token_layout& layout, T* returns, double gamma = 1.0,
+                        masked_token_return masked = masked_token_return::carry) {
   detail::require_gamma(gamma);
   detail::for_each_index(exec, layout.sequences,
-                         detail::returns_functor<T>{token_rewards, layout, returns, gamma});
+                         detail::returns_functor<T>{token_rewards, layout, returns, gamma, masked});
 }
 
 // Discounted returns written to advantages, whitened there.
@@ -412,7 +415,8 @@ void reinforce_plus_plus_advantages(ExecPolicy&& exec, const T* token_rewards,
                                     const device_token_layout& layout, T* advantages,
                                     const reinforce_plus_plus_options& options, double* scratch) {
   cascade_rl::detail::require_whitening_options(options.whitening);
-  portable::discounted_returns(exec, token_rewards, layout, advantages, options.gamma);
+  portable::discounted_returns(exec, token_rewards, layout, advantages, options.gamma,
+                               options.masked);
   detail::whiten(exec, static_cast<const T*>(advantages), layout, advantages, options.whitening, scratch);
 }
 

@@ -2,8 +2,8 @@
 // REINFORCE++ and REINFORCE++-baseline (reinforce_plus_plus.hpp of the host core), and
 // their two building blocks:
 //   discounted_returns:  one thread per sequence runs the host's backward recurrence
-//                        ret_t = r_t + gamma * run, run = mask_t ? ret_t : 0, in the
-//                        host's order (the host's bits);
+//                        ret_t = r_t + gamma * run (a masked token carrying run across
+//                        or cutting it), in the host's order (the host's bits);
 //   masked_whiten:       batch whitening over the valid tokens: count and sum per block
 //                        of the canonical sum order, joined in block order into the mean;
 //                        squared deviations likewise into the scale; then the elementwise
@@ -68,15 +68,15 @@ void masked_whiten(exec::cuda_policy policy, const cuda::device_token_layout& to
 
 template <std::floating_point T>
 void discounted_returns(exec::cuda_policy policy, const cuda::device_token_layout& tokens,
-                        std::span<const T> token_rewards, std::span<T> returns,
-                        double gamma = 1.0) {
+                        std::span<const T> token_rewards, std::span<T> returns, double gamma = 1.0,
+                        masked_token_return masked = masked_token_return::carry) {
   cuda::detail::require_gamma(gamma);
   detail::require_size(token_rewards.size(), tokens.tokens, "token_rewards", "one per token");
   detail::require_size(returns.size(), tokens.tokens, "returns", "one per token");
   const cuda::device_report report =
       cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
         return cuda::discounted_returns(temp, bytes, token_rewards.data(), tokens, returns.data(),
-                                        gamma, policy.stream);
+                                        gamma, masked, policy.stream);
       });
   cuda::detail::throw_if_reported(report, {"token_rewards"});
 }

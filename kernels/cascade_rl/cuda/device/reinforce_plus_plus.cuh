@@ -68,10 +68,11 @@ inline bool usable_gamma(double gamma) { return gamma >= 0.0 && gamma <= 1.0; }
 
 template <class T>
 cudaError_t launch_returns(const T* rewards, const device_token_layout& layout, T* returns,
-                           double gamma, device_report* report, cudaStream_t stream) {
+                           double gamma, masked_token_return masked, device_report* report,
+                           cudaStream_t stream) {
   if (layout.sequences == 0) return cudaSuccess;
   return launch(discounted_returns_kernel<T>, blocks_for(layout.sequences, sequence_block_threads),
-                sequence_block_threads, stream, rewards, layout, returns, gamma, report);
+                sequence_block_threads, stream, rewards, layout, returns, gamma, masked, report);
 }
 
 }  // namespace detail
@@ -93,18 +94,21 @@ cudaError_t masked_whiten(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                   report, &report->first_nonfinite[0], stream);
 }
 
-// ret_t = r_t + gamma * run, run = mask_t ? ret_t : 0, backwards within each sequence.
+// ret_t = r_t + gamma * run backwards within each sequence, a masked token carrying run
+// across or cutting it (`masked`, terms/discounted_return.hpp).
 // Reports NaN or infinite rewards on valid tokens in first_nonfinite[0].
 template <class T>
 cudaError_t discounted_returns(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                const T* d_token_rewards, const device_token_layout& layout,
-                               T* d_returns, double gamma = 1.0, cudaStream_t stream = nullptr) {
+                               T* d_returns, double gamma = 1.0,
+                               masked_token_return masked = masked_token_return::carry,
+                               cudaStream_t stream = nullptr) {
   if (!detail::usable_gamma(gamma)) return cudaErrorInvalidValue;
   device_report* report = nullptr;
   if (const detail::call_start start = detail::begin_report_call(d_temp_storage, temp_storage_bytes, report, stream);
       !start.proceed)
     return start.status;
-  return detail::launch_returns(d_token_rewards, layout, d_returns, gamma, report, stream);
+  return detail::launch_returns(d_token_rewards, layout, d_returns, gamma, masked, report, stream);
 }
 
 // Discounted returns of d_token_rewards written to d_advantages, whitened there.
@@ -123,7 +127,7 @@ cudaError_t reinforce_plus_plus_advantages(void* d_temp_storage, std::size_t& te
       !start.proceed)
     return start.status;
   CASCADE_RL_CUDA_TRY(detail::launch_returns(d_token_rewards, layout, d_advantages, options.gamma,
-                                             report, stream));
+                                             options.masked, report, stream));
   return detail::launch_whitening<T>(layout, d_advantages, d_advantages,
                                      options.whitening, w, report, nullptr, stream);
 }

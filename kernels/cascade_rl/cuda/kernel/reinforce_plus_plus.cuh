@@ -24,20 +24,22 @@ namespace cascade_rl::cuda::detail {
 // composes the products in another order: other bits.)
 template <class T>
 __global__ void __launch_bounds__(sequence_block_threads)
-discounted_returns_kernel(const T* __restrict__ rewards, device_token_layout layout,
-                          T* __restrict__ returns, double gamma, device_report* report) {
+    discounted_returns_kernel(const T* __restrict__ rewards, device_token_layout layout,
+                              T* __restrict__ returns, double gamma, masked_token_return masked,
+                              device_report* report) {
   const std::size_t s = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (s >= layout.sequences) return;
   std::size_t first = 0, last = 0;
   sequence_range(layout, s, true, report, first, last);
-  double run = 0.0;  // the return after t; 0 past a masked token
+  double run = 0.0;  // the return after t
   for (std::size_t t = last; t-- > first;) {
     const T raw = rewards[t];
     const bool valid = layout.valid(t);
     if (valid && !::cuda::std::isfinite(raw)) report_nonfinite(&report->first_nonfinite[0], t, raw);
-    const double ret = terms::discounted_return(static_cast<double>(raw), gamma, run);
-    returns[t] = static_cast<T>(ret);
-    run = valid ? ret : 0.0;
+    const terms::return_step step =
+        terms::discounted_return_step(static_cast<double>(raw), valid, gamma, run, masked);
+    returns[t] = static_cast<T>(step.value);
+    run = step.run;
   }
 }
 
