@@ -322,7 +322,8 @@ TEST(StageConfigJsonErrors, RemovedUpdateFieldsSayWhereTheyLiveNow) {
   // The old string form of the rule.
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": "ppo_clip"})")),
             "cascade_rl: stages[2].update.rule: expected an object with one key naming the "
-            "alternative (one of: on_policy, ppo_clip), got string \"ppo_clip\"; write "
+            "alternative (one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo), got "
+            "string \"ppo_clip\"; write "
             "{\"ppo_clip\": {}}");
 }
 
@@ -331,19 +332,21 @@ TEST(StageConfigJsonErrors, RuleNamesExactlyOneKnownAlternative) {
   EXPECT_EQ(parse_error(with_third_stage(
                 R"("update": {"rule": {"on_policy": {}, "ppo_clip": {"epochs": 2}}})")),
             "cascade_rl: stages[2].update.rule: has 2 keys (on_policy, ppo_clip); expected exactly "
-            "one, naming the alternative chosen (one of: on_policy, ppo_clip)");
+            "one, naming the alternative chosen (one of: on_policy, ppo_clip, cispo, dppo_tv, "
+            "dppo_kl, dro, sapo)");
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {}})")),
             "cascade_rl: stages[2].update.rule: has no key; expected exactly one, naming the "
-            "alternative chosen (one of: on_policy, ppo_clip)");
+            "alternative chosen (one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo)");
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"ppo_clp": {"epochs": 2}}})")),
             "cascade_rl: stages[2].update.rule.ppo_clp: unknown alternative (did you mean "
-            "ppo_clip?); expected one of: on_policy, ppo_clip");
+            "ppo_clip?); expected one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo");
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"reinforce": {}}})")),
             "cascade_rl: stages[2].update.rule.reinforce: unknown alternative; expected one of: "
-            "on_policy, ppo_clip");
-  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": [1]})")),
-            "cascade_rl: stages[2].update.rule: expected an object with one key naming the "
-            "alternative (one of: on_policy, ppo_clip), got array");
+            "on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo");
+  EXPECT_EQ(
+      parse_error(with_third_stage(R"("update": {"rule": [1]})")),
+      "cascade_rl: stages[2].update.rule: expected an object with one key naming the "
+      "alternative (one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo), got array");
   // Inside the alternative, its own fields only: epochs mean nothing on policy.
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"on_policy": {"epochs": 2}}})")),
             "cascade_rl: stages[2].update.rule.on_policy.epochs: unknown key");
@@ -396,6 +399,58 @@ TEST(StageConfigJson, UpdateRuleRoundTripsAsOneKeyObject) {
                 cr::parse_schedule(with_third_stage(R"("update": {"rule": {"on_policy": {}}})"))[2],
                 defaults),
             "");
+}
+
+// veRL's ratio losses as update rules, by veRL's loss_mode names: each reads its fields
+// (the rest keep their C++ defaults), round-trips, and a bad value is refused by its
+// path in the schedule.
+TEST(StageConfigJson, RatioLossRulesReadByVerlNames) {
+  const auto rule_of = [](const std::string& rule) {
+    std::string fields = R"("update": {"rule": )";
+    fields.append(rule).append("}");
+    return cr::parse_schedule(with_third_stage(fields))[2].update.rule;
+  };
+  const auto cispo =
+      std::get<cr::cispo_update>(rule_of(R"({"cispo": {"epochs": 2, "clip_high": 0.28}})"));
+  EXPECT_EQ(cispo.epochs, 2u);
+  EXPECT_EQ(cispo.clip_high, 0.28);
+  EXPECT_EQ(cispo.clip_low, cr::cispo_options{}.clip_low);
+  const auto tv = std::get<cr::dppo_tv_update>(rule_of(R"({"dppo_tv": {"truncation": 3}})"));
+  EXPECT_EQ(tv.loss_options(cr::loss_aggregation::token_sum).divergence,
+            cr::terms::dppo_divergence::total_variation);
+  EXPECT_EQ(tv.loss_options(cr::loss_aggregation::token_sum).truncation, 3.0);
+  const auto kl = std::get<cr::dppo_kl_update>(rule_of(R"({"dppo_kl": {"clip_low": 0.1}})"));
+  EXPECT_EQ(kl.loss_options(cr::loss_aggregation::token_sum).divergence,
+            cr::terms::dppo_divergence::binary_kl);
+  EXPECT_EQ(std::get<cr::dro_update>(rule_of(R"({"dro": {"beta": 0.05}})")).beta, 0.05);
+  const auto sapo = std::get<cr::sapo_update>(rule_of(R"({"sapo": {"tau_neg": 1.2}})"));
+  EXPECT_EQ(sapo.tau_neg, 1.2);
+  EXPECT_EQ(sapo.loss_options(cr::loss_aggregation::seq_mean_token_mean).aggregation,
+            cr::loss_aggregation::seq_mean_token_mean);
+
+  std::vector<cr::stage_config> stages;
+  for (const auto& rule : std::vector<decltype(cr::update_options{}.rule)>{
+           cr::cispo_update{.mini_batches = 2}, cr::dppo_tv_update{.clip_high = 0.1},
+           cr::dppo_kl_update{}, cr::dro_update{.beta = 0.5}, cr::sapo_update{.epochs = 3}})
+    stages.push_back({.name = std::string(1, static_cast<char>('a' + stages.size())),
+                      .steps = 1,
+                      .update = {.rule = rule}});
+  expect_round_trip(stages);
+  EXPECT_EQ(cr::stage_config_to_json(stages[3]).at("update").at("rule").dump(),
+            R"({"dro":{"epochs":1,"mini_batches":1,"beta":0.5}})");
+
+  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"cispo": {"clip_hi": 0.3}}})")),
+            "cascade_rl: stages[2].update.rule.cispo.clip_hi: unknown key (did you mean "
+            "clip_high?)");
+  cr::stage_config no_beta{.name = "d", .steps = 1, .update = {.rule = cr::dro_update{}}};
+  cr::testing::expect_error_naming([&] { cr::detail::validate_grpo_config(no_beta); },
+                                   "update.rule.dro.beta", "DRO's penalty has no default");
+  cr::stage_config too_many{.name = "e",
+                            .prompts_per_step = 2,
+                            .steps = 1,
+                            .update = {.rule = cr::sapo_update{.mini_batches = 3}}};
+  cr::testing::expect_error_naming([&] { cr::detail::validate_grpo_config(too_many); },
+                                   "update.rule.sapo.mini_batches", "more than prompts_per_step");
 }
 
 TEST(StageConfigJsonErrors, WrongType) {

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "cascade_rl/cascade.hpp"
@@ -142,6 +145,49 @@ TEST(GrpoStep, PpoTakesOneOptimizerStepPerMiniBatchAndEpoch) {
   EXPECT_EQ(m.updates, 6u);
   for (const auto& u : policy.update_calls) EXPECT_EQ(u.prompts, 2u);
   EXPECT_GE(m.clip_fraction, 0.0);
+}
+
+// veRL's ratio losses as update rules run PPO's schedule (epochs x mini-batches). At the
+// first update the policy is the sampler, so every ratio is 1, and each loss's dL/dlogp
+// is REINFORCE's -A (CISPO and DPPO's weight 1, DRO's penalty 0, SAPO's 4 s (1 - s) at
+// s = 1/2): the first update equals the PPO rule's, which is equally -A there. Later
+// updates see the changed policy, where the losses part ways.
+TEST(GrpoStep, RatioLossRulesRunPpoScheduleAndAgreeAtRatioOne) {
+  const auto run = [](cr::update_options update) {
+    auto c = config(4, 6);
+    c.update = update;
+    c.filters.drop_zero_variance_groups = false;
+    auto stage =
+        cr::make_grpo_stage(c, cr::prompt_pool(domain_prompts("a", 0, 6)), exact_answer_reward{});
+    tabular_policy policy;
+    cr::rng_type rng(2);
+    const auto m = step(stage, policy, rng);
+    return std::pair{m, policy.update_calls};
+  };
+  const auto [ppo_metrics, ppo] =
+      run({.rule = cr::ppo_clip_update{.epochs = 2, .mini_batches = 3}});
+  ASSERT_EQ(ppo.size(), 6u);
+  std::vector<double> later_sums;
+  for (const auto& rule : std::vector<decltype(cr::update_options{}.rule)>{
+           cr::cispo_update{.epochs = 2, .mini_batches = 3},
+           cr::dppo_tv_update{.epochs = 2, .mini_batches = 3},
+           cr::dppo_kl_update{.epochs = 2, .mini_batches = 3},
+           cr::dro_update{.epochs = 2, .mini_batches = 3, .beta = 5.0},
+           cr::sapo_update{.epochs = 2, .mini_batches = 3}}) {
+    const auto [m, calls] = run({.rule = rule});
+    const std::string name = std::visit(
+        []<class Rule>(const Rule&) { return std::string(cr::update_rule_name<Rule>()); }, rule);
+    ASSERT_EQ(calls.size(), 6u) << name;
+    EXPECT_EQ(m.updates, 6u) << name;
+    EXPECT_EQ(m.tokens, ppo_metrics.tokens) << name;
+    for (const auto& u : calls) EXPECT_EQ(u.prompts, 2u) << name;
+    EXPECT_NE(calls[0].dlogp_sum, 0.0) << name;
+    EXPECT_NEAR(calls[0].dlogp_sum, ppo[0].dlogp_sum, 1e-6 * std::abs(ppo[0].dlogp_sum)) << name;
+    later_sums.push_back(calls[5].dlogp_sum);
+  }
+  // After five updates the losses differ (DRO's penalty and SAPO's gate act on r != 1).
+  EXPECT_NE(later_sums[3], later_sums[0]);
+  EXPECT_NE(later_sums[4], later_sums[0]);
 }
 
 TEST(GrpoStep, TrainingImprovesTheReward) {

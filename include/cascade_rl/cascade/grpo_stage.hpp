@@ -112,9 +112,14 @@ class grpo_stage {
                                       estimator_(all, groups, out);
                                     });
     detail::update_totals totals;
-    if (const auto* ppo = std::get_if<ppo_clip_update>(&config_.update.rule)) {
-      detail::ppo_clip_steps(policy, batch, std::span<const float>(advantages), *ppo, config_,
-                             context.lr, context.rng, totals, comm);
+    if (!std::holds_alternative<on_policy_update>(config_.update.rule)) {
+      std::visit(
+          [&]<class Rule>(const Rule& rule) {
+            if constexpr (mini_batch_rule<Rule>)
+              detail::mini_batch_steps(policy, batch, std::span<const float>(advantages), rule,
+                                       config_, context.lr, context.rng, totals, comm);
+          },
+          config_.update.rule);
     } else {
       const token_layout layout = batch.layout();
       std::vector<float> token_advantages(batch.token_count());

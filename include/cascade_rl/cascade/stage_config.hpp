@@ -6,11 +6,13 @@
 // .filters.
 
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -91,12 +93,90 @@ struct ppo_clip_update {
   }
 };
 
-// How a GRPO stage turns its batch into optimizer steps. The rule is one of two structs,
-// so that a field of the other rule cannot be set:
+// veRL's ratio losses under PPO's schedule: `epochs` passes over `mini_batches`
+// mini-batches, each one optimizer step, the loss taken against the behaviour log-probs
+// as its old log-probs (policy_loss.hpp). Each holds its loss options' fields without
+// the aggregation, which is update_options::aggregation for every rule; in a JSON
+// schedule each is named by veRL's loss_mode ("cispo", "dppo_tv", "dppo_kl", "dro",
+// "sapo").
+struct cispo_update {
+  std::size_t epochs = 1;
+  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
+  double clip_low = cispo_options{}.clip_low;
+  double clip_high = cispo_options{}.clip_high;
+  double log_ratio_clamp = cispo_options{}.log_ratio_clamp;
+
+  [[nodiscard]] cispo_options loss_options(loss_aggregation aggregation) const {
+    return {.clip_low = clip_low,
+            .clip_high = clip_high,
+            .log_ratio_clamp = log_ratio_clamp,
+            .aggregation = aggregation};
+  }
+};
+
+template <terms::dppo_divergence D>
+struct dppo_update {
+  std::size_t epochs = 1;
+  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
+  double clip_low = dppo_options{}.clip_low;
+  double clip_high = dppo_options{}.clip_high;
+  double truncation = dppo_options{}.truncation;
+  double log_ratio_clamp = dppo_options{}.log_ratio_clamp;
+
+  [[nodiscard]] dppo_options loss_options(loss_aggregation aggregation) const {
+    return {.divergence = D,
+            .clip_low = clip_low,
+            .clip_high = clip_high,
+            .truncation = truncation,
+            .log_ratio_clamp = log_ratio_clamp,
+            .aggregation = aggregation};
+  }
+};
+using dppo_tv_update = dppo_update<terms::dppo_divergence::total_variation>;
+using dppo_kl_update = dppo_update<terms::dppo_divergence::binary_kl>;
+
+struct dro_update {
+  std::size_t epochs = 1;
+  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
+  double beta = 0;               // no default, as veRL's dro_beta: must be > 0
+
+  [[nodiscard]] dro_options loss_options(loss_aggregation aggregation) const {
+    return {.beta = beta, .aggregation = aggregation};
+  }
+};
+
+struct sapo_update {
+  std::size_t epochs = 1;
+  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
+  double tau_pos = sapo_options{}.tau_pos;
+  double tau_neg = sapo_options{}.tau_neg;
+  double log_ratio_clamp = sapo_options{}.log_ratio_clamp;
+
+  [[nodiscard]] sapo_options loss_options(loss_aggregation aggregation) const {
+    return {.tau_pos = tau_pos,
+            .tau_neg = tau_neg,
+            .log_ratio_clamp = log_ratio_clamp,
+            .aggregation = aggregation};
+  }
+};
+
+// The rules that take optimizer steps over mini-batches and epochs.
+template <class Rule>
+concept mini_batch_rule = requires(const Rule& rule) {
+  { rule.epochs } -> std::convertible_to<std::size_t>;
+  { rule.mini_batches } -> std::convertible_to<std::size_t>;
+  rule.loss_options(loss_aggregation::token_mean);
+};
+
+// How a GRPO stage turns its batch into optimizer steps. The rule is one of these
+// structs, so that a field of another rule cannot be set:
 //   .update = {.rule = cr::ppo_clip_update{.epochs = 2, .mini_batches = 4}}
+//   .update = {.rule = cr::cispo_update{.clip_high = 0.28}}
 struct update_options {
-  loss_aggregation aggregation = loss_aggregation::token_mean;  // both rules
-  std::variant<on_policy_update, ppo_clip_update> rule{};
+  loss_aggregation aggregation = loss_aggregation::token_mean;  // every rule
+  std::variant<on_policy_update, ppo_clip_update, cispo_update, dppo_tv_update, dppo_kl_update,
+               dro_update, sapo_update>
+      rule{};
 
   // The options of ppo_clip_loss; the rule must be ppo_clip_update.
   [[nodiscard]] ppo_clip_options ppo_clip() const {
@@ -106,6 +186,20 @@ struct update_options {
     return ppo->loss_options(aggregation);
   }
 };
+
+// Each rule's name in a JSON schedule (stage_config_fields.hpp) and in error paths
+// ("update.rule.cispo.clip_low"): ours for the two Cascade rules, veRL's loss_mode for
+// the others.
+template <class Rule>
+constexpr std::string_view update_rule_name() {
+  if constexpr (std::is_same_v<Rule, on_policy_update>) return "on_policy";
+  if constexpr (std::is_same_v<Rule, ppo_clip_update>) return "ppo_clip";
+  if constexpr (std::is_same_v<Rule, cispo_update>) return "cispo";
+  if constexpr (std::is_same_v<Rule, dppo_tv_update>) return "dppo_tv";
+  if constexpr (std::is_same_v<Rule, dppo_kl_update>) return "dppo_kl";
+  if constexpr (std::is_same_v<Rule, dro_update>) return "dro";
+  if constexpr (std::is_same_v<Rule, sapo_update>) return "sapo";
+}
 
 struct filter_options {
   // Groups whose rewards are all equal carry no signal (IF-RL filters them).
@@ -226,21 +320,30 @@ inline void validate_grpo_config(const stage_config& c, std::string_view at = {}
     check_nested(where("filters.overlong"), "", [&] {
       require_overlong_options(*c.filters.overlong, c.filters.overlong->mode == overlong_mode::soft_penalty);
     });
-  if (const ppo_clip_update* ppo = std::get_if<ppo_clip_update>(&c.update.rule)) {
-    const std::string field = where("update.rule.ppo_clip");
-    if (ppo->epochs == 0) fail(field + ".epochs", "is 0");
-    if (ppo->mini_batches == 0) fail(field + ".mini_batches", "is 0");
-    if (ppo->mini_batches > c.prompts_per_step)
-      fail(field + ".mini_batches",
-           "is " + std::to_string(ppo->mini_batches) +
-               ", more than prompts_per_step = " + std::to_string(c.prompts_per_step));
-    check_nested(field, "options.",
-                 [&] { validate_ppo_options(ppo->loss_options(c.update.aggregation)); });
-  } else if (const on_policy_update* on_policy = std::get_if<on_policy_update>(&c.update.rule)) {
-    validate_importance(on_policy->importance, where("update.rule.on_policy.importance"));
-  } else {
+  if (c.update.rule.valueless_by_exception())
     fail(where("update.rule"), "holds no rule (left empty by an exception)");
-  }
+  std::visit(
+      [&]<class Rule>(const Rule& rule) {
+        if constexpr (std::is_same_v<Rule, on_policy_update>) {
+          validate_importance(rule.importance, where("update.rule.on_policy.importance"));
+        } else {
+          const std::string field = where("update.rule." + std::string(update_rule_name<Rule>()));
+          if (rule.epochs == 0) fail(field + ".epochs", "is 0");
+          if (rule.mini_batches == 0) fail(field + ".mini_batches", "is 0");
+          if (rule.mini_batches > c.prompts_per_step)
+            fail(field + ".mini_batches",
+                 "is " + std::to_string(rule.mini_batches) +
+                     ", more than prompts_per_step = " + std::to_string(c.prompts_per_step));
+          check_nested(field, "options.", [&] {
+            const auto options = rule.loss_options(c.update.aggregation);
+            if constexpr (std::is_same_v<Rule, ppo_clip_update>)
+              validate_ppo_options(options);
+            else
+              validate_ratio_options(options);
+          });
+        }
+      },
+      c.update.rule);
 }
 
 // What a MOPD stage checks in its config (mopd_stage::validate, which also checks its

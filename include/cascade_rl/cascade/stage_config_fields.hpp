@@ -154,14 +154,14 @@ struct config_fields<importance_options> {
 template <>
 struct config_fields<on_policy_update> {
   using T = on_policy_update;
-  static constexpr std::string_view alternative = "on_policy";
+  static constexpr std::string_view alternative = update_rule_name<T>();
   static constexpr std::tuple list{config_field{"importance", &T::importance}};
 };
 
 template <>
 struct config_fields<ppo_clip_update> {
   using T = ppo_clip_update;
-  static constexpr std::string_view alternative = "ppo_clip";
+  static constexpr std::string_view alternative = update_rule_name<T>();
   static constexpr std::tuple list{config_field{"epochs", &T::epochs},
                                    config_field{"mini_batches", &T::mini_batches},
                                    config_field{"clip_low", &T::clip_low},
@@ -171,6 +171,47 @@ struct config_fields<ppo_clip_update> {
                                    config_field{"importance", &T::importance}};
   static constexpr std::array removed{
       removed_key{"aggregation", "update.aggregation (one aggregation serves both update rules)"}};
+};
+
+template <>
+struct config_fields<cispo_update> {
+  using T = cispo_update;
+  static constexpr std::string_view alternative = update_rule_name<T>();
+  static constexpr std::tuple list{
+      config_field{"epochs", &T::epochs}, config_field{"mini_batches", &T::mini_batches},
+      config_field{"clip_low", &T::clip_low}, config_field{"clip_high", &T::clip_high},
+      config_field{"log_ratio_clamp", &T::log_ratio_clamp}};
+};
+
+template <terms::dppo_divergence D>
+struct config_fields<dppo_update<D>> {
+  using T = dppo_update<D>;
+  static constexpr std::string_view alternative = update_rule_name<T>();
+  static constexpr std::tuple list{config_field{"epochs", &T::epochs},
+                                   config_field{"mini_batches", &T::mini_batches},
+                                   config_field{"clip_low", &T::clip_low},
+                                   config_field{"clip_high", &T::clip_high},
+                                   config_field{"truncation", &T::truncation},
+                                   config_field{"log_ratio_clamp", &T::log_ratio_clamp}};
+};
+
+template <>
+struct config_fields<dro_update> {
+  using T = dro_update;
+  static constexpr std::string_view alternative = update_rule_name<T>();
+  static constexpr std::tuple list{config_field{"epochs", &T::epochs},
+                                   config_field{"mini_batches", &T::mini_batches},
+                                   config_field{"beta", &T::beta}};
+};
+
+template <>
+struct config_fields<sapo_update> {
+  using T = sapo_update;
+  static constexpr std::string_view alternative = update_rule_name<T>();
+  static constexpr std::tuple list{
+      config_field{"epochs", &T::epochs}, config_field{"mini_batches", &T::mini_batches},
+      config_field{"tau_pos", &T::tau_pos}, config_field{"tau_neg", &T::tau_neg},
+      config_field{"log_ratio_clamp", &T::log_ratio_clamp}};
 };
 
 template <>
@@ -299,10 +340,12 @@ constexpr bool lists_every_member = std::tuple_size_v<decltype(config_fields<T>:
 static_assert(lists_every_member<sampling_params> && lists_every_member<prompt> &&
                   lists_every_member<lr_schedule> && lists_every_member<stop_criteria> &&
                   lists_every_member<importance_options> && lists_every_member<on_policy_update> &&
-                  lists_every_member<ppo_clip_update> && lists_every_member<update_options> &&
-                  lists_every_member<overlong_options> && lists_every_member<filter_options> &&
-                  lists_every_member<mopd_settings> && lists_every_member<eval_set> &&
-                  lists_every_member<stage_config>,
+                  lists_every_member<ppo_clip_update> && lists_every_member<cispo_update> &&
+                  lists_every_member<dppo_tv_update> && lists_every_member<dppo_kl_update> &&
+                  lists_every_member<dro_update> && lists_every_member<sapo_update> &&
+                  lists_every_member<update_options> && lists_every_member<overlong_options> &&
+                  lists_every_member<filter_options> && lists_every_member<mopd_settings> &&
+                  lists_every_member<eval_set> && lists_every_member<stage_config>,
               "a config struct gained a member: list it in config_fields (stage_config_fields.hpp) "
               "so that config files carry it");
 

@@ -9,6 +9,8 @@
 //                     and cuts them into `mini_batches` mini-batches, each one optimizer
 //                     step with PPO's clipped surrogate against the behaviour log-probs,
 //                     normalised over that mini-batch (its own optimizer step).
+//   cispo_update, dppo_tv_update, dppo_kl_update, dro_update, sapo_update
+//                     the same schedule with veRL's ratio losses (mini_batch_steps).
 //
 // Data-parallel (comm of size R): the batch is this rank's shard of whole groups. The
 // normalisers count the tokens of every rank (integers, exact), so each token's
@@ -106,11 +108,36 @@ policy_loss_result on_policy_step(P& policy, const rollout_batch& batch,
   return result;
 }
 
-// The ppo_clip_update rule: rule.epochs x rule.mini_batches optimizer steps.
-template <Policy P>
-void ppo_clip_steps(P& policy, const rollout_batch& batch, std::span<const float> advantages,
-                    const ppo_clip_update& rule, const stage_config& config, double lr,
-                    rng_type& rng, update_totals& totals, communicator_ref comm = {}) {
+// A mini-batch rule's loss on one mini-batch, the behaviour log-probs as old log-probs.
+inline policy_loss_result mini_batch_loss(const token_layout& layout,
+                                          std::span<const float> log_probs,
+                                          std::span<const float> old_log_probs,
+                                          std::span<const float> advantages, std::span<float> dlogp,
+                                          const loss_normalizer& normalizer,
+                                          const ppo_clip_options& options) {
+  return ppo_clip_loss(
+      exec::par, layout,
+      {.log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages}, dlogp,
+      normalizer, options);
+}
+template <class Options>
+policy_loss_result mini_batch_loss(const token_layout& layout, std::span<const float> log_probs,
+                                   std::span<const float> old_log_probs,
+                                   std::span<const float> advantages, std::span<float> dlogp,
+                                   const loss_normalizer& normalizer, const Options& options) {
+  return policy_ratio_loss(
+      exec::par, layout,
+      policy_ratio_inputs<float>{
+          .log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages},
+      dlogp, normalizer, options);
+}
+
+// A mini-batch rule (PPO clip or a ratio loss): rule.epochs x rule.mini_batches optimizer
+// steps.
+template <Policy P, mini_batch_rule Rule>
+void mini_batch_steps(P& policy, const rollout_batch& batch, std::span<const float> advantages,
+                      const Rule& rule, const stage_config& config, double lr, rng_type& rng,
+                      update_totals& totals, communicator_ref comm = {}) {
   // This rank's groups are global groups [first, first + local) of the (filtered) step.
   const std::size_t local = batch.prompt_count();
   std::vector<std::uint64_t> counts(static_cast<std::size_t>(comm.size()));
@@ -122,7 +149,7 @@ void ppo_clip_steps(P& policy, const rollout_batch& batch, std::span<const float
     groups += static_cast<std::size_t>(counts[r]);
   }
   const std::size_t parts = std::min(rule.mini_batches, groups);
-  const ppo_clip_options options = rule.loss_options(config.update.aggregation);
+  const auto options = rule.loss_options(config.update.aggregation);
   std::vector<std::size_t> order(groups);
   for (std::size_t g = 0; g < groups; ++g) order[g] = g;
   for (std::size_t epoch = 0; epoch < rule.epochs; ++epoch) {
@@ -144,11 +171,8 @@ void ppo_clip_steps(P& policy, const rollout_batch& batch, std::span<const float
       if (mini.response_count() != 0) {
         broadcast_to_tokens(exec::par, layout, mini_advantages, token_advantages);
         policy.log_probs(mini, std::span<float>(log_probs));
-        result = ppo_clip_loss(exec::par, layout,
-                               {.log_probs = log_probs,
-                                .old_log_probs = mini.behaviour_log_probs,
-                                .advantages = token_advantages},
-                               dlogp, normalizer, options);
+        result = mini_batch_loss(layout, log_probs, mini.behaviour_log_probs, token_advantages,
+                                 dlogp, normalizer, options);
       }
       totals.add(comm, result);
       policy.apply_gradient(mini, std::span<const float>(dlogp), lr);
