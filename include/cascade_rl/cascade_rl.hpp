@@ -28,6 +28,7 @@
 // linear -> log-prob path needs Eigen: include algorithms/fused_linear_log_probs.hpp.)
 #include "cascade_rl/algorithms/kl_estimators.hpp"
 #include "cascade_rl/algorithms/log_probs.hpp"
+#include "cascade_rl/algorithms/log_probs_backward.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
 

@@ -392,6 +392,24 @@ void check_log_probs(std::size_t rows, std::size_t vocab, std::size_t stride, fl
   const std::string what = "vocab " + std::to_string(vocab);
   expect_same_bits(logp.host(), want_logp, ("log_probs, " + what).c_str());
   expect_same_bits(entropy.host(), want_entropy, ("entropy, " + what).c_str());
+
+  // The backward pass with both seeds (the NaN row gives NaN on both sides, compared as
+  // bits), padding columns left alone.
+  std::vector<float> g(rows), h(rows);
+  for (std::size_t r = 0; r < rows; ++r) {
+    g[r] = normal(rng);
+    h[r] = normal(rng);
+  }
+  std::vector<float> want_grad(rows * stride, 0.0f);
+  cr::log_probs_backward(cr::exec::seq, {.vocab = vocab, .row_stride = stride},
+                         std::span<const host_logit>(host_logits),
+                         std::span<const std::int64_t>(labels), {.log_probs = g, .entropy = h},
+                         std::span<float>(want_grad), temperature);
+  device_vector<float> d_g(g), d_h(h), grad(std::vector<float>(rows * stride, 0.0f));
+  cr::log_probs_backward(cr::exec::cuda{}, {.vocab = vocab, .row_stride = stride}, d_logits.cspan(),
+                         d_labels.cspan(), {.log_probs = d_g.cspan(), .entropy = d_h.cspan()},
+                         grad.span(), temperature);
+  expect_same_bits(grad.host(), want_grad, ("logits gradient, " + what).c_str());
 }
 
 TEST_F(Gpu, LogProbsMatchHost) {

@@ -512,6 +512,21 @@ void check_log_probs(std::size_t rows, std::size_t vocab, float temperature) {
                             std::span<float>(host_entropy), temperature);
   EXPECT_EQ(std::memcmp(logp.data(), host_logp.data(), rows * sizeof(float)), 0) << "log_probs, V " << vocab;
   EXPECT_EQ(std::memcmp(entropy.data(), host_entropy.data(), rows * sizeof(float)), 0) << "entropy, V " << vocab;
+  // The backward pass with both seeds, the host's bits.
+  std::vector<float> g(rows), h(rows);
+  for (std::size_t r = 0; r < rows; ++r) {
+    g[r] = normal(rng);
+    h[r] = normal(rng);
+  }
+  std::vector<float> grad(rows * stride, 0.0f), host_grad(rows * stride, 0.0f);
+  portable::log_probs_backward(system, logits.data(), rows, vocab, stride, labels.data(), g.data(),
+                               h.data(), grad.data(), 1.0f / temperature);
+  cr::log_probs_backward(cr::exec::seq, {.vocab = vocab, .row_stride = stride},
+                         std::span<const host_logit>(host_logits),
+                         std::span<const std::int64_t>(labels), {.log_probs = g, .entropy = h},
+                         std::span<float>(host_grad), temperature);
+  EXPECT_EQ(std::memcmp(grad.data(), host_grad.data(), grad.size() * sizeof(float)), 0)
+      << "logits gradient, V " << vocab;
   // ... and near a double-precision log-softmax.
   for (std::size_t r = 0; r < rows; ++r) {
     std::vector<double> x(vocab);

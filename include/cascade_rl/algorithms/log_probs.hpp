@@ -176,6 +176,21 @@ void require_labels_in_range(const Policy& policy, std::span<const std::int64_t>
                 std::to_string(vocab) + ")");
 }
 
+// `size` entries hold `rows` rows of layout.vocab values at layout.stride().
+inline void require_logits_shape(const logits_layout& layout, std::size_t size, std::size_t rows,
+                                 const char* name) {
+  const std::size_t vocab = layout.vocab;
+  const std::size_t row_stride = layout.stride();
+  if (vocab == 0) fail("vocab", "is 0, expected at least 1");
+  if (row_stride < vocab)
+    fail("row_stride",
+         "is " + std::to_string(row_stride) + ", smaller than vocab = " + std::to_string(vocab));
+  if (rows > 0 && size < (rows - 1) * row_stride + vocab)
+    fail(name, "has " + std::to_string(size) + " entries, too few for " + std::to_string(rows) +
+                   " rows of " + std::to_string(vocab) + " at stride " +
+                   std::to_string(row_stride));
+}
+
 inline void require_temperature(float temperature) {
   if (!(temperature > 0) || !std::isfinite(temperature))
     fail("temperature", "is " + std::to_string(temperature) + ", expected a finite value > 0");
@@ -197,15 +212,8 @@ void log_probs_from_logits(const Policy& policy, const logits_layout& layout,
   const std::size_t vocab = layout.vocab;
   const std::size_t row_stride = layout.stride();
   const std::size_t rows = labels.size();
-  if (vocab == 0) detail::fail("vocab", "is 0, expected at least 1");
-  if (row_stride < vocab)
-    detail::fail("row_stride", "is " + std::to_string(row_stride) + ", smaller than vocab = " +
-                                   std::to_string(vocab));
+  detail::require_logits_shape(layout, logits.size(), rows, "logits");
   detail::require_temperature(temperature);
-  if (rows > 0 && logits.size() < (rows - 1) * row_stride + vocab)
-    detail::fail("logits", "has " + std::to_string(logits.size()) + " entries, too few for " +
-                               std::to_string(rows) + " rows of " + std::to_string(vocab) +
-                               " at stride " + std::to_string(row_stride));
   detail::require_size(log_probs.size(), rows, "log_probs", "one per label");
   if (!entropy.empty()) detail::require_size(entropy.size(), rows, "entropy", "one per label, or empty");
   detail::require_labels_in_range(policy, labels, vocab);

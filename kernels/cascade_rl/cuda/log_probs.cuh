@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 
+#include "cascade_rl/algorithms/log_probs_backward.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/logits_layout.hpp"
@@ -47,6 +48,30 @@ void log_probs_from_logits(exec::cuda_policy policy, const logits_layout& layout
                                          temperature, policy.stream);
                                    }),
       {});
+}
+
+// The backward pass (log_probs_backward.hpp of the host core); spans in device memory,
+// seeds.entropy may be empty.
+template <class T>
+void log_probs_backward(exec::cuda_policy policy, const logits_layout& layout,
+                        std::span<const T> logits, std::span<const std::int64_t> labels,
+                        const log_prob_seeds& seeds, std::span<float> grad_logits,
+                        float temperature = 1.0f) {
+  const std::size_t rows = labels.size();
+  detail::require_logits_shape(layout, logits.size(), rows, "logits");
+  detail::require_temperature(temperature);
+  detail::require_logits_shape(layout, grad_logits.size(), rows, "grad_logits");
+  detail::require_size(seeds.log_probs.size(), rows, "seeds.log_probs", "one per label");
+  if (!seeds.entropy.empty())
+    detail::require_size(seeds.entropy.size(), rows, "seeds.entropy", "one per label, or empty");
+  const cuda::device_report report =
+      cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
+        return cuda::log_probs_backward(temp, bytes, logits.data(), rows, layout.vocab,
+                                        layout.stride(), labels.data(), seeds.log_probs.data(),
+                                        seeds.entropy.empty() ? nullptr : seeds.entropy.data(),
+                                        grad_logits.data(), temperature, policy.stream);
+      });
+  cuda::detail::throw_if_reported(report, {"seeds.log_probs", "seeds.entropy"});
 }
 
 }  // namespace cascade_rl

@@ -37,4 +37,27 @@ cudaError_t log_probs_from_logits(void* d_temp_storage, std::size_t& temp_storag
                         inverse, d_log_probs, d_entropy, report);
 }
 
+// The backward pass: d_grad_logits[r * row_stride + v] = dL/dlogits for the seeds
+// d_log_prob_seeds[r] = dL/dlogp and d_entropy_seeds[r] = dL/dH (null: 0). The report
+// names a non-finite seed (first_nonfinite[0] and [1]) and a label outside [0, vocab).
+template <class T>
+cudaError_t log_probs_backward(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                               const T* d_logits, std::size_t rows, std::size_t vocab,
+                               std::size_t row_stride, const std::int64_t* d_labels,
+                               const float* d_log_prob_seeds, const float* d_entropy_seeds,
+                               float* d_grad_logits, float temperature = 1.0f,
+                               cudaStream_t stream = nullptr) {
+  device_report* report = nullptr;
+  if (const detail::call_start start =
+          detail::begin_report_call(d_temp_storage, temp_storage_bytes, report, stream);
+      !start.proceed)
+    return start.status;
+  if (!(temperature > 0) || vocab == 0 || row_stride < vocab) return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  return detail::launch(
+      detail::log_probs_backward_kernel<T>, detail::blocks_for(rows, detail::rows_per_block),
+      detail::logits_block_threads, stream, d_logits, rows, vocab, row_stride, d_labels,
+      d_log_prob_seeds, d_entropy_seeds, 1.0f / temperature, d_grad_logits, report);
+}
+
 }  // namespace cascade_rl::cuda

@@ -16,6 +16,7 @@
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/detail/math.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/terms/log_softmax_gradient.hpp"
 #include "cascade_rl/terms/log_sum_exp.hpp"
 
 namespace cascade_rl::cuda::detail {
@@ -93,6 +94,40 @@ log_probs_kernel(const T* __restrict__ logits, std::size_t rows, std::size_t voc
     report_min(&report->first_bad_label, row);
   log_probs[row] = terms::log_prob_of(st, label_logit);
   if (entropy != nullptr) entropy[row] = terms::entropy_of(st);
+}
+
+// The backward pass: the row's 16 threads recompute its state as the forward does, then
+// thread l writes the gradient of logits l, l + 16, ... (terms/log_softmax_gradient.hpp).
+// Lane 0 reports a non-finite seed (first_nonfinite[0]: dL/dlogp, [1]: dL/dH) and a
+// label outside [0, vocab).
+template <class T>
+__global__ void __launch_bounds__(logits_block_threads)
+    log_probs_backward_kernel(const T* __restrict__ logits, std::size_t rows, std::size_t vocab,
+                              std::size_t row_stride, const std::int64_t* __restrict__ labels,
+                              const float* __restrict__ log_prob_seeds,
+                              const float* __restrict__ entropy_seeds, float inverse_temperature,
+                              float* __restrict__ grad_logits, device_report* report) {
+  const std::size_t row =
+      static_cast<std::size_t>(blockIdx.x) * rows_per_block + threadIdx.x / row_threads;
+  const T* x = logits + min_of(row, rows - 1) * row_stride;
+  const terms::softmax_row softmax = terms::softmax_row_of(row_lse(x, vocab, inverse_temperature));
+  if (row >= rows) return;
+  const unsigned lane = threadIdx.x % row_threads;
+  const float g = log_prob_seeds[row];
+  const float h = entropy_seeds == nullptr ? 0.0f : entropy_seeds[row];
+  const std::int64_t label = labels[row];
+  if (lane == 0) {
+    if (!::cuda::std::isfinite(g)) report_nonfinite(&report->first_nonfinite[0], row, g);
+    if (!::cuda::std::isfinite(h)) report_nonfinite(&report->first_nonfinite[1], row, h);
+    if (label < 0 || static_cast<std::size_t>(label) >= vocab)
+      report_min(&report->first_bad_label, row);
+  }
+  float* out = grad_logits + row * row_stride;
+  for (std::size_t v = lane; v < vocab; v += row_threads)
+    out[v] =
+        terms::logit_gradient(static_cast<float>(x[v]) * inverse_temperature,
+                              label >= 0 && static_cast<std::size_t>(label) == v, softmax,
+                              static_cast<double>(g), static_cast<double>(h), inverse_temperature);
 }
 
 }  // namespace cascade_rl::cuda::detail
