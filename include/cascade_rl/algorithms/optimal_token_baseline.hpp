@@ -19,10 +19,10 @@
 // The sums run in double in row order (terms/optimal_token_baseline.hpp), so every
 // executor gives the same bits; veRL sums float32 tensors.
 
-#include <algorithm>
 #include <cmath>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -36,7 +36,6 @@
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
 #include "cascade_rl/terms/optimal_token_baseline.hpp"
-#include "cascade_rl/terms/reward_to_go.hpp"
 
 namespace cascade_rl {
 
@@ -94,66 +93,31 @@ void optimal_token_baseline_advantages(
                                        "rollout_is_weights");
 
   // Per sequence: returns, cumulative weights W (double), valid-token counts and, in
-  // multi-turn, where the sequence's k-th valid token is (at its begin + k).
+  // multi-turn, where the sequence's k-th valid token is (at its begin + k); then per
+  // group, the baselines (terms/optimal_token_baseline.hpp, every executor's code).
+  std::vector<std::int64_t> offsets(tokens.sequences() + 1);
+  for (std::size_t s = 0; s <= tokens.sequences(); ++s)
+    offsets[s] = static_cast<std::int64_t>(tokens.begin(s));
+  const terms::otb_rows rows{offsets.data(), tokens.has_mask() ? tokens.mask().data() : nullptr};
   std::vector<double> cumulative(n, 0.0);
   std::vector<std::size_t> counts(tokens.sequences(), 0);
   std::vector<std::size_t> compacted(options.multi_turn ? n : 0);
+  std::size_t* const compacted_at = options.multi_turn ? compacted.data() : nullptr;
+  const T* const rho = weighted ? inputs.rollout_is_weights.data() : nullptr;
   detail::for_each_index(
       policy, tokens.sequences(),
       [&](std::size_t s) {
-        double run = 0.0;
-        for (std::size_t t = tokens.end(s); t-- > tokens.begin(s);) {
-          const bool valid = tokens.valid(t);
-          run = terms::reward_to_go(valid ? static_cast<double>(inputs.token_rewards[t]) : 0.0,
-                                    valid, run);
-          returns[t] = static_cast<T>(run);
-          advantages[t] = T(0);
-        }
-        double w = 0.0;
-        std::size_t k = 0;
-        for (std::size_t t = tokens.begin(s); t < tokens.end(s); ++t) {
-          if (!tokens.valid(t)) continue;
-          w += terms::otb_token_weight(
-              static_cast<double>(inputs.old_log_probs[t]),
-              static_cast<double>(inputs.sum_pi_squared[t]),
-              weighted ? static_cast<double>(inputs.rollout_is_weights[t]) : 1.0);
-          cumulative[t] = w;
-          if (options.multi_turn) compacted[tokens.begin(s) + k] = t;
-          ++k;
-        }
-        counts[s] = k;
+        terms::otb_sequence(rows, s, tokens.begin(s), tokens.end(s), inputs.token_rewards.data(),
+                            inputs.old_log_probs.data(), inputs.sum_pi_squared.data(), rho,
+                            returns.data(), advantages.data(), cumulative.data(), counts.data(),
+                            compacted_at);
       },
       detail::sequence_parallel_threshold);
-
-  // The token of sequence s at position p, or no_index.
-  const auto token_at = [&](std::size_t s, std::size_t p) -> std::size_t {
-    if (options.multi_turn)
-      return p < counts[s] ? compacted[tokens.begin(s) + p] : detail::no_index;
-    const std::size_t t = tokens.begin(s) + p;
-    return p < tokens.length(s) && tokens.valid(t) ? t : detail::no_index;
-  };
   detail::for_each_index(policy, groups.groups(), [&](std::size_t g) {
-    const std::size_t first = groups.begin(g), last = groups.end(g);
-    terms::otb_lengths lengths;
-    std::size_t extent = 0;
-    for (std::size_t s = first; s < last; ++s) {
-      if (options.multi_turn && counts[s] == 0) continue;  // veRL drops empty rows
-      terms::otb_add_length(lengths, s, counts[s]);
-      extent = std::max(extent, options.multi_turn ? counts[s] : tokens.length(s));
-    }
-    const terms::otb_zero_tail tail = terms::otb_zero_tail_of(lengths, options.handle_zero_tail);
-    for (std::size_t p = 0; p < extent; ++p) {
-      terms::otb_sums sums;
-      for (std::size_t s = first; s < last; ++s)
-        if (const std::size_t t = token_at(s, p); t != detail::no_index)
-          terms::otb_add(sums, static_cast<double>(returns[t]), cumulative[t]);
-      const double baseline =
-          lengths.members < 2 ? 0.0 : terms::otb_baseline(sums, options.epsilon);
-      for (std::size_t s = first; s < last; ++s)
-        if (const std::size_t t = token_at(s, p); t != detail::no_index)
-          advantages[t] = terms::otb_advantage(
-              returns[t], s == tail.row && p >= tail.from ? 0.0 : baseline, true);
-    }
+    terms::otb_group(rows, groups.begin(g), groups.end(g), counts.data(), compacted_at,
+                     static_cast<const T*>(returns.data()),
+                     static_cast<const double*>(cumulative.data()), advantages.data(),
+                     options.epsilon, options.handle_zero_tail);
   });
 }
 
