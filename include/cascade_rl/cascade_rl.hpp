@@ -20,6 +20,7 @@
 #include "cascade_rl/algorithms/grpo_passk_advantages.hpp"
 #include "cascade_rl/algorithms/length_filters.hpp"
 #include "cascade_rl/algorithms/opo_advantages.hpp"
+#include "cascade_rl/algorithms/optimal_token_baseline.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/remax_advantages.hpp"
 #include "cascade_rl/algorithms/rloo_advantages.hpp"

@@ -34,6 +34,7 @@
 #include "cascade_rl/algorithms/log_probs.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/opo_advantages.hpp"
+#include "cascade_rl/algorithms/optimal_token_baseline.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/remax_advantages.hpp"
@@ -298,6 +299,30 @@ void advantages(const std::string& prefix, const batch<T>& b) {
                       {.component_scores = components, .weights = weights}, out,
                       {.grpo = {.singleton = cr::singleton_rule::raw_score}});
   print(prefix + ".gdpo", out);
+  std::vector<T> spi(n), rho(n);
+  for (std::size_t t = 0; t < n; ++t) {
+    // Small integers over 16: exact, so no contraction can change the inputs.
+    spi[t] = static_cast<T>(t % 7 + 2) / T(16);
+    rho[t] = static_cast<T>(t % 13 + 10) / T(16);
+  }
+  cr::optimal_token_baseline_advantages(exec::seq, groups, tokens,
+                                        {.token_rewards = b.advantages,
+                                         .old_log_probs = b.log_probs,
+                                         .sum_pi_squared = spi,
+                                         .rollout_is_weights = {}},
+                                        out, returns,
+                                        cr::presets::verl::optimal_token_baseline(true));
+  print(prefix + ".optimal_token_baseline", out);
+  print(prefix + ".optimal_token_baseline.returns", returns);
+  cr::optimal_token_baseline_advantages(exec::seq, groups, tokens,
+                                        {.token_rewards = b.advantages,
+                                         .old_log_probs = b.log_probs,
+                                         .sum_pi_squared = spi,
+                                         .rollout_is_weights = rho},
+                                        out, returns,
+                                        cr::presets::verl::tir_optimal_token_baseline());
+  print(prefix + ".tir_optimal_token_baseline", out);
+  print(prefix + ".tir_optimal_token_baseline.returns", returns);
 }
 
 void log_probs() {

@@ -162,10 +162,21 @@ TEST(VerlNames, AdvantageEstimatorsByName) {
   EXPECT_FALSE(std::get<cascade_rl::gdpo_options>(
                    verl::adv_estimator("gdpo", {.norm_adv_by_std_in_grpo = false}))
                    .grpo.scale_by_std);
-  expect_error_naming([] { (void)verl::adv_estimator("optimal_token_baseline"); }, "adv_estimator",
-                      "does not implement yet",
+  const auto otb = std::get<cascade_rl::optimal_token_baseline_options>(
+      verl::adv_estimator("optimal_token_baseline"));
+  EXPECT_FALSE(otb.handle_zero_tail);
+  EXPECT_FALSE(otb.multi_turn);
+  EXPECT_EQ(otb.epsilon, 1e-8);
+  const auto tir = std::get<cascade_rl::optimal_token_baseline_options>(
+      verl::adv_estimator("tir_optimal_token_baseline"));
+  EXPECT_TRUE(tir.handle_zero_tail);
+  EXPECT_TRUE(tir.multi_turn);
+  EXPECT_EQ(tir.epsilon, 1e-8);
+  expect_error_naming([] { (void)verl::adv_estimator("optimal_baseline"); }, "adv_estimator",
+                      "not a veRL name",
                       "grpo, rloo, reinforce_plus_plus, reinforce_plus_plus_baseline, gae, remax, "
-                      "opo, gpg, grpo_vectorized, rloo_vectorized, gdpo, grpo_passk");
+                      "opo, gpg, grpo_vectorized, rloo_vectorized, gdpo, grpo_passk, "
+                      "optimal_token_baseline, tir_optimal_token_baseline");
   expect_error_naming([] { (void)verl::adv_estimator("GRPO"); }, "adv_estimator",
                       "not a veRL name");
 }

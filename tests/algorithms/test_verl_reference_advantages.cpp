@@ -22,6 +22,7 @@
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
 #include "cascade_rl/algorithms/grpo_passk_advantages.hpp"
 #include "cascade_rl/algorithms/opo_advantages.hpp"
+#include "cascade_rl/algorithms/optimal_token_baseline.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/remax_advantages.hpp"
 #include "cascade_rl/algorithms/rloo_advantages.hpp"
@@ -1105,5 +1106,162 @@ TEST(VerlReferenceV2, ReinforcePlusPlusWithGammaAndMaskHoles) {
   EXPECT_EQ(cases, 12u);
   EXPECT_GT(holes, 0u);  // the multi-turn batch's holes are what carry and cut tell apart
 }
+
+constexpr std::size_t otb_no_token = static_cast<std::size_t>(-1);
+
+// The optimal token baselines. veRL's float32 arithmetic, bounded by one rounding (2^-24
+// relative, doubled for exp's and our own final rounding) per operation, propagated
+// through the formula: w = 1 - 2 exp(lp) + s (* rho^2), W = cumsum(w), G = reverse
+// cumsum(r), B = sum G W / (sum W + eps) over the group's rows at the position, A = G - B.
+// Computed in double from veRL's own float inputs, row by row in veRL's order.
+struct otb_batch {
+  std::vector<float> old_log_probs, sum_pi_squared, rollout_is_weights;
+};
+
+otb_batch otb_batch_named(const std::string& name) {
+  const nlohmann::json& b = v2_reference().at("advantage_batches").at(name);
+  return {ref::flatten<float>(b.at("old_log_probs")), ref::flatten<float>(b.at("sum_pi_squared")),
+          ref::flatten<float>(b.at("rollout_is_weights"))};
+}
+
+// The bound on veRL's advantages (valid tokens) and on its returns.
+struct otb_bounds {
+  std::vector<double> advantages, returns;
+};
+
+otb_bounds otb_bound(const v2_batch& b, const otb_batch& o, bool weighted, bool zero_tail,
+                     bool multi_turn) {
+  const double u = std::ldexp(1.0, -24);
+  const std::size_t rows = b.batch.rows, width = b.batch.width, n = rows * width;
+  std::vector<double> G(n, 0), dG(n, 0), W(n, 0), dW(n, 0);
+  std::vector<std::size_t> count(rows, 0);
+  std::vector<std::vector<std::size_t>> at(rows);  // at[r][p]: the token at position p
+  for (std::size_t r = 0; r < rows; ++r) {
+    double g = 0, dg = 0, w_run = 0, dw_run = 0;
+    for (std::size_t t = (r + 1) * width; t-- > r * width;) {
+      if (b.batch.mask[t] != 0) {
+        g += b.token_level_rewards[t];
+        dg += u * std::abs(g);
+      }
+      G[t] = g, dG[t] = dg;
+    }
+    for (std::size_t t = r * width; t < (r + 1) * width; ++t) {
+      at[r].push_back(b.batch.mask[t] != 0 || !multi_turn ? t : otb_no_token);
+      if (b.batch.mask[t] == 0) continue;
+      ++count[r];
+      const double pi = std::exp(static_cast<double>(o.old_log_probs[t]));
+      double w = 1 - 2 * pi + o.sum_pi_squared[t];
+      double dw = 4 * u * pi + u * std::abs(1 - 2 * pi) + u * std::abs(w);
+      if (weighted) {
+        const double rho2 = static_cast<double>(o.rollout_is_weights[t]) * o.rollout_is_weights[t];
+        dw = dw * rho2 + 2 * u * std::abs(w) * rho2;
+        w *= rho2;
+      }
+      w_run += w;
+      dw_run += dw + u * std::abs(w_run);
+      W[t] = w_run, dW[t] = dw_run;
+    }
+    if (multi_turn) {  // compact: positions are ranks among the valid tokens
+      std::vector<std::size_t> compact;
+      for (const std::size_t t : at[r])
+        if (t != otb_no_token) compact.push_back(t);
+      at[r] = compact;
+    }
+  }
+  otb_bounds out{std::vector<double>(n, 0), dG};
+  std::vector<bool> seen(rows, false);
+  for (std::size_t r0 = 0; r0 < rows; ++r0) {
+    if (seen[r0]) continue;
+    std::vector<std::size_t> members;
+    for (std::size_t r = r0; r < rows; ++r)
+      if (b.group_of_row[r] == b.group_of_row[r0]) {
+        seen[r] = true;
+        if (!multi_turn || count[r] > 0) members.push_back(r);
+      }
+    std::vector<std::size_t> lengths;
+    for (const std::size_t r : members) lengths.push_back(count[r]);
+    std::sort(lengths.begin(), lengths.end());
+    std::size_t tail_row = rows, tail_from = 0;
+    if (zero_tail && members.size() >= 2 && lengths.back() > lengths[lengths.size() - 2])
+      for (const std::size_t r : members)
+        if (count[r] == lengths.back()) tail_row = r, tail_from = lengths[lengths.size() - 2];
+    for (std::size_t p = 0; p < width; ++p) {
+      const auto token = [&](std::size_t r) {
+        if (p >= at[r].size()) return otb_no_token;
+        const std::size_t t = at[r][p];
+        return b.batch.mask[t] != 0 ? t : otb_no_token;
+      };
+      double num = 0, den = 0, abs_num = 0, abs_den = 0, d_num = 0, d_den = 0;
+      for (const std::size_t r : members)
+        if (const std::size_t t = token(r); t != otb_no_token) {
+          num += G[t] * W[t], den += W[t];
+          abs_num += std::abs(G[t] * W[t]), abs_den += std::abs(W[t]);
+          d_num += std::abs(W[t]) * dG[t] + std::abs(G[t]) * dW[t] + u * std::abs(G[t] * W[t]);
+          d_den += dW[t];
+        }
+      const double m = static_cast<double>(members.size());
+      d_num += m * u * abs_num;
+      d_den += (m + 1) * u * (abs_den + 1e-8);
+      den += 1e-8;
+      const double B = members.size() < 2 ? 0.0 : num / den;
+      const double dB =
+          members.size() < 2 ? 0.0 : d_num / den + std::abs(B) * d_den / den + u * std::abs(B);
+      for (const std::size_t r : members)
+        if (const std::size_t t = token(r); t != otb_no_token) {
+          const bool zeroed = r == tail_row && p >= tail_from;
+          const double a = G[t] - (zeroed ? 0.0 : B);
+          out.advantages[t] = dG[t] + (zeroed ? 0.0 : dB) + 4 * u * std::abs(a);
+        }
+    }
+  }
+  for (std::size_t t = 0; t < n; ++t) out.returns[t] += 2 * u * std::abs(G[t]);
+  return out;
+}
+
+void check_otb_cases(const std::string& estimator) {
+  std::size_t cases = 0;
+  for (const auto& c : v2_cases(estimator)) {
+    const v2_batch b = v2_batch_named(c.at("batch").get<std::string>());
+    const otb_batch o = otb_batch_named(b.name);
+    const nlohmann::json& params = c.at("params");
+    const bool weighted = params.at("rollout_is_weights").get<bool>();
+    const bool zero_tail = params.at("handle_zero_tail").get<bool>();
+    auto options =
+        std::get<cascade_rl::optimal_token_baseline_options>(verl::adv_estimator(estimator));
+    options.handle_zero_tail = zero_tail;
+    options.epsilon = params.at("epsilon").get<double>();
+    const grouped_rows g = group_rows(b);
+    const auto grouped = [&](const std::vector<float>& v) {
+      std::vector<float> out;
+      for (const std::size_t r : g.order)
+        out.insert(out.end(), v.begin() + static_cast<std::ptrdiff_t>(r * b.batch.width),
+                   v.begin() + static_cast<std::ptrdiff_t>((r + 1) * b.batch.width));
+      return out;
+    };
+    const auto rewards = grouped(b.token_level_rewards), old = grouped(o.old_log_probs),
+               spi = grouped(o.sum_pi_squared), rho = grouped(o.rollout_is_weights);
+    std::vector<float> advantages(rewards.size()), returns(rewards.size());
+    cascade_rl::optimal_token_baseline_advantages(
+        cascade_rl::exec::seq, group_layout(g.offsets), g.batch.layout(),
+        {.token_rewards = rewards,
+         .old_log_probs = old,
+         .sum_pi_squared = spi,
+         .rollout_is_weights = weighted ? std::span<const float>(rho) : std::span<const float>()},
+        advantages, returns, options);
+    const otb_bounds bound = otb_bound(b, o, weighted, zero_tail, options.multi_turn);
+    const std::string label = estimator + " on " + b.name + " " + params.dump();
+    // veRL multiplies by the mask: masked tokens hold 0 in both.
+    expect_matches_v2(label + " advantages", b, in_verl_order(g, advantages), c.at("advantages"),
+                      bound.advantages, false);
+    expect_matches_v2(label + " returns", b, in_verl_order(g, returns), c.at("returns"),
+                      bound.returns, false);
+    ++cases;
+  }
+  EXPECT_EQ(cases, 18u);
+}
+
+TEST(VerlReferenceV2, OptimalTokenBaseline) { check_otb_cases("optimal_token_baseline"); }
+
+TEST(VerlReferenceV2, TirOptimalTokenBaseline) { check_otb_cases("tir_optimal_token_baseline"); }
 
 }  // namespace

@@ -1119,4 +1119,75 @@ TEST_F(Gpu, NonFiniteInputsAreNamedAsTheHostNamesThem) {
   }
 }
 
+// The optimal token baseline: single- and multi-turn, with and without weights and the zero
+// tail, variable groups with singletons; NaN on masked tokens is never read.
+TEST_F(Gpu, OptimalTokenBaselineMatchesHost) {
+  const auto b = cr::testing::make_random_batch<float>(43, {.sequences = 2000, .max_length = 300});
+  const std::size_t sequences = b.offsets.size() - 1, n = b.tokens();
+  device_layout_of d(b.offsets, b.mask);
+  const device_token_layout d_layout = d.layout(n);
+  std::vector<std::int64_t> group_offsets{0};
+  while (static_cast<std::size_t>(group_offsets.back()) < sequences)
+    group_offsets.push_back(
+        std::min(static_cast<std::int64_t>(sequences),
+                 group_offsets.back() + 1 + static_cast<std::int64_t>(group_offsets.size() % 6)));
+  device_vector<std::int64_t> d_group_offsets(group_offsets);
+  const auto groups =
+      device_group_layout::variable(d_group_offsets.data(), group_offsets.size() - 1, sequences);
+  std::mt19937_64 rng(44);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  std::vector<float> rewards(n), old(n), spi(n), rho(n);
+  for (std::size_t t = 0; t < n; ++t) {
+    const bool valid = b.mask[t] != 0;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    rewards[t] = valid ? (unit(rng) < 0.2f ? b.advantages[t] : 0.0f) : nan;
+    old[t] = valid ? -4.0f * unit(rng) : nan;
+    spi[t] = valid ? 0.1f + 0.8f * unit(rng) : nan;
+    rho[t] = valid ? 0.5f + unit(rng) : nan;
+  }
+  device_vector<float> d_rewards(rewards), d_old(old), d_spi(spi), d_rho(rho), out(n), returns(n);
+  for (const bool multi : {false, true})
+    for (const bool tail : {false, true})
+      for (const bool weighted : {false, true}) {
+        const cr::optimal_token_baseline_options options{.handle_zero_tail = tail,
+                                                         .multi_turn = multi};
+        std::vector<float> want(n), want_returns(n);
+        cr::optimal_token_baseline_advantages(
+            cr::exec::seq, cr::group_layout(group_offsets), b.layout(),
+            {.token_rewards = rewards,
+             .old_log_probs = old,
+             .sum_pi_squared = spi,
+             .rollout_is_weights =
+                 weighted ? std::span<const float>(rho) : std::span<const float>()},
+            want, want_returns, options);
+        cr::optimal_token_baseline_advantages(
+            cr::exec::cuda{}, groups, d_layout,
+            {.token_rewards = d_rewards.cspan(),
+             .old_log_probs = d_old.cspan(),
+             .sum_pi_squared = d_spi.cspan(),
+             .rollout_is_weights = weighted ? d_rho.cspan() : std::span<const float>()},
+            out.span(), returns.span(), options);
+        const std::string what = std::string("optimal token baseline") +
+                                 (multi ? ", multi-turn" : "") + (tail ? ", zero tail" : "") +
+                                 (weighted ? ", weighted" : "");
+        expect_same_bits(out.host(), want, what.c_str());
+        expect_same_bits(returns.host(), want_returns, (what + " returns").c_str());
+      }
+  std::size_t bad = 0;
+  while (b.mask[bad] == 0) ++bad;
+  auto bad_spi = spi;
+  bad_spi[bad] = std::numeric_limits<float>::infinity();
+  device_vector<float> d_bad(bad_spi);
+  cr::testing::expect_error_naming(
+      [&] {
+        cr::optimal_token_baseline_advantages(cr::exec::cuda{}, groups, d_layout,
+                                              {.token_rewards = d_rewards.cspan(),
+                                               .old_log_probs = d_old.cspan(),
+                                               .sum_pi_squared = d_bad.cspan(),
+                                               .rollout_is_weights = {}},
+                                              out.span(), returns.span());
+      },
+      "sum_pi_squared", std::to_string(bad), "infinite");
+}
+
 }  // namespace

@@ -1107,4 +1107,55 @@ TEST(PortableTokens, WhiteningSameBitsForAnyThreadCount) {
 }
 #endif
 
+// The optimal token baseline (single- and multi-turn, with and without weights and the zero
+// tail) on variable groups with singletons; NaN on masked tokens is never read.
+TEST(PortableTokens, OptimalTokenBaselineMatchesHost) {
+  const auto b = big_batch(41);
+  const std::size_t sequences = b.offsets.size() - 1, n = b.tokens();
+  std::vector<std::int64_t> group_offsets{0};
+  while (static_cast<std::size_t>(group_offsets.back()) < sequences)
+    group_offsets.push_back(
+        std::min(static_cast<std::int64_t>(sequences),
+                 group_offsets.back() + 1 + static_cast<std::int64_t>(group_offsets.size() % 6)));
+  const std::size_t groups = group_offsets.size() - 1;
+  std::mt19937_64 rng(42);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  std::vector<float> rewards(n), old(n), spi(n), rho(n);
+  for (std::size_t t = 0; t < n; ++t) {
+    const bool valid = b.mask[t] != 0;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    rewards[t] = valid ? (unit(rng) < 0.2f ? b.advantages[t] : 0.0f) : nan;
+    old[t] = valid ? -4.0f * unit(rng) : nan;
+    spi[t] = valid ? 0.1f + 0.8f * unit(rng) : nan;
+    rho[t] = valid ? 0.5f + unit(rng) : nan;
+  }
+  std::vector<double> cumulative(n);
+  std::vector<std::size_t> counts(sequences), positions(n);
+  for (const bool multi : {false, true})
+    for (const bool tail : {false, true})
+      for (const bool weighted : {false, true}) {
+        const cr::optimal_token_baseline_options options{.handle_zero_tail = tail,
+                                                         .multi_turn = multi};
+        std::vector<float> host(n), host_returns(n), device(n, 7.0f), device_returns(n, 7.0f);
+        cr::optimal_token_baseline_advantages(
+            cr::exec::seq, cr::group_layout(group_offsets), b.layout(),
+            {.token_rewards = rewards,
+             .old_log_probs = old,
+             .sum_pi_squared = spi,
+             .rollout_is_weights =
+                 weighted ? std::span<const float>(rho) : std::span<const float>()},
+            host, host_returns, options);
+        portable::optimal_token_baseline_advantages(
+            system, rewards.data(), old.data(), spi.data(), weighted ? rho.data() : nullptr,
+            device_group_layout::variable(group_offsets.data(), groups, sequences),
+            device_layout(b), device.data(), device_returns.data(), options, cumulative.data(),
+            counts.data(), positions.data());
+        const std::string what = std::string("optimal token baseline") +
+                                 (multi ? ", multi-turn" : "") + (tail ? ", zero tail" : "") +
+                                 (weighted ? ", weighted" : "");
+        expect_same_bits(device, host, what.c_str());
+        expect_same_bits(device_returns, host_returns, (what + " returns").c_str());
+      }
+}
+
 }  // namespace

@@ -16,6 +16,7 @@
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
 #include "cascade_rl/algorithms/grpo_passk_advantages.hpp"
 #include "cascade_rl/algorithms/opo_advantages.hpp"
+#include "cascade_rl/algorithms/optimal_token_baseline.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/remax_advantages.hpp"
 #include "cascade_rl/algorithms/rloo_advantages.hpp"
@@ -131,6 +132,20 @@ namespace cascade_rl::presets::verl {
 // (gdpo_reward_weights, default 1 each) go with the inputs.
 [[nodiscard]] inline gdpo_options gdpo(bool norm_adv_by_std_in_grpo = true, double epsilon = 1e-6) {
   return {.grpo = grpo(norm_adv_by_std_in_grpo, epsilon), .whitening = whitening()};
+}
+
+// compute_optimal_token_baseline_advantage(handle_zero_tail = False, epsilon = 1e-8): veRL's
+// trainer passes neither, so its defaults hold. Positions are columns (offsets).
+[[nodiscard]] inline optimal_token_baseline_options optimal_token_baseline(
+    bool handle_zero_tail = false, double epsilon = 1e-8) {
+  return {.epsilon = epsilon, .handle_zero_tail = handle_zero_tail, .multi_turn = false};
+}
+
+// compute_multi_turn_optimal_token_baseline_advantage(handle_zero_tail = True, epsilon =
+// 1e-8): positions are ranks among a row's valid tokens, empty rows leave their group.
+[[nodiscard]] inline optimal_token_baseline_options tir_optimal_token_baseline(
+    bool handle_zero_tail = true, double epsilon = 1e-8) {
+  return {.epsilon = epsilon, .handle_zero_tail = handle_zero_tail, .multi_turn = true};
 }
 
 }  // namespace cascade_rl::presets::verl

@@ -53,7 +53,7 @@ using policy_loss_options = std::variant<ppo_clip_options, cispo_options, reinfo
 using advantage_estimator_options =
     std::variant<grpo_options, rloo_options, reinforce_plus_plus_options,
                  reinforce_plus_plus_baseline_options, gae_options, remax_options, opo_options,
-                 gpg_options, grpo_passk_options, gdpo_options>;
+                 gpg_options, grpo_passk_options, gdpo_options, optimal_token_baseline_options>;
 
 namespace registry {
 
@@ -141,18 +141,26 @@ inline constexpr entry<advantage_estimator_options, algorithm_config> advantage_
      [](const algorithm_config& c) -> advantage_estimator_options {
        return grpo_passk(c.norm_adv_by_std_in_grpo);
      }},
+    {"optimal_token_baseline",
+     [](const algorithm_config&) -> advantage_estimator_options {
+       return optimal_token_baseline();
+     }},
+    {"tir_optimal_token_baseline",
+     [](const algorithm_config&) -> advantage_estimator_options {
+       return tir_optimal_token_baseline();
+     }},
 };
-inline constexpr std::string_view advantage_estimators_not_yet[] = {
-    "optimal_token_baseline", "tir_optimal_token_baseline"};
+// Every veRL estimator is implemented.
+inline constexpr std::span<const std::string_view> advantage_estimators_not_yet{};
 
 inline void append_list(std::string& out, std::span<const std::string_view> names) {
   for (std::size_t i = 0; i < names.size(); ++i) out.append(i == 0 ? "" : ", ").append(names[i]);
 }
 
 // The entry named `name`, or an error on `argument` listing the valid names.
-template <class Options, class Config, std::size_t N, std::size_t M>
+template <class Options, class Config, std::size_t N>
 Options make(std::string_view argument, std::string_view name,
-             const entry<Options, Config> (&table)[N], const std::string_view (&not_yet)[M],
+             const entry<Options, Config> (&table)[N], std::span<const std::string_view> not_yet,
              const Config& config) {
   for (const auto& e : table)
     if (e.name == name) return e.make(config);
@@ -165,9 +173,11 @@ Options make(std::string_view argument, std::string_view name,
   std::string_view names[N];
   for (std::size_t i = 0; i < N; ++i) names[i] = table[i].name;
   append_list(problem, names);
-  problem.append(" (veRL's ");
-  append_list(problem, not_yet);
-  problem.append(" are not implemented yet)");
+  if (!not_yet.empty()) {
+    problem.append(" (veRL's ");
+    append_list(problem, not_yet);
+    problem.append(" are not implemented yet)");
+  }
   cascade_rl::detail::fail(argument, problem);
 }
 

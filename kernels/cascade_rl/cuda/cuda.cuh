@@ -14,6 +14,7 @@
 #include "cascade_rl/cuda/grpo_passk_advantages.cuh"
 #include "cascade_rl/cuda/log_probs.cuh"
 #include "cascade_rl/cuda/opo_advantages.cuh"
+#include "cascade_rl/cuda/optimal_token_baseline.cuh"
 #include "cascade_rl/cuda/policy.hpp"
 #include "cascade_rl/cuda/portable.hpp"
 #include "cascade_rl/cuda/reinforce_plus_plus.cuh"
