@@ -111,10 +111,10 @@ TEST(VerlNames, SapoAlwaysAggregatesSeqMeanTokenMean) {
 }
 
 TEST(VerlNames, UnknownAndNotYetImplementedLossesAreRefusedWithTheList) {
-  expect_error_naming([] { (void)verl::policy_loss("ppo"); }, "loss_mode", "\"ppo\"",
-                      "not a veRL name",
-                      "implemented: vanilla, dppo_tv, dppo_kl, sapo, dro, cispo, gpg", "gspo");
-  expect_error_naming([] { (void)verl::policy_loss("gspo"); }, "loss_mode",
+  expect_error_naming(
+      [] { (void)verl::policy_loss("ppo"); }, "loss_mode", "\"ppo\"", "not a veRL name",
+      "implemented: vanilla, dppo_tv, dppo_kl, sapo, dro, cispo, gspo, gpg", "geo_mean");
+  expect_error_naming([] { (void)verl::policy_loss("geo_mean"); }, "loss_mode",
                       "does not implement yet", "implemented: vanilla");
 }
 

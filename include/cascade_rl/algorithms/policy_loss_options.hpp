@@ -133,3 +133,34 @@ decltype(auto) visit_ratio_token(const sapo_options& o, F&& f) {
 }  // namespace detail
 
 }  // namespace cascade_rl
+
+// ---- the sequence-level ratio losses (algorithms/sequence_ratio_losses.hpp) ----------
+
+#include "cascade_rl/terms/sequence_ratio_tokens.hpp"
+
+namespace cascade_rl {
+
+// GSPO: PPO's clip on the sequence's ratio s = exp(mean log-ratio over its valid tokens)
+// instead of the token's (arXiv 2507.18071 recommends tiny ranges, 3e-4 / 4e-4; veRL's
+// actor defaults are 0.2). Only the inputs' rollout_is_weights correct for the sampler.
+// Aggregated like every loss by `aggregation` over the step's normaliser (veRL always
+// aggregates GSPO seq-mean-token-mean whatever loss_agg_mode says: presets::verl::gspo
+// does the same).
+struct gspo_options {
+  double clip_low = 0.2;   // 0 <= clip_low < 1
+  double clip_high = 0.2;  // >= 0
+  // log s is clamped to at most this before exp, the gradient 0 above it (veRL: 10, no
+  // lower clamp).
+  double log_ratio_bound = 10.0;
+  loss_aggregation aggregation = loss_aggregation::token_mean;
+};
+
+namespace detail {
+
+inline terms::gspo_params gspo_params_of(const gspo_options& o) {
+  return {o.clip_low, o.clip_high, o.log_ratio_bound};
+}
+
+}  // namespace detail
+
+}  // namespace cascade_rl

@@ -203,3 +203,20 @@ template <exec::host_policy Policy>
 }
 
 }  // namespace cascade_rl::presets::verl
+
+// ---- the sequence-level ratio losses -------------------------------------------------
+
+namespace cascade_rl::presets::verl {
+
+// compute_policy_loss_gspo: clip_ratio_low / clip_ratio_high on the sequence ratio, its
+// log clamped at 10 from above only, and seq-mean-token-mean whatever the actor's
+// loss_agg_mode (veRL ignores it for GSPO; cascade_rl's gspo_options honours its
+// aggregation, this preset fixes it).
+[[nodiscard]] inline gspo_options gspo(double clip_ratio_low = 0.2, double clip_ratio_high = 0.2) {
+  return {.clip_low = clip_ratio_low,
+          .clip_high = clip_ratio_high,
+          .log_ratio_bound = 10.0,
+          .aggregation = loss_aggregation::seq_mean_token_mean};
+}
+
+}  // namespace cascade_rl::presets::verl
