@@ -13,6 +13,7 @@
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -54,11 +55,12 @@ std::vector<double> token_sequence_log_ratios(const Policy& policy, const token_
                                               std::span<const T> log_probs,
                                               std::span<const T> old_log_probs) {
   std::vector<double> out(layout.tokens());
+  const std::uint8_t* mask = layout.has_mask() ? layout.mask().data() : nullptr;
   for_each_index(
       policy, layout.sequences(),
       [&](std::size_t s) {
-        const double m =
-            terms::sequence_mean_log_ratio(layout, log_probs.data(), old_log_probs.data(), s);
+        const double m = terms::sequence_mean_log_ratio(log_probs.data(), old_log_probs.data(),
+                                                        mask, layout.begin(s), layout.end(s));
         for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) out[t] = m;
       },
       /*min_parallel=*/64);

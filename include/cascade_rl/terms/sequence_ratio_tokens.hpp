@@ -24,14 +24,16 @@
 
 namespace cascade_rl::terms {
 
-// Layout: the host token_layout or the device_token_layout (begin, end, valid).
-template <class Layout, class T>
-CASCADE_RL_HD double sequence_mean_log_ratio(const Layout& layout, const T* log_probs,
-                                             const T* old_log_probs, std::size_t sequence) {
+// Over the tokens [first, last) of one sequence; mask: one byte per token (non-zero
+// keeps it), or null for every token valid.
+template <class T>
+CASCADE_RL_HD double sequence_mean_log_ratio(const T* log_probs, const T* old_log_probs,
+                                             const std::uint8_t* mask, std::size_t first,
+                                             std::size_t last) {
   double sum = 0;
   std::size_t n = 0;
-  for (std::size_t t = layout.begin(sequence); t < layout.end(sequence); ++t) {
-    if (!layout.valid(t)) continue;
+  for (std::size_t t = first; t < last; ++t) {
+    if (mask != nullptr && mask[t] == 0) continue;
     sum += static_cast<double>(log_probs[t]) - static_cast<double>(old_log_probs[t]);
     ++n;
   }
