@@ -92,11 +92,13 @@ struct v2_case {
   // sequence mean of n <= 8 float log-ratios is off by a few ulp of the largest term, and
   // exp carries that relatively into s); P4's log-ratios reach +-20 and s up to e^10, so
   // there it is relative only (README_v2's Cautions).
-  void expect_loss_and_gradient(double loss, const std::vector<T>& grad) const {
+  // dp: veRL's factor (geo_mean ignores global_batch_info, dp_size included: 1).
+  void expect_loss_and_gradient(double loss, const std::vector<T>& grad,
+                                std::optional<double> factor = std::nullopt) const {
     const bool relative = json["batch"] == "P4";
     const double atol = relative ? 0.0 : cr::testing::reference_atol;
     const double rtol = relative ? 1e-5 : cr::testing::reference_rtol;
-    const double dp = dp_size();
+    const double dp = factor.value_or(dp_size());
     expect_close(loss * dp, json["loss"].get<double>(), context + " loss", rtol, atol);
     std::vector<double> scaled(grad.size());
     for (std::size_t t = 0; t < grad.size(); ++t) scaled[t] = static_cast<double>(grad[t]) * dp;
@@ -477,6 +479,261 @@ TEST(GspoLoss, PresetAndName) {
   EXPECT_EQ(named.clip_high, 0.1);
   EXPECT_EQ(named.aggregation, cr::loss_aggregation::seq_mean_token_mean);
   EXPECT_EQ(cr::gspo_options{}.aggregation, cr::loss_aggregation::token_mean);
+}
+
+// ---- geo_mean (GMPO) --------------------------------------------------------------------
+
+// veRL's GMPO is the plain mean of the row losses over all N rows, fully masked ones
+// included, whatever loss_agg_mode says and ignoring global_batch_info (dp_size too: the
+// global_batch_info cases give the local value): the preset with geo_mean_normalizer
+// reproduces every case, and clip_ratio_low / high fall back on clip_ratio.
+TEST(GeoMeanLoss, VerlV2EveryCase) {
+  std::size_t global = 0, weighted = 0;
+  for_each_v2_case("geo_mean", [&](const auto& c) {
+    const auto options = std::get<cr::geo_mean_options>(verl::policy_loss("geo_mean", c.actor()));
+    EXPECT_EQ(options.aggregation, cr::loss_aggregation::seq_mean_token_mean) << c.context;
+    const auto layout = c.batch.layout();
+    std::vector<typename decltype(c.log_probs)::value_type> grad(layout.tokens(), -7);
+    const auto result = cr::geo_mean_loss(exec::seq, layout, c.ratio_inputs(), grad,
+                                          verl::geo_mean_normalizer(layout), options);
+    c.expect_loss_and_gradient(result.loss, grad, 1.0);
+    c.expect_reported_metrics(result.metrics);
+    global += c.dp_size() != 1.0;
+    weighted += !c.rollout_is_weights.empty();
+  });
+  EXPECT_GT(global, 0u);
+  EXPECT_GT(weighted, 0u);
+}
+
+// One row of three tokens, A > 0 on all: x = (0.1, 0.5, -0.6) with clip 0.2: k = (0.1, 0.2,
+// -0.6) (A > 0 clips from above only); a second row with A < 0: x = (0.5, -0.6), k = (0.5,
+// -0.2). Token-sum: each row's loss times its valid tokens.
+TEST(GeoMeanLoss, HandComputedTwoSequences) {
+  const std::vector<std::int64_t> offsets{0, 3, 5};
+  const cr::token_layout layout(offsets);
+  const std::vector<double> old{-1.0, -1.0, -1.0, -1.0, -1.0};
+  const std::vector<double> lp{-0.9, -0.5, -1.6, -0.5, -1.6};
+  const std::vector<double> adv{1.0, 2.0, 3.0, -1.0, -3.0};
+  std::vector<double> grad(5, -7);
+  const auto r = cr::geo_mean_loss(
+      exec::seq, layout, {.log_probs = lp, .old_log_probs = old, .advantages = adv}, grad,
+      cr::loss_normalizer{.mode = cr::loss_aggregation::token_sum},
+      cr::geo_mean_options{.aggregation = cr::loss_aggregation::token_sum});
+  const double l0 = -2.0 * std::exp((0.1 + 0.2 - 0.6) / 3);
+  const double l1 = 2.0 * std::exp((0.5 - 0.2) / 2);
+  EXPECT_NEAR(r.loss, 3 * l0 + 2 * l1, 1e-14);
+  EXPECT_NEAR(grad[0], l0, 1e-15);
+  EXPECT_EQ(grad[1], 0.0);  // held at clip_high
+  EXPECT_NEAR(grad[2], l0, 1e-15);
+  EXPECT_NEAR(grad[3], l1, 1e-15);
+  EXPECT_EQ(grad[4], 0.0);                // held at -clip_low
+  EXPECT_EQ(r.metrics.clipped, 2u);       // A > 0 beyond a bound: tokens 1 and 2
+  EXPECT_EQ(r.metrics.dual_clipped, 2u);  // A < 0: tokens 3 and 4
+}
+
+// GMPO's token form has no stop-gradient: the token gradient is that of the loss's own
+// value in every mode, per-token advantages and weights included (each row's tokens
+// share one aggregation weight c, so the row enters as n c l_i and d(n c l_i)/dlogp_t =
+// c l_i dk_t/dlogp_t). Central differences of geo_mean_loss in double; tokens within
+// 1e-4 of a clip edge are skipped. Tolerance as for GSPO's: 1e-7.
+TEST(GeoMeanLoss, FiniteDifferencesEveryModeWithAndWithoutWeights) {
+  std::uint64_t seed = 17;
+  for (const auto mode : cr::testing::all_aggregation_modes) {
+    for (const bool weighted : {false, true}) {
+      const auto batch = cr::testing::make_random_batch<double>(seed++, {.sequences = 12});
+      const auto layout = batch.layout();
+      const auto weights =
+          weighted ? cr::testing::rollout_is_weights_of(batch) : std::vector<double>{};
+      const auto normalizer = cr::local_loss_counts(exec::seq, layout).normalizer(mode, 9.0);
+      const cr::geo_mean_options options{.clip_low = 0.1, .clip_high = 0.15, .aggregation = mode};
+      const auto loss_at = [&](const std::vector<double>& lp, std::vector<double>& grad) {
+        return cr::geo_mean_loss(exec::seq, layout,
+                                 {.log_probs = lp,
+                                  .old_log_probs = batch.old_log_probs,
+                                  .advantages = batch.advantages,
+                                  .rollout_is_weights = weights},
+                                 grad, normalizer, options)
+            .loss;
+      };
+      std::vector<double> grad(batch.tokens()), scratch(batch.tokens());
+      (void)loss_at(batch.log_probs, grad);
+      const double h = 1e-6;
+      std::size_t checked = 0;
+      for (std::size_t t = 0; t < batch.tokens(); ++t) {
+        if (!layout.valid(t)) continue;
+        const double x = batch.log_probs[t] - batch.old_log_probs[t];
+        if (std::abs(x - 0.15) < 1e-4 || std::abs(x + 0.1) < 1e-4) continue;
+        auto up = batch.log_probs, down = batch.log_probs;
+        up[t] += h;
+        down[t] -= h;
+        const double fd = (loss_at(up, scratch) - loss_at(down, scratch)) / (2 * h);
+        EXPECT_NEAR(grad[t], fd, 1e-7) << cr::to_string(mode) << " token " << t;
+        ++checked;
+      }
+      EXPECT_GT(checked, 20u);
+    }
+  }
+}
+
+TEST(GeoMeanLoss, PartitionInvariantEveryModeWithAndWithoutWeights) {
+  std::uint64_t seed = 60;
+  for (const auto mode : cr::testing::all_aggregation_modes) {
+    for (const bool weighted : {false, true}) {
+      const auto batch = cr::testing::make_random_batch<double>(seed++, {.sequences = 40});
+      const auto weights =
+          weighted ? cr::testing::rollout_is_weights_of(batch) : std::vector<double>{};
+      const auto layout = batch.layout();
+      const auto normalizer = cr::local_loss_counts(exec::seq, layout).normalizer(mode, 12.0);
+      const cr::geo_mean_options options{.clip_high = 0.28, .aggregation = mode};
+      std::vector<double> whole_grad(batch.tokens());
+      const auto whole = cr::geo_mean_loss(exec::seq, layout,
+                                           {.log_probs = batch.log_probs,
+                                            .old_log_probs = batch.old_log_probs,
+                                            .advantages = batch.advantages,
+                                            .rollout_is_weights = weights},
+                                           whole_grad, normalizer, options);
+      std::vector<double> grad(batch.tokens(), -7);
+      double loss = 0;
+      cr::policy_loss_metrics metrics;
+      for (const auto& slice : cr::testing::random_split(layout, 4, seed)) {
+        const auto r = cr::geo_mean_loss(
+            exec::seq, slice.layout(),
+            {.log_probs = slice.of(batch.log_probs),
+             .old_log_probs = slice.of(batch.old_log_probs),
+             .advantages = slice.of(batch.advantages),
+             .rollout_is_weights = weighted ? slice.of(weights) : std::span<const double>{}},
+            slice.of_mutable(grad), normalizer, options);
+        loss += r.loss;
+        metrics += r.metrics;
+      }
+      const std::string where = std::string(cr::to_string(mode)) + (weighted ? " weighted" : "");
+      EXPECT_EQ(grad, whole_grad) << where;
+      EXPECT_NEAR(loss, whole.loss, 1e-12 * (1 + std::abs(whole.loss))) << where;
+      EXPECT_EQ(metrics.valid_tokens, whole.metrics.valid_tokens) << where;
+      EXPECT_EQ(metrics.clipped, whole.metrics.clipped) << where;
+      EXPECT_EQ(metrics.dual_clipped, whole.metrics.dual_clipped) << where;
+      EXPECT_NEAR(metrics.approx_kl_sum, whole.metrics.approx_kl_sum, 1e-12) << where;
+    }
+  }
+}
+
+// veRL's GMPO is each micro-batch's own mean over its rows (global_batch_info ignored):
+// micro-batches of different sizes, averaged, do not give the whole batch's mean.
+TEST(GeoMeanLoss, VerlMeanOverRowsIsNotPartitionInvariant) {
+  const auto batch = cr::testing::make_random_batch<double>(
+      5, {.sequences = 8, .max_length = 10, .masked_probability = 0, .empty_probability = 0});
+  const auto layout = batch.layout();
+  const auto options = verl::geo_mean();
+  const auto run = [&](const cr::testing::batch_slice& s) {
+    std::vector<double> grad(s.token_end - s.token_begin);
+    return cr::geo_mean_loss(exec::seq, s.layout(),
+                             {.log_probs = s.of(batch.log_probs),
+                              .old_log_probs = s.of(batch.old_log_probs),
+                              .advantages = s.of(batch.advantages)},
+                             grad, verl::geo_mean_normalizer(s.layout()), options)
+        .loss;
+  };
+  const double whole = run(cr::testing::slice_sequences(layout, 0, 8));
+  const double accumulated = (run(cr::testing::slice_sequences(layout, 0, 1)) +
+                              run(cr::testing::slice_sequences(layout, 1, 8))) /
+                             2;
+  EXPECT_GT(std::abs(accumulated - whole), 1e-3 * (1 + std::abs(whole)));
+}
+
+TEST(GeoMeanLoss, ParallelMatchesSequentialBitwise) {
+  std::uint64_t seed = 95;
+  for (const auto mode : cr::testing::all_aggregation_modes) {
+    for (const bool weighted : {false, true}) {
+      const auto batch = cr::testing::make_random_batch<float>(seed++, {.sequences = 1500});
+      const auto weights =
+          weighted ? cr::testing::rollout_is_weights_of(batch) : std::vector<float>{};
+      const auto layout = batch.layout();
+      const auto normalizer = cr::local_loss_counts(exec::seq, layout).normalizer(mode, 12.0);
+      const cr::geo_mean_options options{.aggregation = mode};
+      const cr::policy_ratio_inputs<float> inputs{.log_probs = batch.log_probs,
+                                                  .old_log_probs = batch.old_log_probs,
+                                                  .advantages = batch.advantages,
+                                                  .rollout_is_weights = weights};
+      std::vector<float> expected(batch.tokens());
+      const auto reference =
+          cr::geo_mean_loss(exec::seq, layout, inputs, expected, normalizer, options);
+      for (const auto& policy : {exec::par.with_threads(1), exec::par.with_threads(2),
+                                 exec::par.with_threads(7), exec::par}) {
+        std::vector<float> grad(batch.tokens(), -7);
+        const auto r = cr::geo_mean_loss(policy, layout, inputs, grad, normalizer, options);
+        const std::string where =
+            std::string(cr::to_string(mode)) + " threads " + std::to_string(policy.threads);
+        EXPECT_EQ(r.loss, reference.loss) << where;
+        EXPECT_EQ(r.metrics.approx_kl_sum, reference.metrics.approx_kl_sum) << where;
+        EXPECT_EQ(r.metrics.clipped, reference.metrics.clipped) << where;
+        EXPECT_EQ(r.metrics.dual_clipped, reference.metrics.dual_clipped) << where;
+        EXPECT_EQ(grad, expected) << where;
+      }
+    }
+  }
+}
+
+TEST(GeoMeanLoss, RefusesBadOptionsAndInputsNamingArgumentAndIndex) {
+  const std::vector<std::int64_t> offsets{0, 3, 5};
+  const std::vector<std::uint8_t> mask{1, 1, 0, 1, 1};
+  const cr::token_layout layout(offsets, mask);
+  const std::vector<double> lp{-1, -1, -1, -1, -1}, old{-1.1, -0.9, -1, -1, -1.2},
+      adv{1, 1, 1, -1, -1};
+  std::vector<double> grad(5);
+  const auto normalizer =
+      cr::local_loss_counts(exec::seq, layout).normalizer(cr::loss_aggregation::token_mean);
+  const auto run = [&](const cr::policy_ratio_inputs<double>& inputs,
+                       const cr::geo_mean_options& options = {}) {
+    (void)cr::geo_mean_loss(exec::seq, layout, inputs, grad, normalizer, options);
+  };
+  const cr::policy_ratio_inputs<double> good{
+      .log_probs = lp, .old_log_probs = old, .advantages = adv};
+  using cr::testing::expect_error_naming;
+  expect_error_naming([&] { run(good, {.clip_low = -0.1}); }, "options.clip_low");
+  expect_error_naming([&] { run(good, {.clip_high = NAN}); }, "options.clip_high");
+  const std::vector<double> short_v{-1, -1};
+  expect_error_naming([&] { run({.log_probs = short_v, .old_log_probs = old, .advantages = adv}); },
+                      "log_probs", "one per token");
+  expect_error_naming([&] { run({.log_probs = lp, .old_log_probs = lp, .advantages = short_v}); },
+                      "advantages", "one per token");
+  expect_error_naming(
+      [&] {
+        run({.log_probs = lp,
+             .old_log_probs = old,
+             .advantages = adv,
+             .rollout_is_weights = short_v});
+      },
+      "rollout_is_weights", "one per token");
+  auto bad = old;
+  bad[4] = INFINITY;
+  expect_error_naming([&] { run({.log_probs = lp, .old_log_probs = bad, .advantages = adv}); },
+                      "old_log_probs[4]", "infinite");
+  bad = std::vector<double>(5, 1.0);
+  bad[3] = NAN;
+  expect_error_naming(
+      [&] {
+        run({.log_probs = lp, .old_log_probs = old, .advantages = adv, .rollout_is_weights = bad});
+      },
+      "rollout_is_weights[3]", "NaN");
+  bad = lp;
+  bad[2] = NAN;  // masked: never read
+  EXPECT_NO_THROW(run({.log_probs = bad, .old_log_probs = old, .advantages = adv}));
+  std::vector<double> short_grad(3);
+  expect_error_naming(
+      [&] { (void)cr::geo_mean_loss(exec::seq, layout, good, short_grad, normalizer); },
+      "grad_out");
+}
+
+TEST(GeoMeanLoss, PresetAndName) {
+  const auto named = std::get<cr::geo_mean_options>(
+      verl::policy_loss("geo_mean", {.loss_agg_mode = "token-sum", .clip_ratio = 0.1}));
+  EXPECT_EQ(named.clip_low, 0.1);
+  EXPECT_EQ(named.clip_high, 0.1);
+  EXPECT_EQ(named.aggregation, cr::loss_aggregation::seq_mean_token_mean);
+  const std::vector<std::int64_t> offsets{0, 2, 2, 5};
+  const cr::token_layout layout(offsets);
+  EXPECT_EQ(verl::geo_mean_normalizer(layout).sequences, 3.0);  // the empty row counts
+  EXPECT_EQ(cr::geo_mean_options{}.aggregation, cr::loss_aggregation::token_mean);
 }
 
 }  // namespace

@@ -155,10 +155,27 @@ struct gspo_options {
   loss_aggregation aggregation = loss_aggregation::token_mean;
 };
 
+// GMPO (geometric-mean policy optimisation): each sequence's loss is -mean(A) times the
+// geometric mean of its tokens' ratios, each token's log-ratio clipped to [-clip_low,
+// clip_high] on its advantage's side only, times the geometric mean of its
+// rollout_is_weights. Each valid token carries its row's loss, aggregated by `aggregation`
+// over the step's normaliser (veRL takes a plain mean over all N rows, fully masked ones
+// included, whatever loss_agg_mode or global_batch_info say: presets::verl::geo_mean with
+// verl::geo_mean_normalizer does the same).
+struct geo_mean_options {
+  double clip_low = 0.2;   // >= 0
+  double clip_high = 0.2;  // >= 0
+  loss_aggregation aggregation = loss_aggregation::token_mean;
+};
+
 namespace detail {
 
 inline terms::gspo_params gspo_params_of(const gspo_options& o) {
   return {o.clip_low, o.clip_high, o.log_ratio_bound};
+}
+
+inline terms::geo_mean_params geo_mean_params_of(const geo_mean_options& o) {
+  return {o.clip_low, o.clip_high};
 }
 
 }  // namespace detail

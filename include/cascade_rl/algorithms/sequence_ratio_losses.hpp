@@ -5,6 +5,10 @@
 //   gspo_loss  GSPO (Group Sequence Policy Optimization, arXiv 2507.18071) as in veRL
 //              compute_policy_loss_gspo: PPO's clip on the sequence's ratio
 //              s = exp(min(mean log-ratio, bound)), its mean a stop-gradient.
+//   geo_mean_loss  GMPO (Geometric-Mean Policy Optimization, arXiv 2507.20673) as in veRL
+//              compute_policy_loss_geo_mean: each sequence's loss -mean(A) times the
+//              geometric mean of its clipped token ratios; the gradient flows through
+//              the mean to every token the clip does not hold.
 //
 // Each returns the aggregated loss (see loss_aggregation.hpp) and writes
 // grad_out[t] = dL/dlogp_t for every token, 0 on masked tokens. grad_out must not alias
@@ -106,6 +110,80 @@ policy_loss_result gspo_loss(const Policy& policy, const token_layout& layout,
                  detail::token_input<T>{advantages, "advantages"}},
       inputs.rollout_is_weights, old_log_probs, std::span<const T>{}, output_span(grad_out),
       normalizer, options.aggregation, importance_options{},
+      [&](std::size_t t) {
+        return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
+               detail::nonfinite_at(advantages, t);
+      },
+      unweighted);
+}
+
+namespace detail {
+
+inline void validate_geo_mean_options(const geo_mean_options& options) {
+  if (!(options.clip_low >= 0))
+    fail("options.clip_low", "is " + std::to_string(options.clip_low) + ", expected >= 0");
+  if (!(options.clip_high >= 0))
+    fail("options.clip_high", "is " + std::to_string(options.clip_high) + ", expected >= 0");
+}
+
+}  // namespace detail
+
+// GMPO: l_i = -mean_i(A) exp(mean_i(k_t)) [exp(mean_i(log(w_t + 1e-10)))] over sequence i's
+// valid tokens, k_t = logp_t - old_logp_t clipped to clip_high from above where A_t > 0 and
+// to -clip_low from below where A_t < 0 (0 where A_t = 0), w_t = inputs.rollout_is_weights
+// (their geometric mean, veRL's sequence weight; empty: none). Every valid token carries
+// l_i, aggregated by options.aggregation over the normaliser, so dL/dlogp_t = c_t l_i where
+// the clip does not hold k_t (0 where it does): the derivative through the mean, whose 1/n
+// the row's n token weights cancel. veRL takes the plain mean of l_i over all N rows:
+// presets::verl::geo_mean() with verl::geo_mean_normalizer(layout). metrics.clipped counts
+// A > 0 tokens beyond either bound (veRL's pg_clipfrac), dual_clipped A < 0 ones
+// (pg_clipfrac_lower); approx_kl is old_logp - logp unclamped (ppo_kl).
+template <exec::host_policy Policy, contiguous_output Out>
+policy_loss_result geo_mean_loss(const Policy& policy, const token_layout& layout,
+                                 const policy_ratio_inputs<output_value_t<Out>>& inputs,
+                                 Out&& grad_out, const loss_normalizer& normalizer,
+                                 const geo_mean_options& options = {}) {
+  using T = output_value_t<Out>;
+  detail::validate_geo_mean_options(options);
+  const std::span<const T> log_probs = inputs.log_probs;
+  const std::span<const T> old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  const std::span<const T> weights = inputs.rollout_is_weights;
+  // The pre-pass reads every input of a row: all are checked first, in the order the
+  // token pass and the device name them.
+  detail::validate_token_input(policy, layout, log_probs, "log_probs");
+  detail::validate_token_input(policy, layout, old_log_probs, "old_log_probs");
+  detail::validate_token_input(policy, layout, advantages, "advantages");
+  if (!weights.empty()) detail::validate_token_input(policy, layout, weights, "rollout_is_weights");
+  const terms::geo_mean_params params = detail::geo_mean_params_of(options);
+  const std::uint8_t* mask = layout.has_mask() ? layout.mask().data() : nullptr;
+  std::vector<double> sequence_loss(layout.tokens());
+  detail::for_each_index(
+      policy, layout.sequences(),
+      [&](std::size_t s) {
+        const double l = terms::geo_mean_sequence_loss(
+            log_probs.data(), old_log_probs.data(), advantages.data(),
+            weights.empty() ? static_cast<const T*>(nullptr) : weights.data(), mask,
+            layout.begin(s), layout.end(s), params);
+        for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) sequence_loss[t] = l;
+      },
+      /*min_parallel=*/64);
+  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
+    ++m.valid_tokens;
+    const terms::ppo_clip_token_result r = terms::geo_mean_token(
+        sequence_loss[t], static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
+        static_cast<double>(advantages[t]), params);
+    terms::count_clips(r, m);
+    return detail::token_loss_with_kl(r);
+  };
+  // The weights are in the row's loss already (their geometric mean), not a token factor.
+  return detail::policy_loss_passes(
+      policy, layout,
+      std::array{detail::token_input<T>{log_probs, "log_probs"},
+                 detail::token_input<T>{old_log_probs, "old_log_probs"},
+                 detail::token_input<T>{advantages, "advantages"}},
+      std::span<const T>{}, old_log_probs, std::span<const T>{}, output_span(grad_out), normalizer,
+      options.aggregation, importance_options{},
       [&](std::size_t t) {
         return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
                detail::nonfinite_at(advantages, t);

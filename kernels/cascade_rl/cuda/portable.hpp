@@ -514,4 +514,41 @@ void gspo_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* lo
   detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
 }
 
+namespace detail {
+
+// out[s] = the loss of sequence s (terms::geo_mean_sequence_loss, the host's order).
+template <class T>
+struct geo_mean_sequence_functor {
+  device_token_layout layout;
+  const T* log_probs;
+  const T* old_log_probs;
+  const T* advantages;
+  const T* rollout_is_weights;
+  terms::geo_mean_params params;
+  double* out;
+  CASCADE_RL_HD void operator()(std::size_t s) const {
+    out[s] = terms::geo_mean_sequence_loss(log_probs, old_log_probs, advantages, rollout_is_weights,
+                                           layout.mask, layout.begin(s), layout.end(s), params);
+  }
+};
+
+}  // namespace detail
+
+// GMPO: `sequence_scratch` holds layout.sequences doubles (the pre-pass's row losses);
+// rollout_is_weights may be null (no weights).
+template <class ExecPolicy, class T>
+void geo_mean_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,
+                   const T* old_log_probs, const T* advantages, const T* rollout_is_weights,
+                   T* grad_out, const loss_normalizer& normalizer, const geo_mean_options& options,
+                   double* sequence_scratch, loss_tally* scratch) {
+  const terms::geo_mean_params params = cascade_rl::detail::geo_mean_params_of(options);
+  detail::for_each_index(
+      exec, layout.sequences,
+      detail::geo_mean_sequence_functor<T>{layout, log_probs, old_log_probs, advantages,
+                                           rollout_is_weights, params, sequence_scratch});
+  const detail::geo_mean_term<T> term{
+      log_probs, old_log_probs, advantages, rollout_is_weights, sequence_scratch, layout, params};
+  detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
+}
+
 }  // namespace cascade_rl::cuda::portable

@@ -59,4 +59,36 @@ struct gspo_term {
   }
 };
 
+// GMPO's token term: terms::geo_mean_token at the row's loss (the pre-pass's
+// sequence_loss, one per sequence, the weights' geometric mean in it already), as
+// geo_mean_loss of the host core runs it. rollout_is_weights are read for their
+// finiteness only.
+template <class T>
+struct geo_mean_term {
+  const T* log_probs;
+  const T* old_log_probs;
+  const T* advantages;
+  const T* rollout_is_weights;  // null: none
+  const double* sequence_loss;
+  device_token_layout layout;
+  terms::geo_mean_params params;
+
+  CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
+    const terms::ppo_clip_token_result r = terms::geo_mean_token(
+        sequence_loss[sequence_holding(layout, t)], static_cast<double>(log_probs[t]),
+        static_cast<double>(old_log_probs[t]), static_cast<double>(advantages[t]), params);
+    tally.metrics.approx_kl_sum += r.approx_kl;
+    terms::count_clips(r, tally.metrics);
+    return terms::token_loss{r.value, r.grad};
+  }
+  CASCADE_RL_HD void on_masked(std::size_t) const {}
+  static constexpr std::array<const char*, 4> arguments = ratio_loss_arguments::arguments;
+  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
+    nonfinite_hit hit;
+    hit.check(0, log_probs[t]) || hit.check(1, old_log_probs[t]) || hit.check(2, advantages[t]) ||
+        (rollout_is_weights != nullptr && hit.check(3, rollout_is_weights[t]));
+    return hit;
+  }
+};
+
 }  // namespace cascade_rl::cuda::detail
