@@ -111,10 +111,10 @@ TEST(VerlNames, SapoAlwaysAggregatesSeqMeanTokenMean) {
 }
 
 TEST(VerlNames, UnknownAndNotYetImplementedLossesAreRefusedWithTheList) {
-  expect_error_naming([] { (void)verl::policy_loss("ppo"); }, "loss_mode", "\"ppo\"",
-                      "not a veRL name",
-                      "implemented: vanilla, dppo_tv, dppo_kl, sapo, dro, cispo, gpg", "gspo");
-  expect_error_naming([] { (void)verl::policy_loss("gspo"); }, "loss_mode",
+  expect_error_naming(
+      [] { (void)verl::policy_loss("ppo"); }, "loss_mode", "\"ppo\"", "not a veRL name",
+      "implemented: vanilla, dppo_tv, dppo_kl, sapo, dro, cispo, gspo, geo_mean, gpg", "clip_cov");
+  expect_error_naming([] { (void)verl::policy_loss("clip_cov"); }, "loss_mode",
                       "does not implement yet", "implemented: vanilla");
 }
 

@@ -133,3 +133,51 @@ decltype(auto) visit_ratio_token(const sapo_options& o, F&& f) {
 }  // namespace detail
 
 }  // namespace cascade_rl
+
+// ---- the sequence-level ratio losses (algorithms/sequence_ratio_losses.hpp) ----------
+
+#include "cascade_rl/terms/sequence_ratio_tokens.hpp"
+
+namespace cascade_rl {
+
+// GSPO: PPO's clip on the sequence's ratio s = exp(mean log-ratio over its valid tokens)
+// instead of the token's (arXiv 2507.18071 recommends tiny ranges, 3e-4 / 4e-4; veRL's
+// actor defaults are 0.2). Only the inputs' rollout_is_weights correct for the sampler.
+// Aggregated like every loss by `aggregation` over the step's normaliser (veRL always
+// aggregates GSPO seq-mean-token-mean whatever loss_agg_mode says: presets::verl::gspo
+// does the same).
+struct gspo_options {
+  double clip_low = 0.2;   // 0 <= clip_low < 1
+  double clip_high = 0.2;  // >= 0
+  // log s is clamped to at most this before exp, the gradient 0 above it (veRL: 10, no
+  // lower clamp).
+  double log_ratio_bound = 10.0;
+  loss_aggregation aggregation = loss_aggregation::token_mean;
+};
+
+// GMPO (geometric-mean policy optimisation): each sequence's loss is -mean(A) times the
+// geometric mean of its tokens' ratios, each token's log-ratio clipped to [-clip_low,
+// clip_high] on its advantage's side only, times the geometric mean of its
+// rollout_is_weights. Each valid token carries its row's loss, aggregated by `aggregation`
+// over the step's normaliser (veRL takes a plain mean over all N rows, fully masked ones
+// included, whatever loss_agg_mode or global_batch_info say: presets::verl::geo_mean with
+// verl::geo_mean_normalizer does the same).
+struct geo_mean_options {
+  double clip_low = 0.2;   // >= 0
+  double clip_high = 0.2;  // >= 0
+  loss_aggregation aggregation = loss_aggregation::token_mean;
+};
+
+namespace detail {
+
+inline terms::gspo_params gspo_params_of(const gspo_options& o) {
+  return {o.clip_low, o.clip_high, o.log_ratio_bound};
+}
+
+inline terms::geo_mean_params geo_mean_params_of(const geo_mean_options& o) {
+  return {o.clip_low, o.clip_high};
+}
+
+}  // namespace detail
+
+}  // namespace cascade_rl

@@ -203,3 +203,38 @@ template <exec::host_policy Policy>
 }
 
 }  // namespace cascade_rl::presets::verl
+
+// ---- the sequence-level ratio losses -------------------------------------------------
+
+namespace cascade_rl::presets::verl {
+
+// compute_policy_loss_gspo: clip_ratio_low / clip_ratio_high on the sequence ratio, its
+// log clamped at 10 from above only, and seq-mean-token-mean whatever the actor's
+// loss_agg_mode (veRL ignores it for GSPO; cascade_rl's gspo_options honours its
+// aggregation, this preset fixes it).
+[[nodiscard]] inline gspo_options gspo(double clip_ratio_low = 0.2, double clip_ratio_high = 0.2) {
+  return {.clip_low = clip_ratio_low,
+          .clip_high = clip_ratio_high,
+          .log_ratio_bound = 10.0,
+          .aggregation = loss_aggregation::seq_mean_token_mean};
+}
+
+// compute_policy_loss_geo_mean: clip_ratio_low / clip_ratio_high on the token log-ratios,
+// and the plain mean over the batch's N rows whatever the actor's loss_agg_mode or
+// global_batch_info: seq-mean-token-mean (each row's tokens carry its loss) over
+// geo_mean_normalizer's count of every row, fully masked ones included.
+[[nodiscard]] inline geo_mean_options geo_mean(double clip_ratio_low = 0.2,
+                                               double clip_ratio_high = 0.2) {
+  return {.clip_low = clip_ratio_low,
+          .clip_high = clip_ratio_high,
+          .aggregation = loss_aggregation::seq_mean_token_mean};
+}
+
+// veRL's divisor for GMPO: torch.mean over the micro-batch's rows, all of them (a fully
+// masked row adds 0 and counts). Not partition-invariant: each micro-batch is its own mean.
+[[nodiscard]] inline loss_normalizer geo_mean_normalizer(const token_layout& layout) {
+  return {.mode = loss_aggregation::seq_mean_token_mean,
+          .sequences = static_cast<double>(layout.sequences())};
+}
+
+}  // namespace cascade_rl::presets::verl

@@ -48,8 +48,9 @@ struct algorithm_config {
 };
 
 // What a name can stand for; each loss or estimator added later adds its options here.
-using policy_loss_options = std::variant<ppo_clip_options, cispo_options, reinforce_options,
-                                         dppo_options, dro_options, sapo_options>;
+using policy_loss_options =
+    std::variant<ppo_clip_options, cispo_options, reinforce_options, dppo_options, dro_options,
+                 sapo_options, gspo_options, geo_mean_options>;
 using advantage_estimator_options =
     std::variant<grpo_options, rloo_options, reinforce_plus_plus_options,
                  reinforce_plus_plus_baseline_options, gae_options, remax_options, opo_options,
@@ -101,14 +102,25 @@ inline constexpr entry<policy_loss_options, actor_config> policy_losses[] = {
      }},
     {"dro", &dro},
     {"cispo", &cispo},
+    {"gspo",
+     [](const actor_config& c) -> policy_loss_options {
+       // loss_agg_mode ignored, as veRL does
+       return gspo(c.clip_ratio_low.value_or(c.clip_ratio),
+                   c.clip_ratio_high.value_or(c.clip_ratio));
+     }},
+    {"geo_mean",
+     [](const actor_config& c) -> policy_loss_options {
+       // loss_agg_mode ignored, as veRL does (normalise with verl::geo_mean_normalizer)
+       return geo_mean(c.clip_ratio_low.value_or(c.clip_ratio),
+                       c.clip_ratio_high.value_or(c.clip_ratio));
+     }},
     {"gpg",
      [](const actor_config& c) -> policy_loss_options {
        return gpg_loss(loss_agg_mode(c.loss_agg_mode));
      }},
 };
 // Registered in veRL, not implemented here yet (the issue "Algorithms wave 2").
-inline constexpr std::string_view policy_losses_not_yet[] = {"gspo", "clip_cov", "kl_cov",
-                                                             "geo_mean", "bypass_mode"};
+inline constexpr std::string_view policy_losses_not_yet[] = {"clip_cov", "kl_cov", "bypass_mode"};
 
 inline constexpr entry<advantage_estimator_options, algorithm_config> advantage_estimators[] = {
     {"grpo",

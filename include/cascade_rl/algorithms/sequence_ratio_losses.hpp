@@ -1,0 +1,194 @@
+#pragma once
+// The sequence-level ratio losses: a pre-pass computes a quantity per sequence, then a
+// token pass whose loss and gradient are local given it.
+//
+//   gspo_loss  GSPO (Group Sequence Policy Optimization, arXiv 2507.18071) as in veRL
+//              compute_policy_loss_gspo: PPO's clip on the sequence's ratio
+//              s = exp(min(mean log-ratio, bound)), its mean a stop-gradient.
+//   geo_mean_loss  GMPO (Geometric-Mean Policy Optimization, arXiv 2507.20673) as in veRL
+//              compute_policy_loss_geo_mean: each sequence's loss -mean(A) times the
+//              geometric mean of its clipped token ratios; the gradient flows through
+//              the mean to every token the clip does not hold.
+//
+// Each returns the aggregated loss (see loss_aggregation.hpp) and writes
+// grad_out[t] = dL/dlogp_t for every token, 0 on masked tokens. grad_out must not alias
+// an input.
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cascade_rl/algorithms/loss_aggregation.hpp"
+#include "cascade_rl/algorithms/loss_inputs.hpp"
+#include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/algorithms/policy_loss_options.hpp"
+#include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/contiguous_ranges.hpp"
+#include "cascade_rl/core/error.hpp"
+#include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/core/parallel.hpp"
+#include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/terms/policy_loss_metrics.hpp"
+#include "cascade_rl/terms/sequence_ratio_tokens.hpp"
+
+namespace cascade_rl {
+
+namespace detail {
+
+inline void validate_gspo_options(const gspo_options& options) {
+  if (!(options.clip_low >= 0 && options.clip_low < 1))
+    fail("options.clip_low", "is " + std::to_string(options.clip_low) +
+                                 ", expected 0 <= clip_low < 1 (the ratio floor 1 - clip_low "
+                                 "must stay positive)");
+  if (!(options.clip_high >= 0))
+    fail("options.clip_high", "is " + std::to_string(options.clip_high) + ", expected >= 0");
+  if (!std::isfinite(options.log_ratio_bound))
+    fail("options.log_ratio_bound",
+         "is " + std::to_string(options.log_ratio_bound) + ", expected a finite number");
+}
+
+// The pre-pass: every token of sequence s gets the sequence's mean log-ratio
+// (terms::sequence_mean_log_ratio), masked tokens included, so the token pass reads it
+// by index. The sizes of log_probs and old_log_probs must be checked before.
+template <class Policy, std::floating_point T>
+std::vector<double> token_sequence_log_ratios(const Policy& policy, const token_layout& layout,
+                                              std::span<const T> log_probs,
+                                              std::span<const T> old_log_probs) {
+  std::vector<double> out(layout.tokens());
+  const std::uint8_t* mask = layout.has_mask() ? layout.mask().data() : nullptr;
+  for_each_index(
+      policy, layout.sequences(),
+      [&](std::size_t s) {
+        const double m = terms::sequence_mean_log_ratio(log_probs.data(), old_log_probs.data(),
+                                                        mask, layout.begin(s), layout.end(s));
+        for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) out[t] = m;
+      },
+      /*min_parallel=*/64);
+  return out;
+}
+
+}  // namespace detail
+
+// GSPO: l_t = max(-A_t s, -A_t clamp(s, 1 - clip_low, 1 + clip_high)) with s = exp(min(m,
+// log_ratio_bound)), m the mean of logp - old_logp over the sequence's valid tokens
+// (a stop-gradient; log s_t = logp_t - sg(logp_t) + sg(m), so ds/dlogp_t = s), times
+// inputs.rollout_is_weights when given; dl_t/dlogp_t = -A_t s where the unclipped branch
+// is taken below the bound, else 0. Aggregated by options.aggregation over the
+// normaliser, like every loss (veRL fixes seq-mean-token-mean: presets::verl::gspo).
+// metrics.clipped counts l2 > l1 (veRL's pg_clipfrac); approx_kl is old_logp - logp
+// unclamped (veRL's ppo_kl); dual_clipped stays 0 (veRL's pg_clipfrac_lower is 0).
+template <exec::host_policy Policy, contiguous_output Out>
+policy_loss_result gspo_loss(const Policy& policy, const token_layout& layout,
+                             const policy_ratio_inputs<output_value_t<Out>>& inputs, Out&& grad_out,
+                             const loss_normalizer& normalizer, const gspo_options& options = {}) {
+  using T = output_value_t<Out>;
+  detail::validate_gspo_options(options);
+  const std::span<const T> log_probs = inputs.log_probs;
+  const std::span<const T> old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  detail::require_size(log_probs.size(), layout.tokens(), "log_probs", "one per token");
+  detail::require_size(old_log_probs.size(), layout.tokens(), "old_log_probs", "one per token");
+  const std::vector<double> sequence_log_ratio =
+      detail::token_sequence_log_ratios(policy, layout, log_probs, old_log_probs);
+  const terms::gspo_params params = detail::gspo_params_of(options);
+  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
+    ++m.valid_tokens;
+    const terms::ppo_clip_token_result r = terms::gspo_token(
+        sequence_log_ratio[t], static_cast<double>(log_probs[t]),
+        static_cast<double>(old_log_probs[t]), static_cast<double>(advantages[t]), params);
+    terms::count_clips(r, m);
+    return detail::token_loss_with_kl(r);
+  };
+  return detail::policy_loss_passes(
+      policy, layout,
+      std::array{detail::token_input<T>{log_probs, "log_probs"},
+                 detail::token_input<T>{old_log_probs, "old_log_probs"},
+                 detail::token_input<T>{advantages, "advantages"}},
+      inputs.rollout_is_weights, old_log_probs, std::span<const T>{}, output_span(grad_out),
+      normalizer, options.aggregation, importance_options{},
+      [&](std::size_t t) {
+        return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
+               detail::nonfinite_at(advantages, t);
+      },
+      unweighted);
+}
+
+namespace detail {
+
+inline void validate_geo_mean_options(const geo_mean_options& options) {
+  if (!(options.clip_low >= 0))
+    fail("options.clip_low", "is " + std::to_string(options.clip_low) + ", expected >= 0");
+  if (!(options.clip_high >= 0))
+    fail("options.clip_high", "is " + std::to_string(options.clip_high) + ", expected >= 0");
+}
+
+}  // namespace detail
+
+// GMPO: l_i = -mean_i(A) exp(mean_i(k_t)) [exp(mean_i(log(w_t + 1e-10)))] over sequence i's
+// valid tokens, k_t = logp_t - old_logp_t clipped to clip_high from above where A_t > 0 and
+// to -clip_low from below where A_t < 0 (0 where A_t = 0), w_t = inputs.rollout_is_weights
+// (their geometric mean, veRL's sequence weight; empty: none). Every valid token carries
+// l_i, aggregated by options.aggregation over the normaliser, so dL/dlogp_t = c_t l_i where
+// the clip does not hold k_t (0 where it does): the derivative through the mean, whose 1/n
+// the row's n token weights cancel. veRL takes the plain mean of l_i over all N rows:
+// presets::verl::geo_mean() with verl::geo_mean_normalizer(layout). metrics.clipped counts
+// A > 0 tokens beyond either bound (veRL's pg_clipfrac), dual_clipped A < 0 ones
+// (pg_clipfrac_lower); approx_kl is old_logp - logp unclamped (ppo_kl).
+template <exec::host_policy Policy, contiguous_output Out>
+policy_loss_result geo_mean_loss(const Policy& policy, const token_layout& layout,
+                                 const policy_ratio_inputs<output_value_t<Out>>& inputs,
+                                 Out&& grad_out, const loss_normalizer& normalizer,
+                                 const geo_mean_options& options = {}) {
+  using T = output_value_t<Out>;
+  detail::validate_geo_mean_options(options);
+  const std::span<const T> log_probs = inputs.log_probs;
+  const std::span<const T> old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  const std::span<const T> weights = inputs.rollout_is_weights;
+  // The pre-pass reads every input of a row: all are checked first, in the order the
+  // token pass and the device name them.
+  detail::validate_token_input(policy, layout, log_probs, "log_probs");
+  detail::validate_token_input(policy, layout, old_log_probs, "old_log_probs");
+  detail::validate_token_input(policy, layout, advantages, "advantages");
+  if (!weights.empty()) detail::validate_token_input(policy, layout, weights, "rollout_is_weights");
+  const terms::geo_mean_params params = detail::geo_mean_params_of(options);
+  const std::uint8_t* mask = layout.has_mask() ? layout.mask().data() : nullptr;
+  std::vector<double> sequence_loss(layout.tokens());
+  detail::for_each_index(
+      policy, layout.sequences(),
+      [&](std::size_t s) {
+        const double l = terms::geo_mean_sequence_loss(
+            log_probs.data(), old_log_probs.data(), advantages.data(),
+            weights.empty() ? static_cast<const T*>(nullptr) : weights.data(), mask,
+            layout.begin(s), layout.end(s), params);
+        for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) sequence_loss[t] = l;
+      },
+      /*min_parallel=*/64);
+  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
+    ++m.valid_tokens;
+    const terms::ppo_clip_token_result r = terms::geo_mean_token(
+        sequence_loss[t], static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
+        static_cast<double>(advantages[t]), params);
+    terms::count_clips(r, m);
+    return detail::token_loss_with_kl(r);
+  };
+  // The weights are in the row's loss already (their geometric mean), not a token factor.
+  return detail::policy_loss_passes(
+      policy, layout,
+      std::array{detail::token_input<T>{log_probs, "log_probs"},
+                 detail::token_input<T>{old_log_probs, "old_log_probs"},
+                 detail::token_input<T>{advantages, "advantages"}},
+      std::span<const T>{}, old_log_probs, std::span<const T>{}, output_span(grad_out), normalizer,
+      options.aggregation, importance_options{},
+      [&](std::size_t t) {
+        return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
+               detail::nonfinite_at(advantages, t);
+      },
+      unweighted);
+}
+
+}  // namespace cascade_rl

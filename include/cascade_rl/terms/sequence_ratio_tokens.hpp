@@ -1,0 +1,172 @@
+#pragma once
+// The token terms of the sequence-level ratio losses, given their per-sequence quantity
+// (the drivers in algorithms/sequence_ratio_losses.hpp and the CUDA and portable paths
+// all call these; one copy of each formula):
+//
+//   sequence_mean_log_ratio  the pre-pass: (1/n) sum_t (logp_t - old_logp_t) over the
+//                            sequence's n valid tokens, in index order, in double
+//                            (n = 0: 0, veRL's clamp(min=1) on the length).
+//   gspo_token               GSPO (arXiv 2507.18071) as in veRL compute_policy_loss_gspo:
+//                            log s_t = min(logp_t - sg(logp_t) + sg(m), bound) with m the
+//                            sequence's mean log-ratio, so s_t = exp(min(m, bound)) and
+//                            ds_t/dlogp_t = s_t below the bound (0 above it; the mean
+//                            itself is a stop-gradient, so the gradient stays local);
+//                            then PPO's clip on s_t: l1 = -A s, l2 = -A clamp(s, 1 - lo,
+//                            1 + hi), l = max(l1, l2), dl/dlogp = l1 where l1 is chosen.
+//   geo_mean_sequence_loss   GMPO (arXiv 2507.20673) as in veRL compute_policy_loss_geo_mean,
+//                            the pre-pass: l_i = -mean(A) exp(mean(k_t)) [exp(mean(log(w_t
+//                            + 1e-10)))] over the sequence's valid tokens, k_t the token's
+//                            log-ratio clipped on its advantage's side (geo_mean_log_ratio).
+//   geo_mean_token           the token pass: value l_i (each valid token carries its row's
+//                            loss, so an aggregation weight constant along the row, as every
+//                            mode's is, weighs the row by its tokens), d/dlogp_t = l_i g_t:
+//                            dl_i/dlogp_t = l_i dk_t/dlogp_t / n, and the n tokens' weights c
+//                            sum to n c, so the mean's 1/n cancels. g_t = 1 unless the clip
+//                            holds k_t (A > 0 above clip_high, A < 0 below -clip_low) or
+//                            A = 0 (veRL's sign(A) zeroes k_t).
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cascade_rl/core/elementary_functions.hpp"
+#include "cascade_rl/core/host_device.hpp"
+#include "cascade_rl/terms/policy_gradient_tokens.hpp"
+#include "cascade_rl/terms/token_loss.hpp"
+
+namespace cascade_rl::terms {
+
+// Over the tokens [first, last) of one sequence; mask: one byte per token (non-zero
+// keeps it), or null for every token valid.
+template <class T>
+CASCADE_RL_HD double sequence_mean_log_ratio(const T* log_probs, const T* old_log_probs,
+                                             const std::uint8_t* mask, std::size_t first,
+                                             std::size_t last) {
+  double sum = 0;
+  std::size_t n = 0;
+  for (std::size_t t = first; t < last; ++t) {
+    if (mask != nullptr && mask[t] == 0) continue;
+    sum += static_cast<double>(log_probs[t]) - static_cast<double>(old_log_probs[t]);
+    ++n;
+  }
+  return sum / static_cast<double>(n > 0 ? n : 1);
+}
+
+// The options of gspo_options as plain values a kernel can take by copy.
+struct gspo_params {
+  double clip_low = 0.2;
+  double clip_high = 0.2;
+  double log_ratio_bound = 10;  // the upper clamp of log s (veRL: 10; no lower clamp)
+};
+
+// Free of branches as ppo_clip_token. `clipped` is set where l2 > l1 (veRL's
+// pg_clipfrac for GSPO: gt(pg_losses2, pg_losses1)); dual_clipped stays false (veRL
+// reports pg_clipfrac_lower 0). approx_kl is old_logp - logp unclamped (veRL's ppo_kl).
+CASCADE_RL_HD inline ppo_clip_token_result gspo_token(double sequence_log_ratio, double logp,
+                                                      double old_logp, double advantage,
+                                                      const gspo_params& p) {
+  using math::detail::blend;
+  using math::detail::mask_of;
+  const std::uint64_t bounded = mask_of(sequence_log_ratio > p.log_ratio_bound);
+  const double log_ratio = blend(bounded, p.log_ratio_bound, sequence_log_ratio);
+  const double ratio = math::exp(log_ratio);
+  const double low = 1.0 - p.clip_low;
+  const double high = 1.0 + p.clip_high;
+  double clipped_ratio = blend(mask_of(ratio < low), low, ratio);
+  clipped_ratio = blend(mask_of(clipped_ratio > high), high, clipped_ratio);
+  const double l1 = -advantage * ratio;
+  const double l2 = -advantage * clipped_ratio;
+  const std::uint64_t clipped = mask_of(l2 > l1);
+  ppo_clip_token_result r;
+  r.value = blend(clipped, l2, l1);
+  // d l1 / dlogp = -A * s * ds/ds = l1 (ds/dlogp = s below the bound).
+  r.grad = blend(bounded | clipped, 0.0, l1);
+  r.approx_kl = old_logp - logp;
+  r.clipped = (clipped & 1) != 0;
+  return r;
+}
+
+// The options of geo_mean_options as plain values a kernel can take by copy.
+struct geo_mean_params {
+  double clip_low = 0.2;
+  double clip_high = 0.2;
+};
+
+// A token's log-ratio k = sign(A) min(sign(A) x, sign(A) clamp(x, -clip_low, clip_high)),
+// x = logp - old_logp (veRL's negative_approx_kl_min): for A > 0 min(x, clamp(x)), for
+// A < 0 max(x, clamp(x)), for A = 0 zero. `passes` is the mask of dk/dx = 1 (else 0; at
+// an edge x == bound both branches carry 1, as autograd's halves do). `above` / `below`:
+// x beyond clip_high / -clip_low (veRL's clipped, x != clamp(x)).
+struct geo_mean_log_ratio {
+  double value = 0;
+  std::uint64_t passes = 0;
+  std::uint64_t above = 0;
+  std::uint64_t below = 0;
+};
+
+CASCADE_RL_HD inline geo_mean_log_ratio geo_mean_log_ratio_of(double logp, double old_logp,
+                                                              double advantage,
+                                                              const geo_mean_params& p) {
+  using math::detail::blend;
+  using math::detail::mask_of;
+  const double x = logp - old_logp;
+  const std::uint64_t positive = mask_of(advantage > 0);
+  const std::uint64_t negative = mask_of(advantage < 0);
+  geo_mean_log_ratio k;
+  k.above = mask_of(x > p.clip_high);
+  k.below = mask_of(x < -p.clip_low);
+  const std::uint64_t held_high = positive & k.above;
+  const std::uint64_t held_low = negative & k.below;
+  double value = blend(held_high, p.clip_high, x);
+  value = blend(held_low, -p.clip_low, value);
+  k.value = blend(positive | negative, value, 0.0);
+  k.passes = (positive | negative) & ~(held_high | held_low);
+  return k;
+}
+
+// The pre-pass over the tokens [first, last) of one sequence (mask: one byte per token,
+// non-zero keeps it, or null; weights: veRL's rollout_is_weights, or null): sums in index
+// order, in double; a sequence without valid tokens gets 0.
+template <class T>
+CASCADE_RL_HD double geo_mean_sequence_loss(const T* log_probs, const T* old_log_probs,
+                                            const T* advantages, const T* weights,
+                                            const std::uint8_t* mask, std::size_t first,
+                                            std::size_t last, const geo_mean_params& p) {
+  double log_ratio_sum = 0;
+  double advantage_sum = 0;
+  double log_weight_sum = 0;
+  std::size_t n = 0;
+  for (std::size_t t = first; t < last; ++t) {
+    if (mask != nullptr && mask[t] == 0) continue;
+    log_ratio_sum += geo_mean_log_ratio_of(static_cast<double>(log_probs[t]),
+                                           static_cast<double>(old_log_probs[t]),
+                                           static_cast<double>(advantages[t]), p)
+                         .value;
+    advantage_sum += static_cast<double>(advantages[t]);
+    if (weights != nullptr) log_weight_sum += math::log(static_cast<double>(weights[t]) + 1e-10);
+    ++n;
+  }
+  const double count = static_cast<double>(n > 0 ? n : 1);
+  const double loss = -(advantage_sum / count) * math::exp(log_ratio_sum / count);
+  return weights == nullptr ? loss : loss * math::exp(log_weight_sum / count);
+}
+
+// The token pass given the row's loss. `clipped` counts A > 0 with x beyond either bound
+// (veRL's pg_clipfrac for GMPO), `dual_clipped` A < 0 likewise (pg_clipfrac_lower);
+// approx_kl is old_logp - logp unclamped (ppo_kl).
+CASCADE_RL_HD inline ppo_clip_token_result geo_mean_token(double sequence_loss, double logp,
+                                                          double old_logp, double advantage,
+                                                          const geo_mean_params& p) {
+  using math::detail::blend;
+  using math::detail::mask_of;
+  const geo_mean_log_ratio k = geo_mean_log_ratio_of(logp, old_logp, advantage, p);
+  const std::uint64_t outside = k.above | k.below;
+  ppo_clip_token_result r;
+  r.value = sequence_loss;
+  r.grad = blend(k.passes, sequence_loss, 0.0);
+  r.approx_kl = old_logp - logp;
+  r.clipped = (outside & mask_of(advantage > 0) & 1) != 0;
+  r.dual_clipped = (outside & mask_of(advantage < 0) & 1) != 0;
+  return r;
+}
+
+}  // namespace cascade_rl::terms

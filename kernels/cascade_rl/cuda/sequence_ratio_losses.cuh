@@ -1,0 +1,69 @@
+#pragma once
+// The sequence-level ratio losses (algorithms/sequence_ratio_losses.hpp of the host core)
+// on the device: GSPO and GMPO. A pre-pass kernel computes each sequence's quantity (its
+// mean log-ratio, its loss) in the host's order, then the token losses' kernels run the host's
+// token term in the canonical order, so losses, metrics and gradients are the host's bits.
+//
+// Three layers, one file each: kernel/sequence_ratio_losses.cuh (the pre-pass kernel),
+// device/sequence_ratio_losses.cuh (CUB's shape: temporary storage, cudaError_t, the
+// stream last) and this file, the throwing convenience overload of the host algorithm.
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <span>
+
+#include "cascade_rl/algorithms/loss_inputs.hpp"
+#include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
+#include "cascade_rl/cuda/detail/device.cuh"
+#include "cascade_rl/cuda/device/sequence_ratio_losses.cuh"
+#include "cascade_rl/cuda/policy.hpp"
+#include "cascade_rl/cuda/token_losses.cuh"
+
+namespace cascade_rl {
+
+// Spans point to device memory; the call waits for its stream to return the loss.
+template <std::floating_point T>
+policy_loss_result gspo_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+                             const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
+                             const loss_normalizer& normalizer, const gspo_options& options = {}) {
+  const std::span<const T> log_probs = inputs.log_probs, old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  detail::validate_gspo_options(options);
+  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
+  cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
+  cuda::detail::require_tokens(advantages.size(), layout, "advantages");
+  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
+  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
+  return cuda::detail::run_tokens_throwing<cuda::detail::ratio_loss_arguments>(
+      policy.stream, options.aggregation, normalizer,
+      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
+        return cuda::gspo_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
+                               advantages.data(), weights, grad_out.data(), normalizer, options,
+                               result, policy.stream);
+      });
+}
+
+template <std::floating_point T>
+policy_loss_result geo_mean_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+                                 const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
+                                 const loss_normalizer& normalizer,
+                                 const geo_mean_options& options = {}) {
+  const std::span<const T> log_probs = inputs.log_probs, old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  detail::validate_geo_mean_options(options);
+  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
+  cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
+  cuda::detail::require_tokens(advantages.size(), layout, "advantages");
+  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
+  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
+  return cuda::detail::run_tokens_throwing<cuda::detail::ratio_loss_arguments>(
+      policy.stream, options.aggregation, normalizer,
+      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
+        return cuda::geo_mean_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
+                                   advantages.data(), weights, grad_out.data(), normalizer, options,
+                                   result, policy.stream);
+      });
+}
+
+}  // namespace cascade_rl

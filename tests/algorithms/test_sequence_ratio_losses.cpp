@@ -1,0 +1,739 @@
+// The sequence-level ratio losses (algorithms/sequence_ratio_losses.hpp): GSPO against
+// every v2 case of veRL's compute_policy_loss_gspo, finite differences of the loss's own
+// forward value, partition invariance of the global form (and veRL's local form's lack of
+// it), exec::par against exec::seq bit for bit, and refusals naming argument and index.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "cascade_rl/algorithms/loss_aggregation.hpp"
+#include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
+#include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/presets/verl_losses.hpp"
+#include "cascade_rl/presets/verl_names.hpp"
+#include "support/expect_error.hpp"
+#include "support/random_batch.hpp"
+#include "support/reference.hpp"
+
+namespace {
+
+namespace cr = cascade_rl;
+namespace verl = cascade_rl::presets::verl;
+namespace exec = cascade_rl::exec;
+using cr::testing::expect_all_close;
+using cr::testing::expect_close;
+using cr::testing::flatten;
+using cr::testing::load_reference;
+using cr::testing::padded_from_mask;
+
+// ---- v2 reference ----------------------------------------------------------------------
+
+// One case of verl_core_algos_v2.json's policy_losses.<name> with its batch, in T.
+template <class T>
+struct v2_case {
+  const nlohmann::json& json;
+  cr::testing::padded_batch batch;
+  std::vector<T> log_probs, old_log_probs, advantages, rollout_is_weights;
+  std::string mode;
+  std::string context;
+
+  v2_case(const nlohmann::json& c, const nlohmann::json& b, std::string where)
+      : json(c),
+        batch(padded_from_mask(b["response_mask"])),
+        log_probs(flatten<T>(b["log_prob"])),
+        old_log_probs(flatten<T>(b["old_log_prob"])),
+        advantages(flatten<T>(b["advantages"])),
+        mode(c["loss_agg_mode"].get<std::string>()),
+        context(std::move(where)) {
+    if (c["rollout_is_weights"].get<bool>())
+      rollout_is_weights = flatten<T>(b["rollout_is_weights"]);
+  }
+
+  [[nodiscard]] verl::actor_config actor() const {
+    const auto& c = json["config"];
+    const auto number = [&c](const char* key) -> std::optional<double> {
+      if (!c.contains(key) || c[key].is_null()) return std::nullopt;
+      return c[key].get<double>();
+    };
+    verl::actor_config config{.loss_agg_mode = mode};
+    if (const auto v = number("clip_ratio")) config.clip_ratio = *v;
+    config.clip_ratio_low = number("clip_ratio_low");
+    config.clip_ratio_high = number("clip_ratio_high");
+    return config;
+  }
+
+  // agg_loss's divisors: the batch's own counts, or the case's global_batch_info.
+  [[nodiscard]] cr::loss_normalizer normalizer(cr::loss_aggregation aggregation) const {
+    const auto& info = json["config"]["global_batch_info"];
+    if (info.empty())
+      return verl::single_rank_normalizer(exec::seq, batch.layout(), aggregation, batch.width);
+    return verl::global_batch_normalizer(aggregation, info["batch_num_tokens"].get<double>(),
+                                         info["global_batch_size"].get<double>(),
+                                         info["loss_scale_factor"].get<double>());
+  }
+
+  [[nodiscard]] double dp_size() const {
+    const auto& info = json["config"]["global_batch_info"];
+    return info.empty() ? 1.0 : info["dp_size"].get<double>();
+  }
+
+  // Loss and gradient times dp_size (veRL's agg_loss multiplies by it). The tolerance is
+  // the suite's reference one (float32 arithmetic in veRL against double here: the
+  // sequence mean of n <= 8 float log-ratios is off by a few ulp of the largest term, and
+  // exp carries that relatively into s); P4's log-ratios reach +-20 and s up to e^10, so
+  // there it is relative only (README_v2's Cautions).
+  // dp: veRL's factor (geo_mean ignores global_batch_info, dp_size included: 1).
+  void expect_loss_and_gradient(double loss, const std::vector<T>& grad,
+                                std::optional<double> factor = std::nullopt) const {
+    const bool relative = json["batch"] == "P4";
+    const double atol = relative ? 0.0 : cr::testing::reference_atol;
+    const double rtol = relative ? 1e-5 : cr::testing::reference_rtol;
+    const double dp = factor.value_or(dp_size());
+    expect_close(loss * dp, json["loss"].get<double>(), context + " loss", rtol, atol);
+    std::vector<double> scaled(grad.size());
+    for (std::size_t t = 0; t < grad.size(); ++t) scaled[t] = static_cast<double>(grad[t]) * dp;
+    expect_all_close(std::span<const double>(scaled), flatten<double>(json["grad_log_prob"]),
+                     context + " grad_log_prob", rtol, relative ? 1e-6 : atol);
+  }
+
+  // Every metric veRL reported, each by its field of ours; an unmapped key fails.
+  void expect_reported_metrics(const cr::policy_loss_metrics& metrics) const {
+    for (const auto& item : json["metrics"].items()) {
+      const std::string key = item.key();
+      double ours = 0;
+      if (key == "actor/pg_clipfrac")
+        ours = metrics.clip_fraction();
+      else if (key == "actor/ppo_kl")
+        ours = metrics.approx_kl();
+      else if (key == "actor/pg_clipfrac_lower")
+        ours = metrics.dual_clip_fraction();
+      else {
+        ADD_FAILURE() << context << ": metric " << key << " has no field of ours";
+        continue;
+      }
+      expect_close(ours, json["metrics"][key].template get<double>(), context + " " + key);
+    }
+  }
+
+  [[nodiscard]] cr::policy_ratio_inputs<T> ratio_inputs() const {
+    return {.log_probs = log_probs,
+            .old_log_probs = old_log_probs,
+            .advantages = advantages,
+            .rollout_is_weights = rollout_is_weights};
+  }
+};
+
+template <class Check>
+void for_each_v2_case(const std::string& name, const Check& check) {
+  const auto reference = load_reference("verl_core_algos_v2.json");
+  const auto& cases = reference["policy_losses"][name]["cases"];
+  ASSERT_GE(cases.size(), 6u) << name;
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const auto& c = cases[k];
+    const auto& batch = reference["policy_loss_batches"][c["batch"].get<std::string>()];
+    const std::string context =
+        name + "[" + std::to_string(k) + "] " + c["batch"].get<std::string>() + " " +
+        c["loss_agg_mode"].get<std::string>() + " " + c["variant"].get<std::string>();
+    check(v2_case<double>(c, batch, context));
+    check(v2_case<float>(c, batch, context + " (float)"));
+  }
+}
+
+// veRL's GSPO aggregates seq-mean-token-mean whatever loss_agg_mode says: the preset
+// reproduces it (token-mean, token-sum and seq-mean-token-sum-norm cases give veRL's
+// value), clip_ratio_low / high falling back on clip_ratio.
+TEST(GspoLoss, VerlV2EveryCase) {
+  std::size_t global = 0, weighted = 0;
+  for_each_v2_case("gspo", [&](const auto& c) {
+    const auto options = std::get<cr::gspo_options>(verl::policy_loss("gspo", c.actor()));
+    EXPECT_EQ(options.aggregation, cr::loss_aggregation::seq_mean_token_mean) << c.context;
+    const auto layout = c.batch.layout();
+    std::vector<typename decltype(c.log_probs)::value_type> grad(layout.tokens(), -7);
+    const auto result = cr::gspo_loss(exec::seq, layout, c.ratio_inputs(), grad,
+                                      c.normalizer(options.aggregation), options);
+    c.expect_loss_and_gradient(result.loss, grad);
+    c.expect_reported_metrics(result.metrics);
+    global += c.dp_size() != 1.0;
+    weighted += !c.rollout_is_weights.empty();
+  });
+  EXPECT_GT(global, 0u);
+  EXPECT_GT(weighted, 0u);
+}
+
+// The reference exercises the bound at 10 (P4) and the clip on both sides of 1.
+TEST(GspoLoss, VerlV2ExercisesTheBoundAndTheClip) {
+  const auto reference = load_reference("verl_core_algos_v2.json");
+  const auto& batch = reference["policy_loss_batches"]["P4"];
+  const auto layout = padded_from_mask(batch["response_mask"]);
+  const auto lp = flatten<double>(batch["log_prob"]), old = flatten<double>(batch["old_log_prob"]);
+  bool bounded = false;
+  for (std::size_t s = 0; s < layout.rows; ++s)
+    bounded |=
+        cr::terms::sequence_mean_log_ratio(lp.data(), old.data(), layout.mask.data(),
+                                           layout.layout().begin(s), layout.layout().end(s)) > 10;
+  EXPECT_TRUE(bounded);
+}
+
+// ---- hand-computed ---------------------------------------------------------------------
+
+// Two sequences: [0.1, 0.3] (mean 0.2 -> s = e^0.2 > 1.2, clipped for A > 0) and
+// [-0.05, masked, 0.05] (mean 0 -> s = 1, unclipped).
+TEST(GspoLoss, HandComputedTwoSequences) {
+  const std::vector<std::int64_t> offsets{0, 2, 5};
+  const std::vector<std::uint8_t> mask{1, 1, 1, 0, 1};
+  const cr::token_layout layout(offsets, mask);
+  const std::vector<double> old{-1.0, -2.0, -1.0, -3.0, -2.0};
+  const std::vector<double> lp{-0.9, -1.7, -1.05, 5.0, -1.95};
+  const std::vector<double> adv{1.0, 2.0, -1.0, 4.0, 0.5};
+  std::vector<double> grad(5, -7);
+  const auto counts = cr::local_loss_counts(exec::seq, layout);
+  const auto normalizer = counts.normalizer(cr::loss_aggregation::token_sum, 1.0);
+  const auto r = cr::gspo_loss(
+      exec::seq, layout, {.log_probs = lp, .old_log_probs = old, .advantages = adv}, grad,
+      normalizer, cr::gspo_options{.aggregation = cr::loss_aggregation::token_sum});
+  const double s0 = std::exp((0.1 + 0.3) / 2);
+  ASSERT_GT(s0, 1.2);
+  // Sequence 0: A > 0 and s > 1.2: l = -A * 1.2, gradient 0. Sequence 1: s = e^0 = 1.
+  const double s1 = std::exp((-0.05 + 0.05) / 2);
+  const double expected = -1.0 * 1.2 - 2.0 * 1.2 + 1.0 * s1 - 0.5 * s1;
+  EXPECT_NEAR(r.loss, expected, 1e-15);
+  EXPECT_EQ(grad[0], 0.0);
+  EXPECT_EQ(grad[1], 0.0);
+  EXPECT_NEAR(grad[2], 1.0 * s1, 1e-15);
+  EXPECT_EQ(grad[3], 0.0);
+  EXPECT_NEAR(grad[4], -0.5 * s1, 1e-15);
+  EXPECT_EQ(r.metrics.valid_tokens, 4u);
+  EXPECT_EQ(r.metrics.clipped, 2u);
+  EXPECT_EQ(r.metrics.dual_clipped, 0u);
+  EXPECT_NEAR(r.metrics.approx_kl(), -(0.1 + 0.3 - 0.05 + 0.05) / 4, 1e-15);
+}
+
+// Above the bound the ratio is e^bound and the gradient 0 (torch.clamp's).
+TEST(GspoLoss, BoundStopsTheGradient) {
+  const std::vector<std::int64_t> offsets{0, 2};
+  const cr::token_layout layout(offsets);
+  const std::vector<double> old{-30.0, -20.0}, lp{-1.0, -1.0}, adv{-1.0, -1.0};
+  std::vector<double> grad(2, -7);
+  const auto r =
+      cr::gspo_loss(exec::seq, layout, {.log_probs = lp, .old_log_probs = old, .advantages = adv},
+                    grad, cr::loss_normalizer{.mode = cr::loss_aggregation::token_sum},
+                    cr::gspo_options{.aggregation = cr::loss_aggregation::token_sum});
+  EXPECT_DOUBLE_EQ(r.loss, 2 * std::exp(10.0));
+  EXPECT_EQ(grad[0], 0.0);
+  EXPECT_EQ(grad[1], 0.0);
+}
+
+// ---- finite differences ----------------------------------------------------------------
+
+// With one advantage (and one given weight) per sequence, the token gradient of GSPO's
+// stop-gradient form equals the gradient of the loss's own forward value, the mean
+// log-ratio included: every token of a row has the same loss l(m) and weight c, and
+// sum_u c * dl/dm * (1/n) = c * dl/dm = c * (-A s) (ds/dm = s). So central differences of
+// gspo_loss itself, in double, every mode, with and without weights. A step moves m by
+// h / n; tokens whose s is within 1e-4 of a clip edge are skipped (the difference would
+// straddle the kink). Tolerance: central differences err by h^2 |f'''| / 6 ~ 1e-12 and
+// by 2 ulp(|L|) / (2h) ~ 1e-10 of rounding; 1e-7 covers both with room.
+TEST(GspoLoss, FiniteDifferencesOfTheForwardValueEveryMode) {
+  std::uint64_t seed = 7;
+  for (const auto mode : cr::testing::all_aggregation_modes) {
+    for (const bool weighted : {false, true}) {
+      auto batch = cr::testing::make_random_batch<double>(seed++, {.sequences = 12});
+      const auto layout = batch.layout();
+      std::mt19937_64 rng(seed);
+      std::normal_distribution<double> normal(0.0, 1.0);
+      std::uniform_real_distribution<double> unit(0.5, 1.5);
+      std::vector<double> weights(weighted ? batch.tokens() : 0);
+      for (std::size_t s = 0; s < layout.sequences(); ++s) {
+        const double a = normal(rng), w = unit(rng);
+        for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) {
+          batch.advantages[t] = a;
+          if (weighted) weights[t] = w;
+        }
+      }
+      const auto counts = cr::local_loss_counts(exec::seq, layout);
+      const auto normalizer = counts.normalizer(mode, 9.0);
+      const cr::gspo_options options{.clip_low = 0.1, .clip_high = 0.15, .aggregation = mode};
+      const auto loss_at = [&](const std::vector<double>& lp, std::vector<double>& grad) {
+        return cr::gspo_loss(exec::seq, layout,
+                             {.log_probs = lp,
+                              .old_log_probs = batch.old_log_probs,
+                              .advantages = batch.advantages,
+                              .rollout_is_weights = weights},
+                             grad, normalizer, options)
+            .loss;
+      };
+      std::vector<double> grad(batch.tokens()), scratch(batch.tokens());
+      (void)loss_at(batch.log_probs, grad);
+      const double h = 1e-6;
+      std::size_t checked = 0;
+      for (std::size_t s = 0; s < layout.sequences(); ++s) {
+        const double m =
+            cr::terms::sequence_mean_log_ratio(batch.log_probs.data(), batch.old_log_probs.data(),
+                                               batch.mask.data(), layout.begin(s), layout.end(s));
+        const double ratio = std::exp(m);
+        if (std::abs(ratio - 0.9) < 1e-4 || std::abs(ratio - 1.15) < 1e-4) continue;
+        for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) {
+          if (!layout.valid(t)) continue;
+          auto up = batch.log_probs, down = batch.log_probs;
+          up[t] += h;
+          down[t] -= h;
+          const double fd = (loss_at(up, scratch) - loss_at(down, scratch)) / (2 * h);
+          EXPECT_NEAR(grad[t], fd, 1e-7) << cr::to_string(mode) << " token " << t;
+          ++checked;
+        }
+      }
+      EXPECT_GT(checked, 20u);
+    }
+  }
+}
+
+// ---- partition invariance --------------------------------------------------------------
+
+// The global form: micro-batches cut at sequence boundaries, each with the whole step's
+// normaliser, give the whole batch's gradient bit for bit (each token's gradient depends
+// only on its sequence and c_t), losses that add up to its loss (to rounding: the sums
+// run in other blocks) and metrics that add up exactly.
+TEST(GspoLoss, PartitionInvariantEveryModeWithAndWithoutWeights) {
+  std::uint64_t seed = 40;
+  for (const auto mode : cr::testing::all_aggregation_modes) {
+    for (const bool weighted : {false, true}) {
+      const auto batch = cr::testing::make_random_batch<double>(seed++, {.sequences = 40});
+      const auto weights =
+          weighted ? cr::testing::rollout_is_weights_of(batch) : std::vector<double>{};
+      const auto layout = batch.layout();
+      const auto normalizer = cr::local_loss_counts(exec::seq, layout).normalizer(mode, 12.0);
+      const cr::gspo_options options{.clip_high = 0.28, .aggregation = mode};
+      std::vector<double> whole_grad(batch.tokens());
+      const auto whole = cr::gspo_loss(exec::seq, layout,
+                                       {.log_probs = batch.log_probs,
+                                        .old_log_probs = batch.old_log_probs,
+                                        .advantages = batch.advantages,
+                                        .rollout_is_weights = weights},
+                                       whole_grad, normalizer, options);
+      std::vector<double> grad(batch.tokens(), -7);
+      double loss = 0;
+      cr::policy_loss_metrics metrics;
+      for (const auto& slice : cr::testing::random_split(layout, 4, seed)) {
+        const auto r = cr::gspo_loss(
+            exec::seq, slice.layout(),
+            {.log_probs = slice.of(batch.log_probs),
+             .old_log_probs = slice.of(batch.old_log_probs),
+             .advantages = slice.of(batch.advantages),
+             .rollout_is_weights = weighted ? slice.of(weights) : std::span<const double>{}},
+            slice.of_mutable(grad), normalizer, options);
+        loss += r.loss;
+        metrics += r.metrics;
+      }
+      const std::string where = std::string(cr::to_string(mode)) + (weighted ? " weighted" : "");
+      EXPECT_EQ(grad, whole_grad) << where;
+      EXPECT_NEAR(loss, whole.loss, 1e-12 * (1 + std::abs(whole.loss))) << where;
+      EXPECT_EQ(metrics.valid_tokens, whole.metrics.valid_tokens) << where;
+      EXPECT_EQ(metrics.clipped, whole.metrics.clipped) << where;
+      EXPECT_NEAR(metrics.approx_kl_sum, whole.metrics.approx_kl_sum, 1e-12) << where;
+    }
+  }
+}
+
+// veRL's form without global_batch_info divides each micro-batch by its own count of
+// sequences (agg_loss's local seq-mean-token-mean, which GSPO always uses): micro-batches
+// of different sizes, averaged as gradient accumulation averages them, do not give the
+// whole batch's loss. The same slices with the step's normaliser do (test above).
+TEST(GspoLoss, VerlLocalNormalisationIsNotPartitionInvariant) {
+  const auto batch = cr::testing::make_random_batch<double>(
+      3, {.sequences = 8, .max_length = 10, .masked_probability = 0, .empty_probability = 0});
+  const auto layout = batch.layout();
+  const auto options = verl::gspo();
+  const auto run = [&](const cr::token_layout& l, std::span<const double> lp,
+                       std::span<const double> old, std::span<const double> adv) {
+    std::vector<double> grad(l.tokens());
+    return cr::gspo_loss(exec::seq, l, {.log_probs = lp, .old_log_probs = old, .advantages = adv},
+                         grad, verl::single_rank_normalizer(exec::seq, l, options.aggregation, 10),
+                         options)
+        .loss;
+  };
+  const double whole = run(layout, batch.log_probs, batch.old_log_probs, batch.advantages);
+  const auto first = cr::testing::slice_sequences(layout, 0, 1);
+  const auto rest = cr::testing::slice_sequences(layout, 1, 8);
+  const double accumulated = (run(first.layout(), first.of(batch.log_probs),
+                                  first.of(batch.old_log_probs), first.of(batch.advantages)) +
+                              run(rest.layout(), rest.of(batch.log_probs),
+                                  rest.of(batch.old_log_probs), rest.of(batch.advantages))) /
+                             2;
+  EXPECT_GT(std::abs(accumulated - whole), 1e-3 * (1 + std::abs(whole)));
+}
+
+// ---- executors -------------------------------------------------------------------------
+
+// exec::par with several thread counts gives exec::seq's bits: loss, metrics, gradient
+// (a batch of several canonical blocks), every mode, with and without weights.
+TEST(GspoLoss, ParallelMatchesSequentialBitwise) {
+  std::uint64_t seed = 90;
+  for (const auto mode : cr::testing::all_aggregation_modes) {
+    for (const bool weighted : {false, true}) {
+      const auto batch = cr::testing::make_random_batch<float>(seed++, {.sequences = 1500});
+      const auto weights =
+          weighted ? cr::testing::rollout_is_weights_of(batch) : std::vector<float>{};
+      const auto layout = batch.layout();
+      ASSERT_GT(layout.tokens(), 2 * cr::detail::reduce_block_size);
+      const auto normalizer = cr::local_loss_counts(exec::seq, layout).normalizer(mode, 12.0);
+      const cr::gspo_options options{.aggregation = mode};
+      const cr::policy_ratio_inputs<float> inputs{.log_probs = batch.log_probs,
+                                                  .old_log_probs = batch.old_log_probs,
+                                                  .advantages = batch.advantages,
+                                                  .rollout_is_weights = weights};
+      std::vector<float> expected(batch.tokens());
+      const auto reference =
+          cr::gspo_loss(exec::seq, layout, inputs, expected, normalizer, options);
+      for (const auto& policy : {exec::par.with_threads(1), exec::par.with_threads(2),
+                                 exec::par.with_threads(7), exec::par}) {
+        std::vector<float> grad(batch.tokens(), -7);
+        const auto r = cr::gspo_loss(policy, layout, inputs, grad, normalizer, options);
+        const std::string where =
+            std::string(cr::to_string(mode)) + " threads " + std::to_string(policy.threads);
+        EXPECT_EQ(r.loss, reference.loss) << where;
+        EXPECT_EQ(r.metrics.approx_kl_sum, reference.metrics.approx_kl_sum) << where;
+        EXPECT_EQ(r.metrics.clipped, reference.metrics.clipped) << where;
+        EXPECT_EQ(r.metrics.valid_tokens, reference.metrics.valid_tokens) << where;
+        EXPECT_EQ(grad, expected) << where;
+      }
+    }
+  }
+}
+
+// ---- refusals --------------------------------------------------------------------------
+
+TEST(GspoLoss, RefusesBadOptionsAndInputsNamingArgumentAndIndex) {
+  const std::vector<std::int64_t> offsets{0, 3, 5};
+  const std::vector<std::uint8_t> mask{1, 1, 0, 1, 1};
+  const cr::token_layout layout(offsets, mask);
+  const std::vector<double> lp{-1, -1, -1, -1, -1}, old{-1.1, -0.9, -1, -1, -1.2},
+      adv{1, 1, 1, -1, -1};
+  std::vector<double> grad(5);
+  const auto normalizer =
+      cr::local_loss_counts(exec::seq, layout).normalizer(cr::loss_aggregation::token_mean);
+  const auto run = [&](const cr::policy_ratio_inputs<double>& inputs,
+                       const cr::gspo_options& options = {}) {
+    (void)cr::gspo_loss(exec::seq, layout, inputs, grad, normalizer, options);
+  };
+  const cr::policy_ratio_inputs<double> good{
+      .log_probs = lp, .old_log_probs = old, .advantages = adv};
+  using cr::testing::expect_error_naming;
+  expect_error_naming([&] { run(good, {.clip_low = 1.0}); }, "options.clip_low");
+  expect_error_naming([&] { run(good, {.clip_high = -0.1}); }, "options.clip_high");
+  expect_error_naming([&] { run(good, {.log_ratio_bound = NAN}); }, "options.log_ratio_bound");
+  const std::vector<double> short_lp{-1, -1};
+  expect_error_naming(
+      [&] { run({.log_probs = short_lp, .old_log_probs = old, .advantages = adv}); }, "log_probs",
+      "one per token");
+  expect_error_naming([&] { run({.log_probs = lp, .old_log_probs = short_lp, .advantages = adv}); },
+                      "old_log_probs", "one per token");
+  expect_error_naming([&] { run({.log_probs = lp, .old_log_probs = old, .advantages = short_lp}); },
+                      "advantages", "one per token");
+  auto bad = lp;
+  bad[3] = NAN;
+  expect_error_naming([&] { run({.log_probs = bad, .old_log_probs = old, .advantages = adv}); },
+                      "log_probs[3]", "NaN");
+  bad = old;
+  bad[4] = INFINITY;
+  expect_error_naming([&] { run({.log_probs = lp, .old_log_probs = bad, .advantages = adv}); },
+                      "old_log_probs[4]", "infinite");
+  bad = adv;
+  bad[1] = NAN;
+  expect_error_naming([&] { run({.log_probs = lp, .old_log_probs = old, .advantages = bad}); },
+                      "advantages[1]", "NaN");
+  bad = std::vector<double>(5, 1.0);
+  bad[0] = NAN;
+  expect_error_naming(
+      [&] {
+        run({.log_probs = lp, .old_log_probs = old, .advantages = adv, .rollout_is_weights = bad});
+      },
+      "rollout_is_weights[0]", "NaN");
+  // A NaN on a masked token is never read.
+  bad = lp;
+  bad[2] = NAN;
+  EXPECT_NO_THROW(run({.log_probs = bad, .old_log_probs = old, .advantages = adv}));
+  std::vector<double> short_grad(3);
+  expect_error_naming([&] { (void)cr::gspo_loss(exec::seq, layout, good, short_grad, normalizer); },
+                      "grad_out");
+}
+
+TEST(GspoLoss, PresetAndName) {
+  const auto preset = verl::gspo(3e-4, 4e-4);
+  EXPECT_EQ(preset.clip_low, 3e-4);
+  EXPECT_EQ(preset.clip_high, 4e-4);
+  EXPECT_EQ(preset.log_ratio_bound, 10.0);
+  EXPECT_EQ(preset.aggregation, cr::loss_aggregation::seq_mean_token_mean);
+  const auto named = std::get<cr::gspo_options>(
+      verl::policy_loss("gspo", {.loss_agg_mode = "token-sum", .clip_ratio = 0.1}));
+  EXPECT_EQ(named.clip_low, 0.1);
+  EXPECT_EQ(named.clip_high, 0.1);
+  EXPECT_EQ(named.aggregation, cr::loss_aggregation::seq_mean_token_mean);
+  EXPECT_EQ(cr::gspo_options{}.aggregation, cr::loss_aggregation::token_mean);
+}
+
+// ---- geo_mean (GMPO) --------------------------------------------------------------------
+
+// veRL's GMPO is the plain mean of the row losses over all N rows, fully masked ones
+// included, whatever loss_agg_mode says and ignoring global_batch_info (dp_size too: the
+// global_batch_info cases give the local value): the preset with geo_mean_normalizer
+// reproduces every case, and clip_ratio_low / high fall back on clip_ratio.
+TEST(GeoMeanLoss, VerlV2EveryCase) {
+  std::size_t global = 0, weighted = 0;
+  for_each_v2_case("geo_mean", [&](const auto& c) {
+    const auto options = std::get<cr::geo_mean_options>(verl::policy_loss("geo_mean", c.actor()));
+    EXPECT_EQ(options.aggregation, cr::loss_aggregation::seq_mean_token_mean) << c.context;
+    const auto layout = c.batch.layout();
+    std::vector<typename decltype(c.log_probs)::value_type> grad(layout.tokens(), -7);
+    const auto result = cr::geo_mean_loss(exec::seq, layout, c.ratio_inputs(), grad,
+                                          verl::geo_mean_normalizer(layout), options);
+    c.expect_loss_and_gradient(result.loss, grad, 1.0);
+    c.expect_reported_metrics(result.metrics);
+    global += c.dp_size() != 1.0;
+    weighted += !c.rollout_is_weights.empty();
+  });
+  EXPECT_GT(global, 0u);
+  EXPECT_GT(weighted, 0u);
+}
+
+// One row of three tokens, A > 0 on all: x = (0.1, 0.5, -0.6) with clip 0.2: k = (0.1, 0.2,
+// -0.6) (A > 0 clips from above only); a second row with A < 0: x = (0.5, -0.6), k = (0.5,
+// -0.2). Token-sum: each row's loss times its valid tokens.
+TEST(GeoMeanLoss, HandComputedTwoSequences) {
+  const std::vector<std::int64_t> offsets{0, 3, 5};
+  const cr::token_layout layout(offsets);
+  const std::vector<double> old{-1.0, -1.0, -1.0, -1.0, -1.0};
+  const std::vector<double> lp{-0.9, -0.5, -1.6, -0.5, -1.6};
+  const std::vector<double> adv{1.0, 2.0, 3.0, -1.0, -3.0};
+  std::vector<double> grad(5, -7);
+  const auto r = cr::geo_mean_loss(
+      exec::seq, layout, {.log_probs = lp, .old_log_probs = old, .advantages = adv}, grad,
+      cr::loss_normalizer{.mode = cr::loss_aggregation::token_sum},
+      cr::geo_mean_options{.aggregation = cr::loss_aggregation::token_sum});
+  const double l0 = -2.0 * std::exp((0.1 + 0.2 - 0.6) / 3);
+  const double l1 = 2.0 * std::exp((0.5 - 0.2) / 2);
+  EXPECT_NEAR(r.loss, 3 * l0 + 2 * l1, 1e-14);
+  EXPECT_NEAR(grad[0], l0, 1e-15);
+  EXPECT_EQ(grad[1], 0.0);  // held at clip_high
+  EXPECT_NEAR(grad[2], l0, 1e-15);
+  EXPECT_NEAR(grad[3], l1, 1e-15);
+  EXPECT_EQ(grad[4], 0.0);                // held at -clip_low
+  EXPECT_EQ(r.metrics.clipped, 2u);       // A > 0 beyond a bound: tokens 1 and 2
+  EXPECT_EQ(r.metrics.dual_clipped, 2u);  // A < 0: tokens 3 and 4
+}
+
+// GMPO's token form has no stop-gradient: the token gradient is that of the loss's own
+// value in every mode, per-token advantages and weights included (each row's tokens
+// share one aggregation weight c, so the row enters as n c l_i and d(n c l_i)/dlogp_t =
+// c l_i dk_t/dlogp_t). Central differences of geo_mean_loss in double; tokens within
+// 1e-4 of a clip edge are skipped. Tolerance as for GSPO's: 1e-7.
+TEST(GeoMeanLoss, FiniteDifferencesEveryModeWithAndWithoutWeights) {
+  std::uint64_t seed = 17;
+  for (const auto mode : cr::testing::all_aggregation_modes) {
+    for (const bool weighted : {false, true}) {
+      const auto batch = cr::testing::make_random_batch<double>(seed++, {.sequences = 12});
+      const auto layout = batch.layout();
+      const auto weights =
+          weighted ? cr::testing::rollout_is_weights_of(batch) : std::vector<double>{};
+      const auto normalizer = cr::local_loss_counts(exec::seq, layout).normalizer(mode, 9.0);
+      const cr::geo_mean_options options{.clip_low = 0.1, .clip_high = 0.15, .aggregation = mode};
+      const auto loss_at = [&](const std::vector<double>& lp, std::vector<double>& grad) {
+        return cr::geo_mean_loss(exec::seq, layout,
+                                 {.log_probs = lp,
+                                  .old_log_probs = batch.old_log_probs,
+                                  .advantages = batch.advantages,
+                                  .rollout_is_weights = weights},
+                                 grad, normalizer, options)
+            .loss;
+      };
+      std::vector<double> grad(batch.tokens()), scratch(batch.tokens());
+      (void)loss_at(batch.log_probs, grad);
+      const double h = 1e-6;
+      std::size_t checked = 0;
+      for (std::size_t t = 0; t < batch.tokens(); ++t) {
+        if (!layout.valid(t)) continue;
+        const double x = batch.log_probs[t] - batch.old_log_probs[t];
+        if (std::abs(x - 0.15) < 1e-4 || std::abs(x + 0.1) < 1e-4) continue;
+        auto up = batch.log_probs, down = batch.log_probs;
+        up[t] += h;
+        down[t] -= h;
+        const double fd = (loss_at(up, scratch) - loss_at(down, scratch)) / (2 * h);
+        EXPECT_NEAR(grad[t], fd, 1e-7) << cr::to_string(mode) << " token " << t;
+        ++checked;
+      }
+      EXPECT_GT(checked, 20u);
+    }
+  }
+}
+
+TEST(GeoMeanLoss, PartitionInvariantEveryModeWithAndWithoutWeights) {
+  std::uint64_t seed = 60;
+  for (const auto mode : cr::testing::all_aggregation_modes) {
+    for (const bool weighted : {false, true}) {
+      const auto batch = cr::testing::make_random_batch<double>(seed++, {.sequences = 40});
+      const auto weights =
+          weighted ? cr::testing::rollout_is_weights_of(batch) : std::vector<double>{};
+      const auto layout = batch.layout();
+      const auto normalizer = cr::local_loss_counts(exec::seq, layout).normalizer(mode, 12.0);
+      const cr::geo_mean_options options{.clip_high = 0.28, .aggregation = mode};
+      std::vector<double> whole_grad(batch.tokens());
+      const auto whole = cr::geo_mean_loss(exec::seq, layout,
+                                           {.log_probs = batch.log_probs,
+                                            .old_log_probs = batch.old_log_probs,
+                                            .advantages = batch.advantages,
+                                            .rollout_is_weights = weights},
+                                           whole_grad, normalizer, options);
+      std::vector<double> grad(batch.tokens(), -7);
+      double loss = 0;
+      cr::policy_loss_metrics metrics;
+      for (const auto& slice : cr::testing::random_split(layout, 4, seed)) {
+        const auto r = cr::geo_mean_loss(
+            exec::seq, slice.layout(),
+            {.log_probs = slice.of(batch.log_probs),
+             .old_log_probs = slice.of(batch.old_log_probs),
+             .advantages = slice.of(batch.advantages),
+             .rollout_is_weights = weighted ? slice.of(weights) : std::span<const double>{}},
+            slice.of_mutable(grad), normalizer, options);
+        loss += r.loss;
+        metrics += r.metrics;
+      }
+      const std::string where = std::string(cr::to_string(mode)) + (weighted ? " weighted" : "");
+      EXPECT_EQ(grad, whole_grad) << where;
+      EXPECT_NEAR(loss, whole.loss, 1e-12 * (1 + std::abs(whole.loss))) << where;
+      EXPECT_EQ(metrics.valid_tokens, whole.metrics.valid_tokens) << where;
+      EXPECT_EQ(metrics.clipped, whole.metrics.clipped) << where;
+      EXPECT_EQ(metrics.dual_clipped, whole.metrics.dual_clipped) << where;
+      EXPECT_NEAR(metrics.approx_kl_sum, whole.metrics.approx_kl_sum, 1e-12) << where;
+    }
+  }
+}
+
+// veRL's GMPO is each micro-batch's own mean over its rows (global_batch_info ignored):
+// micro-batches of different sizes, averaged, do not give the whole batch's mean.
+TEST(GeoMeanLoss, VerlMeanOverRowsIsNotPartitionInvariant) {
+  const auto batch = cr::testing::make_random_batch<double>(
+      5, {.sequences = 8, .max_length = 10, .masked_probability = 0, .empty_probability = 0});
+  const auto layout = batch.layout();
+  const auto options = verl::geo_mean();
+  const auto run = [&](const cr::testing::batch_slice& s) {
+    std::vector<double> grad(s.token_end - s.token_begin);
+    return cr::geo_mean_loss(exec::seq, s.layout(),
+                             {.log_probs = s.of(batch.log_probs),
+                              .old_log_probs = s.of(batch.old_log_probs),
+                              .advantages = s.of(batch.advantages)},
+                             grad, verl::geo_mean_normalizer(s.layout()), options)
+        .loss;
+  };
+  const double whole = run(cr::testing::slice_sequences(layout, 0, 8));
+  const double accumulated = (run(cr::testing::slice_sequences(layout, 0, 1)) +
+                              run(cr::testing::slice_sequences(layout, 1, 8))) /
+                             2;
+  EXPECT_GT(std::abs(accumulated - whole), 1e-3 * (1 + std::abs(whole)));
+}
+
+TEST(GeoMeanLoss, ParallelMatchesSequentialBitwise) {
+  std::uint64_t seed = 95;
+  for (const auto mode : cr::testing::all_aggregation_modes) {
+    for (const bool weighted : {false, true}) {
+      const auto batch = cr::testing::make_random_batch<float>(seed++, {.sequences = 1500});
+      const auto weights =
+          weighted ? cr::testing::rollout_is_weights_of(batch) : std::vector<float>{};
+      const auto layout = batch.layout();
+      const auto normalizer = cr::local_loss_counts(exec::seq, layout).normalizer(mode, 12.0);
+      const cr::geo_mean_options options{.aggregation = mode};
+      const cr::policy_ratio_inputs<float> inputs{.log_probs = batch.log_probs,
+                                                  .old_log_probs = batch.old_log_probs,
+                                                  .advantages = batch.advantages,
+                                                  .rollout_is_weights = weights};
+      std::vector<float> expected(batch.tokens());
+      const auto reference =
+          cr::geo_mean_loss(exec::seq, layout, inputs, expected, normalizer, options);
+      for (const auto& policy : {exec::par.with_threads(1), exec::par.with_threads(2),
+                                 exec::par.with_threads(7), exec::par}) {
+        std::vector<float> grad(batch.tokens(), -7);
+        const auto r = cr::geo_mean_loss(policy, layout, inputs, grad, normalizer, options);
+        const std::string where =
+            std::string(cr::to_string(mode)) + " threads " + std::to_string(policy.threads);
+        EXPECT_EQ(r.loss, reference.loss) << where;
+        EXPECT_EQ(r.metrics.approx_kl_sum, reference.metrics.approx_kl_sum) << where;
+        EXPECT_EQ(r.metrics.clipped, reference.metrics.clipped) << where;
+        EXPECT_EQ(r.metrics.dual_clipped, reference.metrics.dual_clipped) << where;
+        EXPECT_EQ(grad, expected) << where;
+      }
+    }
+  }
+}
+
+TEST(GeoMeanLoss, RefusesBadOptionsAndInputsNamingArgumentAndIndex) {
+  const std::vector<std::int64_t> offsets{0, 3, 5};
+  const std::vector<std::uint8_t> mask{1, 1, 0, 1, 1};
+  const cr::token_layout layout(offsets, mask);
+  const std::vector<double> lp{-1, -1, -1, -1, -1}, old{-1.1, -0.9, -1, -1, -1.2},
+      adv{1, 1, 1, -1, -1};
+  std::vector<double> grad(5);
+  const auto normalizer =
+      cr::local_loss_counts(exec::seq, layout).normalizer(cr::loss_aggregation::token_mean);
+  const auto run = [&](const cr::policy_ratio_inputs<double>& inputs,
+                       const cr::geo_mean_options& options = {}) {
+    (void)cr::geo_mean_loss(exec::seq, layout, inputs, grad, normalizer, options);
+  };
+  const cr::policy_ratio_inputs<double> good{
+      .log_probs = lp, .old_log_probs = old, .advantages = adv};
+  using cr::testing::expect_error_naming;
+  expect_error_naming([&] { run(good, {.clip_low = -0.1}); }, "options.clip_low");
+  expect_error_naming([&] { run(good, {.clip_high = NAN}); }, "options.clip_high");
+  const std::vector<double> short_v{-1, -1};
+  expect_error_naming([&] { run({.log_probs = short_v, .old_log_probs = old, .advantages = adv}); },
+                      "log_probs", "one per token");
+  expect_error_naming([&] { run({.log_probs = lp, .old_log_probs = lp, .advantages = short_v}); },
+                      "advantages", "one per token");
+  expect_error_naming(
+      [&] {
+        run({.log_probs = lp,
+             .old_log_probs = old,
+             .advantages = adv,
+             .rollout_is_weights = short_v});
+      },
+      "rollout_is_weights", "one per token");
+  auto bad = old;
+  bad[4] = INFINITY;
+  expect_error_naming([&] { run({.log_probs = lp, .old_log_probs = bad, .advantages = adv}); },
+                      "old_log_probs[4]", "infinite");
+  bad = std::vector<double>(5, 1.0);
+  bad[3] = NAN;
+  expect_error_naming(
+      [&] {
+        run({.log_probs = lp, .old_log_probs = old, .advantages = adv, .rollout_is_weights = bad});
+      },
+      "rollout_is_weights[3]", "NaN");
+  bad = lp;
+  bad[2] = NAN;  // masked: never read
+  EXPECT_NO_THROW(run({.log_probs = bad, .old_log_probs = old, .advantages = adv}));
+  std::vector<double> short_grad(3);
+  expect_error_naming(
+      [&] { (void)cr::geo_mean_loss(exec::seq, layout, good, short_grad, normalizer); },
+      "grad_out");
+}
+
+TEST(GeoMeanLoss, PresetAndName) {
+  const auto named = std::get<cr::geo_mean_options>(
+      verl::policy_loss("geo_mean", {.loss_agg_mode = "token-sum", .clip_ratio = 0.1}));
+  EXPECT_EQ(named.clip_low, 0.1);
+  EXPECT_EQ(named.clip_high, 0.1);
+  EXPECT_EQ(named.aggregation, cr::loss_aggregation::seq_mean_token_mean);
+  const std::vector<std::int64_t> offsets{0, 2, 2, 5};
+  const cr::token_layout layout(offsets);
+  EXPECT_EQ(verl::geo_mean_normalizer(layout).sequences, 3.0);  // the empty row counts
+  EXPECT_EQ(cr::geo_mean_options{}.aggregation, cr::loss_aggregation::token_mean);
+}
+
+}  // namespace
