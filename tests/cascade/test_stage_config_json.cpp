@@ -322,7 +322,8 @@ TEST(StageConfigJsonErrors, RemovedUpdateFieldsSayWhereTheyLiveNow) {
   // The old string form of the rule.
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": "ppo_clip"})")),
             "cascade_rl: stages[2].update.rule: expected an object with one key naming the "
-            "alternative (one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo), got "
+            "alternative (one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, gspo, "
+            "geo_mean), got "
             "string \"ppo_clip\"; write "
             "{\"ppo_clip\": {}}");
 }
@@ -333,20 +334,22 @@ TEST(StageConfigJsonErrors, RuleNamesExactlyOneKnownAlternative) {
                 R"("update": {"rule": {"on_policy": {}, "ppo_clip": {"epochs": 2}}})")),
             "cascade_rl: stages[2].update.rule: has 2 keys (on_policy, ppo_clip); expected exactly "
             "one, naming the alternative chosen (one of: on_policy, ppo_clip, cispo, dppo_tv, "
-            "dppo_kl, dro, sapo)");
+            "dppo_kl, dro, sapo, gspo, geo_mean)");
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {}})")),
             "cascade_rl: stages[2].update.rule: has no key; expected exactly one, naming the "
-            "alternative chosen (one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo)");
+            "alternative chosen (one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, "
+            "gspo, geo_mean)");
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"ppo_clp": {"epochs": 2}}})")),
             "cascade_rl: stages[2].update.rule.ppo_clp: unknown alternative (did you mean "
-            "ppo_clip?); expected one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo");
+            "ppo_clip?); expected one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, "
+            "gspo, geo_mean");
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"reinforce": {}}})")),
             "cascade_rl: stages[2].update.rule.reinforce: unknown alternative; expected one of: "
-            "on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo");
-  EXPECT_EQ(
-      parse_error(with_third_stage(R"("update": {"rule": [1]})")),
-      "cascade_rl: stages[2].update.rule: expected an object with one key naming the "
-      "alternative (one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo), got array");
+            "on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, gspo, geo_mean");
+  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": [1]})")),
+            "cascade_rl: stages[2].update.rule: expected an object with one key naming the "
+            "alternative (one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, gspo, "
+            "geo_mean), got array");
   // Inside the alternative, its own fields only: epochs mean nothing on policy.
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"on_policy": {"epochs": 2}}})")),
             "cascade_rl: stages[2].update.rule.on_policy.epochs: unknown key");
@@ -423,6 +426,9 @@ TEST(StageConfigJson, RatioLossRulesReadByVerlNames) {
   EXPECT_EQ(kl.loss_options(cr::loss_aggregation::token_sum).divergence,
             cr::terms::dppo_divergence::binary_kl);
   EXPECT_EQ(std::get<cr::dro_update>(rule_of(R"({"dro": {"beta": 0.05}})")).beta, 0.05);
+  EXPECT_EQ(std::get<cr::gspo_update>(rule_of(R"({"gspo": {"clip_high": 4e-4}})")).clip_high, 4e-4);
+  EXPECT_EQ(std::get<cr::geo_mean_update>(rule_of(R"({"geo_mean": {"clip_low": 0.4}})")).clip_low,
+            0.4);
   const auto sapo = std::get<cr::sapo_update>(rule_of(R"({"sapo": {"tau_neg": 1.2}})"));
   EXPECT_EQ(sapo.tau_neg, 1.2);
   EXPECT_EQ(sapo.loss_options(cr::loss_aggregation::seq_mean_token_mean).aggregation,
@@ -431,7 +437,8 @@ TEST(StageConfigJson, RatioLossRulesReadByVerlNames) {
   std::vector<cr::stage_config> stages;
   for (const auto& rule : std::vector<decltype(cr::update_options{}.rule)>{
            cr::cispo_update{.mini_batches = 2}, cr::dppo_tv_update{.clip_high = 0.1},
-           cr::dppo_kl_update{}, cr::dro_update{.beta = 0.5}, cr::sapo_update{.epochs = 3}})
+           cr::dppo_kl_update{}, cr::dro_update{.beta = 0.5}, cr::sapo_update{.epochs = 3},
+           cr::gspo_update{.log_ratio_bound = 5}, cr::geo_mean_update{.clip_high = 0.3}})
     stages.push_back({.name = std::string(1, static_cast<char>('a' + stages.size())),
                       .steps = 1,
                       .update = {.rule = rule}});

@@ -150,7 +150,8 @@ TEST(GrpoStep, PpoTakesOneOptimizerStepPerMiniBatchAndEpoch) {
 // veRL's ratio losses as update rules run PPO's schedule (epochs x mini-batches). At the
 // first update the policy is the sampler, so every ratio is 1, and each loss's dL/dlogp
 // is REINFORCE's -A (CISPO and DPPO's weight 1, DRO's penalty 0, SAPO's 4 s (1 - s) at
-// s = 1/2): the first update equals the PPO rule's, which is equally -A there. Later
+// s = 1/2, GSPO's sequence ratio 1, GMPO's row of n tokens each carrying -A exp(0) with a
+// 1/n derivative): the first update equals the PPO rule's, which is equally -A there. Later
 // updates see the changed policy, where the losses part ways.
 TEST(GrpoStep, RatioLossRulesRunPpoScheduleAndAgreeAtRatioOne) {
   const auto run = [](cr::update_options update) {
@@ -173,7 +174,9 @@ TEST(GrpoStep, RatioLossRulesRunPpoScheduleAndAgreeAtRatioOne) {
            cr::dppo_tv_update{.epochs = 2, .mini_batches = 3},
            cr::dppo_kl_update{.epochs = 2, .mini_batches = 3},
            cr::dro_update{.epochs = 2, .mini_batches = 3, .beta = 5.0},
-           cr::sapo_update{.epochs = 2, .mini_batches = 3}}) {
+           cr::sapo_update{.epochs = 2, .mini_batches = 3},
+           cr::gspo_update{.epochs = 2, .mini_batches = 3},
+           cr::geo_mean_update{.epochs = 2, .mini_batches = 3}}) {
     const auto [m, calls] = run({.rule = rule});
     const std::string name = std::visit(
         []<class Rule>(const Rule&) { return std::string(cr::update_rule_name<Rule>()); }, rule);

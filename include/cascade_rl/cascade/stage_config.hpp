@@ -19,6 +19,7 @@
 #include "cascade_rl/algorithms/length_filters.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
 #include "cascade_rl/cascade/lr_schedule.hpp"
 #include "cascade_rl/cascade/prompt.hpp"
 #include "cascade_rl/core/error.hpp"
@@ -160,6 +161,33 @@ struct sapo_update {
   }
 };
 
+// veRL's sequence-level ratio losses under the same schedule ("gspo", "geo_mean").
+struct gspo_update {
+  std::size_t epochs = 1;
+  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
+  double clip_low = gspo_options{}.clip_low;
+  double clip_high = gspo_options{}.clip_high;
+  double log_ratio_bound = gspo_options{}.log_ratio_bound;
+
+  [[nodiscard]] gspo_options loss_options(loss_aggregation aggregation) const {
+    return {.clip_low = clip_low,
+            .clip_high = clip_high,
+            .log_ratio_bound = log_ratio_bound,
+            .aggregation = aggregation};
+  }
+};
+
+struct geo_mean_update {
+  std::size_t epochs = 1;
+  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
+  double clip_low = geo_mean_options{}.clip_low;
+  double clip_high = geo_mean_options{}.clip_high;
+
+  [[nodiscard]] geo_mean_options loss_options(loss_aggregation aggregation) const {
+    return {.clip_low = clip_low, .clip_high = clip_high, .aggregation = aggregation};
+  }
+};
+
 // The rules that take optimizer steps over mini-batches and epochs.
 template <class Rule>
 concept mini_batch_rule = requires(const Rule& rule) {
@@ -175,7 +203,7 @@ concept mini_batch_rule = requires(const Rule& rule) {
 struct update_options {
   loss_aggregation aggregation = loss_aggregation::token_mean;  // every rule
   std::variant<on_policy_update, ppo_clip_update, cispo_update, dppo_tv_update, dppo_kl_update,
-               dro_update, sapo_update>
+               dro_update, sapo_update, gspo_update, geo_mean_update>
       rule{};
 
   // The options of ppo_clip_loss; the rule must be ppo_clip_update.
@@ -199,6 +227,8 @@ constexpr std::string_view update_rule_name() {
   if constexpr (std::is_same_v<Rule, dppo_kl_update>) return "dppo_kl";
   if constexpr (std::is_same_v<Rule, dro_update>) return "dro";
   if constexpr (std::is_same_v<Rule, sapo_update>) return "sapo";
+  if constexpr (std::is_same_v<Rule, gspo_update>) return "gspo";
+  if constexpr (std::is_same_v<Rule, geo_mean_update>) return "geo_mean";
 }
 
 struct filter_options {
@@ -338,6 +368,10 @@ inline void validate_grpo_config(const stage_config& c, std::string_view at = {}
             const auto options = rule.loss_options(c.update.aggregation);
             if constexpr (std::is_same_v<Rule, ppo_clip_update>)
               validate_ppo_options(options);
+            else if constexpr (std::is_same_v<Rule, gspo_update>)
+              validate_gspo_options(options);
+            else if constexpr (std::is_same_v<Rule, geo_mean_update>)
+              validate_geo_mean_options(options);
             else
               validate_ratio_options(options);
           });

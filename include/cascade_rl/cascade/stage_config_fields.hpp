@@ -215,6 +215,25 @@ struct config_fields<sapo_update> {
 };
 
 template <>
+struct config_fields<gspo_update> {
+  using T = gspo_update;
+  static constexpr std::string_view alternative = update_rule_name<T>();
+  static constexpr std::tuple list{
+      config_field{"epochs", &T::epochs}, config_field{"mini_batches", &T::mini_batches},
+      config_field{"clip_low", &T::clip_low}, config_field{"clip_high", &T::clip_high},
+      config_field{"log_ratio_bound", &T::log_ratio_bound}};
+};
+
+template <>
+struct config_fields<geo_mean_update> {
+  using T = geo_mean_update;
+  static constexpr std::string_view alternative = update_rule_name<T>();
+  static constexpr std::tuple list{
+      config_field{"epochs", &T::epochs}, config_field{"mini_batches", &T::mini_batches},
+      config_field{"clip_low", &T::clip_low}, config_field{"clip_high", &T::clip_high}};
+};
+
+template <>
 struct config_fields<update_options> {
   using T = update_options;
   static constexpr std::tuple list{config_field{"aggregation", &T::aggregation},
@@ -343,6 +362,7 @@ static_assert(lists_every_member<sampling_params> && lists_every_member<prompt> 
                   lists_every_member<ppo_clip_update> && lists_every_member<cispo_update> &&
                   lists_every_member<dppo_tv_update> && lists_every_member<dppo_kl_update> &&
                   lists_every_member<dro_update> && lists_every_member<sapo_update> &&
+                  lists_every_member<gspo_update> && lists_every_member<geo_mean_update> &&
                   lists_every_member<update_options> && lists_every_member<overlong_options> &&
                   lists_every_member<filter_options> && lists_every_member<mopd_settings> &&
                   lists_every_member<eval_set> && lists_every_member<stage_config>,

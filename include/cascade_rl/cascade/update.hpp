@@ -9,8 +9,8 @@
 //                     and cuts them into `mini_batches` mini-batches, each one optimizer
 //                     step with PPO's clipped surrogate against the behaviour log-probs,
 //                     normalised over that mini-batch (its own optimizer step).
-//   cispo_update, dppo_tv_update, dppo_kl_update, dro_update, sapo_update
-//                     the same schedule with veRL's ratio losses (mini_batch_steps).
+//   cispo_update, dppo_tv_update, dppo_kl_update, dro_update, sapo_update, gspo_update,
+//   geo_mean_update   the same schedule with veRL's ratio losses (mini_batch_steps).
 //
 // Data-parallel (comm of size R): the batch is this rank's shard of whole groups. The
 // normalisers count the tokens of every rank (integers, exact), so each token's
@@ -116,6 +116,28 @@ inline policy_loss_result mini_batch_loss(const token_layout& layout,
                                           const loss_normalizer& normalizer,
                                           const ppo_clip_options& options) {
   return ppo_clip_loss(
+      exec::par, layout,
+      {.log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages}, dlogp,
+      normalizer, options);
+}
+inline policy_loss_result mini_batch_loss(const token_layout& layout,
+                                          std::span<const float> log_probs,
+                                          std::span<const float> old_log_probs,
+                                          std::span<const float> advantages, std::span<float> dlogp,
+                                          const loss_normalizer& normalizer,
+                                          const gspo_options& options) {
+  return gspo_loss(
+      exec::par, layout,
+      {.log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages}, dlogp,
+      normalizer, options);
+}
+inline policy_loss_result mini_batch_loss(const token_layout& layout,
+                                          std::span<const float> log_probs,
+                                          std::span<const float> old_log_probs,
+                                          std::span<const float> advantages, std::span<float> dlogp,
+                                          const loss_normalizer& normalizer,
+                                          const geo_mean_options& options) {
+  return geo_mean_loss(
       exec::par, layout,
       {.log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages}, dlogp,
       normalizer, options);
