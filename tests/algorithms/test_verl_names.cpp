@@ -111,9 +111,9 @@ TEST(VerlNames, SapoAlwaysAggregatesSeqMeanTokenMean) {
 }
 
 TEST(VerlNames, UnknownAndNotYetImplementedLossesAreRefusedWithTheList) {
-  expect_error_naming([] { (void)verl::policy_loss("ppo"); }, "loss_mode", "\"ppo\"",
-                      "not a veRL name",
-                      "implemented: vanilla, dppo_tv, dppo_kl, sapo, dro, cispo, gpg", "gspo");
+  expect_error_naming(
+      [] { (void)verl::policy_loss("ppo"); }, "loss_mode", "\"ppo\"", "not a veRL name",
+      "implemented: vanilla, dppo_tv, dppo_kl, sapo, dro, cispo, gpg, clip_cov", "gspo");
   expect_error_naming([] { (void)verl::policy_loss("gspo"); }, "loss_mode",
                       "does not implement yet", "implemented: vanilla");
 }
