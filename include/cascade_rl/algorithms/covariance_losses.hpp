@@ -117,12 +117,6 @@ covariance_means covariance_means_of(const Policy& policy, const token_layout& l
   return m;
 }
 
-// veRL's clip_num: max(int(ratio * valid), 1).
-inline std::size_t clip_cov_count(double ratio, std::size_t valid) {
-  const double scaled = std::floor(ratio * static_cast<double>(valid));
-  return scaled < 1.0 ? 1 : static_cast<std::size_t>(scaled);
-}
-
 // Our seeded draw: the candidates' clip_num smallest (key, index), in index order.
 template <class Policy, std::floating_point T>
 std::vector<std::size_t> seeded_clip_cov_selection(const Policy& policy, const token_layout& layout,
@@ -148,7 +142,7 @@ std::vector<std::size_t> seeded_clip_cov_selection(const Policy& policy, const t
   std::vector<std::pair<std::uint64_t, std::size_t>> keyed;
   for (std::size_t t = 0; t < n; ++t)
     if (candidate[t] != 0) keyed.emplace_back(terms::selection_key(seed, t), t);
-  const std::size_t clip_num = clip_cov_count(options.clip_cov_ratio, means.valid);
+  const std::size_t clip_num = terms::clip_cov_count(options.clip_cov_ratio, means.valid);
   if (keyed.size() > clip_num) {
     std::nth_element(keyed.begin(), keyed.begin() + static_cast<std::ptrdiff_t>(clip_num),
                      keyed.end());

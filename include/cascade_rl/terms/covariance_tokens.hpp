@@ -21,6 +21,7 @@
 // of token t under seed s is the (t + 1)-th output of SplitMix64 started at s, a function
 // of (s, t) alone, so every executor ranks the candidates alike.
 
+#include <cstddef>
 #include <cstdint>
 
 #include "cascade_rl/core/elementary_functions.hpp"
@@ -93,12 +94,25 @@ CASCADE_RL_HD inline ppo_clip_token_result clip_cov_token(double logp, double ol
   return r;
 }
 
-// The (token + 1)-th output of SplitMix64 (Steele, Lea, Flood 2014) started at `seed`.
+// veRL's clip_num: max(int(clip_cov_ratio * valid), 1) (the truncation of a non-negative
+// product).
+CASCADE_RL_HD inline std::size_t clip_cov_count(double ratio, std::size_t valid) {
+  const double scaled = ratio * static_cast<double>(valid);
+  return scaled < 1.0 ? 1 : static_cast<std::size_t>(scaled);
+}
+
+// The (token + 1)-th output of SplitMix64 (Steele, Lea, Flood 2014) started at `seed`,
+// except that 2^64 - 1 becomes 2^64 - 2: the top value is kept free, so that the device
+// paths can mark non-candidates with it and sort every token.
 CASCADE_RL_HD inline std::uint64_t selection_key(std::uint64_t seed, std::uint64_t token) {
   std::uint64_t z = seed + (token + 1) * 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  z ^= z >> 31;
+  return z == ~std::uint64_t{0} ? z - 1 : z;
 }
+
+// The key that sorts after every candidate's.
+inline constexpr std::uint64_t not_a_candidate = ~std::uint64_t{0};
 
 }  // namespace cascade_rl::terms
