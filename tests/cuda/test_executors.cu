@@ -1366,3 +1366,75 @@ TEST_F(Gpu, GeoMeanMatchesHostInEveryMode) {
 }
 
 }  // namespace
+
+// ---- Clip-Cov ---------------------------------------------------------------------------
+
+namespace {
+
+// Our seeded draw on the device selects the host's tokens (CUB's radix sort), and the loss
+// over that selection gives the host's bits in every mode, with and without weights.
+TEST_F(Gpu, ClipCovMatchesHost) {
+  const auto b = cr::testing::make_random_batch<float>(23, {.sequences = 900, .max_length = 120});
+  const auto layout = b.layout();
+  const std::size_t n = b.tokens();
+  device_vector<std::int64_t> offsets(b.offsets);
+  device_vector<std::uint8_t> mask(b.mask);
+  const device_token_layout d_layout{offsets.data(), mask.data(), b.offsets.size() - 1, n};
+  const auto weights = cr::testing::rollout_is_weights_of(b);
+  device_vector<float> logp(b.log_probs), old(b.old_log_probs), adv(b.advantages), w(weights),
+      grad(n);
+  device_vector<std::uint8_t> selected(n);
+  const cr::policy_ratio_inputs<float> host_inputs{
+      .log_probs = b.log_probs, .old_log_probs = b.old_log_probs, .advantages = b.advantages};
+  const cr::policy_ratio_inputs<float> device_inputs{
+      .log_probs = logp.cspan(), .old_log_probs = old.cspan(), .advantages = adv.cspan()};
+  const auto counts = cr::local_loss_counts(cr::exec::seq, layout);
+  for (const double ratio : {0.0002, 0.01, 1.0})
+    for (const std::uint64_t seed : {1ull, 99ull}) {
+      const cr::clip_cov_options options{
+          .clip_high = 0.28, .clip_cov_ratio = ratio, .clip_cov_lb = 0.05, .clip_cov_ub = 5.0};
+      const auto host =
+          cr::clip_cov_seeded_selection(cr::exec::seq, layout, host_inputs, seed, options);
+      ASSERT_FALSE(host.empty());
+      cr::clip_cov_seeded_selection(cr::exec::cuda{}, d_layout, device_inputs, seed,
+                                    selected.span(), options);
+      const std::vector<std::uint8_t> flags = selected.host();
+      std::vector<std::size_t> device_tokens;
+      for (std::size_t t = 0; t < n; ++t)
+        if (flags[t] != 0) device_tokens.push_back(t);
+      EXPECT_EQ(device_tokens, host) << "ratio " << ratio << " seed " << seed;
+    }
+  const cr::clip_cov_options drawn{
+      .clip_high = 0.28, .clip_cov_ratio = 0.01, .clip_cov_lb = 0.05, .clip_cov_ub = 5.0};
+  const auto host_selection =
+      cr::clip_cov_seeded_selection(cr::exec::seq, layout, host_inputs, 5, drawn);
+  cr::clip_cov_seeded_selection(cr::exec::cuda{}, d_layout, device_inputs, 5, selected.span(),
+                                drawn);
+  std::vector<float> want(n);
+  for (auto mode : cr::testing::all_aggregation_modes)
+    for (const bool weighted : {false, true}) {
+      SCOPED_TRACE(std::string(cr::to_string(mode)) + (weighted ? " weighted" : ""));
+      auto options = drawn;
+      options.aggregation = mode;
+      const auto normalizer = counts.normalizer(mode, 128.0);
+      auto hin = host_inputs;
+      auto din = device_inputs;
+      if (weighted) {
+        hin.rollout_is_weights = weights;
+        din.rollout_is_weights = w.cspan();
+      }
+      const auto h =
+          cr::clip_cov_loss(cr::exec::seq, layout, hin, cr::token_selection::replay(host_selection),
+                            want, normalizer, options);
+      const auto d = cr::clip_cov_loss(cr::exec::cuda{}, d_layout, din, selected.cspan(),
+                                       grad.span(), normalizer, options);
+      expect_same_sum(d.loss, h.loss, "clip_cov loss");
+      EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
+      EXPECT_EQ(d.metrics.clipped, h.metrics.clipped);
+      EXPECT_EQ(h.metrics.clipped, host_selection.size());
+      expect_same_sum(d.metrics.approx_kl_sum, h.metrics.approx_kl_sum, "clip_cov approx_kl_sum");
+      expect_same_bits(grad.host(), want, "clip_cov grad");
+    }
+}
+
+}  // namespace

@@ -1233,3 +1233,69 @@ TEST(PortableLosses, GeoMeanEveryModeMatchesHost) {
 }
 
 }  // namespace
+
+// ---- Clip-Cov ---------------------------------------------------------------------------
+
+namespace {
+
+// Our seeded draw selects the host's tokens, and the loss over that selection (replayed on
+// the host) gives the host's bits, in every mode, with and without weights.
+TEST(PortableLosses, ClipCovMatchesHost) {
+  const auto b = big_batch(21);
+  const auto layout = b.layout();
+  const auto weights = cr::testing::rollout_is_weights_of(b);
+  const auto counts = cr::local_loss_counts(cr::exec::seq, layout);
+  const std::size_t n = b.tokens();
+  std::vector<portable::loss_tally> scratch(portable::scratch_tallies(n));
+  std::vector<double> sums(portable::covariance_sum_scratch(n));
+  std::vector<std::uint8_t> selected(n);
+  std::vector<std::uint64_t> keys(n);
+  std::vector<std::size_t> indices(n);
+  const cr::policy_ratio_inputs<float> plain{
+      .log_probs = b.log_probs, .old_log_probs = b.old_log_probs, .advantages = b.advantages};
+  for (const double ratio : {0.0002, 0.01, 1.0}) {
+    const cr::clip_cov_options options{
+        .clip_high = 0.28, .clip_cov_ratio = ratio, .clip_cov_lb = 0.05, .clip_cov_ub = 5.0};
+    for (const std::uint64_t seed : {1ull, 99ull}) {
+      const auto host = cr::clip_cov_seeded_selection(cr::exec::seq, layout, plain, seed, options);
+      portable::clip_cov_seeded_selection(
+          system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(), b.advantages.data(),
+          seed, options, selected.data(), sums.data(), keys.data(), indices.data());
+      ASSERT_GT(host.size(), 0u);
+      std::vector<std::size_t> device_tokens;
+      for (std::size_t t = 0; t < n; ++t)
+        if (selected[t] != 0) device_tokens.push_back(t);
+      EXPECT_EQ(device_tokens, host) << "ratio " << ratio << " seed " << seed;
+    }
+  }
+  const cr::clip_cov_options drawn{
+      .clip_high = 0.28, .clip_cov_ratio = 0.01, .clip_cov_lb = 0.05, .clip_cov_ub = 5.0};
+  const auto host_selection = cr::clip_cov_seeded_selection(cr::exec::seq, layout, plain, 5, drawn);
+  std::fill(selected.begin(), selected.end(), std::uint8_t{0});
+  for (const std::size_t t : host_selection) selected[t] = 1;
+  for (auto mode : cr::testing::all_aggregation_modes)
+    for (const bool weighted : {false, true}) {
+      SCOPED_TRACE(std::string(cr::to_string(mode)) + (weighted ? " weighted" : ""));
+      auto options = drawn;
+      options.aggregation = mode;
+      const cr::loss_normalizer normalizer = counts.normalizer(mode, 64.0);
+      std::vector<float> hg(n), dg(n);
+      const auto h =
+          cr::clip_cov_loss(cr::exec::seq, layout,
+                            cr::policy_ratio_inputs<float>{
+                                .log_probs = b.log_probs,
+                                .old_log_probs = b.old_log_probs,
+                                .advantages = b.advantages,
+                                .rollout_is_weights = weighted ? std::span<const float>(weights)
+                                                               : std::span<const float>{}},
+                            cr::token_selection::replay(host_selection), hg, normalizer, options);
+      portable::clip_cov_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
+                              b.advantages.data(), weighted ? weights.data() : nullptr,
+                              selected.data(), dg.data(), normalizer, options, scratch.data());
+      expect_same_metrics(scratch[portable::result_index(n)], h);
+      expect_same_bits(dg, hg, "clip_cov dL/dlogp");
+      EXPECT_EQ(h.metrics.clipped, host_selection.size());
+    }
+}
+
+}  // namespace

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "cascade_rl/terms/aggregation_weight.hpp"
+#include "cascade_rl/terms/covariance_tokens.hpp"
 #include "cascade_rl/terms/importance_weight.hpp"
 #include "cascade_rl/terms/policy_gradient_tokens.hpp"
 #include "cascade_rl/terms/ratio_loss_tokens.hpp"
@@ -179,5 +180,22 @@ inline terms::geo_mean_params geo_mean_params_of(const geo_mean_options& o) {
 }
 
 }  // namespace detail
+
+}  // namespace cascade_rl
+
+namespace cascade_rl {
+
+// Clip-Cov (veRL compute_policy_loss_clip_cov): PPO's clipped surrogate (no dual clip, no
+// log-ratio clamp) whose gradient is stopped on clip_cov_ratio of the valid tokens, drawn
+// among those with clip_cov_lb < cov < clip_cov_ub (see covariance_losses.hpp). Defaults
+// are veRL's.
+struct clip_cov_options {
+  double clip_low = 0.2;           // ratio floor 1 - clip_low, >= 0
+  double clip_high = 0.2;          // ratio ceiling 1 + clip_high, >= 0
+  double clip_cov_ratio = 0.0002;  // > 0: max(floor(ratio * valid tokens), 1) are selected
+  double clip_cov_lb = 1.0;
+  double clip_cov_ub = 5.0;
+  loss_aggregation aggregation = loss_aggregation::token_mean;
+};
 
 }  // namespace cascade_rl

@@ -202,6 +202,23 @@ template <exec::host_policy Policy>
           .scale = loss_scale_factor};
 }
 
+// compute_policy_loss_clip_cov: clip_ratio_low / clip_ratio_high (no dual clip, no
+// log-ratio clamp), policy_loss.clip_cov_ratio / clip_cov_lb / clip_cov_ub (veRL's
+// fallbacks 0.0002, 1.0 and 5.0 when unset), the actor's loss_agg_mode. The selection is
+// the call's token_selection (replay veRL's draw, or our seeded one).
+[[nodiscard]] inline clip_cov_options clip_cov(loss_aggregation mode = loss_aggregation::token_mean,
+                                               double clip_ratio_low = 0.2,
+                                               double clip_ratio_high = 0.2,
+                                               double clip_cov_ratio = 0.0002,
+                                               double clip_cov_lb = 1.0, double clip_cov_ub = 5.0) {
+  return {.clip_low = clip_ratio_low,
+          .clip_high = clip_ratio_high,
+          .clip_cov_ratio = clip_cov_ratio,
+          .clip_cov_lb = clip_cov_lb,
+          .clip_cov_ub = clip_cov_ub,
+          .aggregation = mode};
+}
+
 }  // namespace cascade_rl::presets::verl
 
 // ---- the sequence-level ratio losses -------------------------------------------------

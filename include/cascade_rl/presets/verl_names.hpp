@@ -38,6 +38,11 @@ struct actor_config {
   std::optional<double> dro_beta{};  // policy_loss.dro_beta: DRO only, required there
   double tau_pos = 1.0;              // SAPO
   double tau_neg = 1.05;             // SAPO
+  // policy_loss.clip_cov_ratio / clip_cov_lb / clip_cov_ub: Clip-Cov (unset: veRL's 0.0002,
+  // 1.0, 5.0).
+  std::optional<double> clip_cov_ratio{};
+  std::optional<double> clip_cov_lb{};
+  std::optional<double> clip_cov_ub{};
 };
 
 // The algorithm fields veRL's advantage estimators read, with veRL's defaults.
@@ -50,7 +55,7 @@ struct algorithm_config {
 // What a name can stand for; each loss or estimator added later adds its options here.
 using policy_loss_options =
     std::variant<ppo_clip_options, cispo_options, reinforce_options, dppo_options, dro_options,
-                 sapo_options, gspo_options, geo_mean_options>;
+                 sapo_options, gspo_options, geo_mean_options, clip_cov_options>;
 using advantage_estimator_options =
     std::variant<grpo_options, rloo_options, reinforce_plus_plus_options,
                  reinforce_plus_plus_baseline_options, gae_options, remax_options, opo_options,
@@ -118,9 +123,16 @@ inline constexpr entry<policy_loss_options, actor_config> policy_losses[] = {
      [](const actor_config& c) -> policy_loss_options {
        return gpg_loss(loss_agg_mode(c.loss_agg_mode));
      }},
+    {"clip_cov",
+     [](const actor_config& c) -> policy_loss_options {
+       return verl::clip_cov(
+           loss_agg_mode(c.loss_agg_mode), c.clip_ratio_low.value_or(c.clip_ratio),
+           c.clip_ratio_high.value_or(c.clip_ratio), c.clip_cov_ratio.value_or(0.0002),
+           c.clip_cov_lb.value_or(1.0), c.clip_cov_ub.value_or(5.0));
+     }},
 };
 // Registered in veRL, not implemented here yet (the issue "Algorithms wave 2").
-inline constexpr std::string_view policy_losses_not_yet[] = {"clip_cov", "kl_cov", "bypass_mode"};
+inline constexpr std::string_view policy_losses_not_yet[] = {"kl_cov", "bypass_mode"};
 
 inline constexpr entry<advantage_estimator_options, algorithm_config> advantage_estimators[] = {
     {"grpo",

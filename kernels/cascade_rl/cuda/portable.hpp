@@ -664,3 +664,67 @@ void geo_mean_loss(ExecPolicy&& exec, const device_token_layout& layout, const T
 }
 
 }  // namespace cascade_rl::cuda::portable
+
+// ---- covariance-selection losses (Clip-Cov) --------------------------------------------
+
+#include <thrust/sort.h>
+
+#include "cascade_rl/cuda/detail/covariance_terms.hpp"
+
+namespace cascade_rl::cuda::portable {
+
+// Entries of the double scratch clip_cov_seeded_selection needs for `tokens` tokens.
+[[nodiscard]] inline std::size_t covariance_sum_scratch(std::size_t tokens) {
+  return cascade_rl::cuda::detail::covariance_sum_entries(tokens);
+}
+
+// Our seeded Clip-Cov draw (token_selection::seeded of the host core, same tokens):
+// selected[t] = 1 on the selected tokens, 0 elsewhere. Scratch, in the system's memory:
+// sums (covariance_sum_scratch(tokens) doubles), keys and indices (one per token). Every
+// token is sorted by its key (non-candidates last), stably, so the order is (key, index).
+template <class ExecPolicy, class T>
+void clip_cov_seeded_selection(ExecPolicy&& exec, const device_token_layout& layout,
+                               const T* log_probs, const T* old_log_probs, const T* advantages,
+                               std::uint64_t seed, const clip_cov_options& options,
+                               std::uint8_t* selected, double* sums, std::uint64_t* keys,
+                               std::size_t* indices) {
+  const std::size_t n = layout.tokens;
+  if (n == 0) return;
+  thrust::fill_n(exec, selected, n, std::uint8_t{0});
+  const std::size_t blocks =
+      (n + cascade_rl::detail::reduce_block_size - 1) / cascade_rl::detail::reduce_block_size;
+  detail::for_each_index(
+      exec, blocks, detail::covariance_block_sums_functor<T>{layout, advantages, log_probs, sums});
+  detail::for_each_index(exec, 1, detail::covariance_combine_functor{sums, blocks});
+  const double* totals = sums + 3 * blocks;
+  const terms::clip_cov_params params{options.clip_low, options.clip_high, options.clip_cov_lb,
+                                      options.clip_cov_ub};
+  detail::for_each_index(
+      exec, n,
+      detail::clip_cov_keys_functor<T>{layout, log_probs, old_log_probs, advantages, totals, seed,
+                                       params, keys, indices});
+  thrust::stable_sort_by_key(exec, keys, keys + n, indices);
+  detail::for_each_index(
+      exec, n,
+      detail::mark_selected_functor{keys, indices, totals, options.clip_cov_ratio, selected});
+}
+
+// Clip-Cov over a selection mask (one byte per token, non-zero: selected), as
+// cascade_rl::clip_cov_loss with that selection; rollout_is_weights may be null.
+template <class ExecPolicy, class T>
+void clip_cov_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,
+                   const T* old_log_probs, const T* advantages, const T* rollout_is_weights,
+                   const std::uint8_t* selected, T* grad_out, const loss_normalizer& normalizer,
+                   const clip_cov_options& options, loss_tally* scratch) {
+  const detail::clip_cov_term<T> term{
+      log_probs,
+      old_log_probs,
+      advantages,
+      rollout_is_weights,
+      selected,
+      terms::clip_cov_params{options.clip_low, options.clip_high, options.clip_cov_lb,
+                             options.clip_cov_ub}};
+  detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
+}
+
+}  // namespace cascade_rl::cuda::portable

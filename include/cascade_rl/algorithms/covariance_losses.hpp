@@ -1,0 +1,265 @@
+#pragma once
+// veRL's covariance-selection policy losses (Cui et al. 2025, "The Entropy Mechanism of
+// Reinforcement Learning for Reasoning Language Models"):
+//
+//   clip_cov_loss   Clip-Cov, veRL compute_policy_loss_clip_cov: PPO's clipped surrogate
+//                   (no dual clip, no log-ratio clamp) with the gradient stopped on a few
+//                   tokens drawn at random among those of high covariance.
+//
+// The covariance of token t is cov_t = (A_t - mean A) * (logp_t - mean logp) over the
+// valid tokens of the batch given to the call (terms/covariance_tokens.hpp): the means
+// are the canonical sums (core/canonical_sum.hpp) over the valid count, the same bits on
+// every executor.
+//
+// Selection. A call takes a token_selection, either
+//   - token_selection::replay(tokens): exactly these flat token indices, each a valid
+//     token, none repeated (to replay veRL's own torch.randperm draw, which no other
+//     generator reproduces); taken as given, not checked against the candidates; or
+//   - token_selection::seeded(seed): OUR deterministic draw. The candidates are the
+//     valid tokens where PPO's clip is inactive and clip_cov_lb < cov_t < clip_cov_ub;
+//     clip_num = max(floor(clip_cov_ratio * valid tokens), 1) as veRL; when there are
+//     more candidates than clip_num, those with the smallest (key, index) are selected,
+//     key = terms::selection_key(seed, t), the (t + 1)-th output of SplitMix64 started at
+//     seed. It depends on (seed, t, the inputs) alone, so every executor (host seq / par,
+//     the Thrust path, the CUDA kernels) selects the same tokens. It is not veRL's draw.
+// `selected_out`, when not empty, receives the selected tokens in increasing index order
+// (metrics.clipped of them; it must hold that many), so a caller can log or replay them.
+//
+// The selection is over the tokens one call is given: the means, clip_num and the draw
+// change when a batch is split into micro-batches (veRL selects per micro-batch too), so
+// the loss is NOT partition-invariant, unlike the other losses. Given one fixed global
+// selection replayed into each micro-batch (its tokens that fall there), the shares with
+// a global normaliser add up to the whole batch's loss.
+//
+// Each returns the aggregated loss and writes grad_out[t] = dL/dlogp_t (0 on masked and
+// selected tokens); metrics.clipped counts the selected tokens (veRL's pg_clipfrac),
+// approx_kl is the unclamped old_logp - logp (veRL's ppo_kl).
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cascade_rl/algorithms/loss_inputs.hpp"
+#include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/algorithms/policy_loss_options.hpp"
+#include "cascade_rl/core/error.hpp"
+#include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/core/parallel.hpp"
+#include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/terms/covariance_tokens.hpp"
+
+namespace cascade_rl {
+
+// Which tokens a covariance loss selects (see the top of this file).
+struct token_selection {
+  std::span<const std::size_t> tokens{};  // replay only
+  std::uint64_t seed = 0;                 // seeded only
+  bool replayed = false;
+
+  [[nodiscard]] static token_selection replay(std::span<const std::size_t> tokens) {
+    return {tokens, 0, true};
+  }
+  [[nodiscard]] static token_selection seeded(std::uint64_t seed) { return {{}, seed, false}; }
+};
+
+namespace detail {
+
+inline void validate_clip_cov_options(const clip_cov_options& options) {
+  if (!(options.clip_low >= 0))
+    fail("options.clip_low", "is " + std::to_string(options.clip_low) + ", expected >= 0");
+  if (!(options.clip_high >= 0))
+    fail("options.clip_high", "is " + std::to_string(options.clip_high) + ", expected >= 0");
+  if (!(options.clip_cov_ratio > 0 && std::isfinite(options.clip_cov_ratio)))
+    fail("options.clip_cov_ratio", "is " + std::to_string(options.clip_cov_ratio) +
+                                       ", expected a finite value > 0 (veRL asserts it)");
+  if (std::isnan(options.clip_cov_lb)) fail("options.clip_cov_lb", "is NaN");
+  if (std::isnan(options.clip_cov_ub)) fail("options.clip_cov_ub", "is NaN");
+}
+
+inline terms::clip_cov_params clip_cov_params_of(const clip_cov_options& o) {
+  return {o.clip_low, o.clip_high, o.clip_cov_lb, o.clip_cov_ub};
+}
+
+// The valid count and the means of A and logp over the valid tokens (0 when none).
+struct covariance_means {
+  std::size_t valid = 0;
+  double advantage = 0;
+  double log_prob = 0;
+};
+
+template <class Policy, std::floating_point T>
+covariance_means covariance_means_of(const Policy& policy, const token_layout& layout,
+                                     std::span<const T> advantages, std::span<const T> log_probs) {
+  const std::size_t n = layout.tokens();
+  covariance_means m;
+  m.valid = blocked_reduce(
+      policy, n, std::size_t{0},
+      [&](std::size_t& acc, std::size_t t) { acc += layout.valid(t) ? 1 : 0; },
+      [](std::size_t& total, std::size_t part) { total += part; });
+  if (m.valid == 0) return m;
+  const double count = static_cast<double>(m.valid);
+  m.advantage = blocked_sum(policy, n,
+                            [&](std::size_t t) {
+                              return layout.valid(t) ? static_cast<double>(advantages[t]) : 0.0;
+                            }) /
+                count;
+  m.log_prob = blocked_sum(policy, n,
+                           [&](std::size_t t) {
+                             return layout.valid(t) ? static_cast<double>(log_probs[t]) : 0.0;
+                           }) /
+               count;
+  return m;
+}
+
+// Our seeded draw: the candidates' clip_num smallest (key, index), in index order.
+template <class Policy, std::floating_point T>
+std::vector<std::size_t> seeded_clip_cov_selection(const Policy& policy, const token_layout& layout,
+                                                   const policy_ratio_inputs<T>& inputs,
+                                                   std::uint64_t seed,
+                                                   const clip_cov_options& options) {
+  const covariance_means means =
+      covariance_means_of(policy, layout, inputs.advantages, inputs.log_probs);
+  if (means.valid == 0) return {};
+  const terms::clip_cov_params params = clip_cov_params_of(options);
+  const std::size_t n = layout.tokens();
+  std::vector<std::uint8_t> candidate(n, 0);
+  for_each_index(policy, n, [&](std::size_t t) {
+    if (!layout.valid(t)) return;
+    const double logp = static_cast<double>(inputs.log_probs[t]);
+    const double advantage = static_cast<double>(inputs.advantages[t]);
+    const double cov = terms::covariance_term(advantage, logp, means.advantage, means.log_prob);
+    candidate[t] = terms::clip_cov_candidate(logp, static_cast<double>(inputs.old_log_probs[t]),
+                                             advantage, cov, params)
+                       ? 1
+                       : 0;
+  });
+  std::vector<std::pair<std::uint64_t, std::size_t>> keyed;
+  for (std::size_t t = 0; t < n; ++t)
+    if (candidate[t] != 0) keyed.emplace_back(terms::selection_key(seed, t), t);
+  const std::size_t clip_num = terms::clip_cov_count(options.clip_cov_ratio, means.valid);
+  if (keyed.size() > clip_num) {
+    std::nth_element(keyed.begin(), keyed.begin() + static_cast<std::ptrdiff_t>(clip_num),
+                     keyed.end());
+    keyed.resize(clip_num);
+  }
+  std::vector<std::size_t> selected;
+  selected.reserve(keyed.size());
+  for (const auto& key_token : keyed) selected.push_back(key_token.second);
+  std::sort(selected.begin(), selected.end());
+  return selected;
+}
+
+// A replayed selection checked (in range, valid, not repeated) into a per-token mask.
+inline void replay_selection(const token_layout& layout, std::span<const std::size_t> tokens,
+                             std::vector<std::uint8_t>& selected) {
+  const std::size_t n = layout.tokens();
+  for (std::size_t k = 0; k < tokens.size(); ++k) {
+    const std::size_t t = tokens[k];
+    if (t >= n)
+      fail_at("selection.tokens", k,
+              "is token " + std::to_string(t) + ", beyond the " + std::to_string(n) + " tokens");
+    if (!layout.valid(t))
+      fail_at("selection.tokens", k,
+              "is token " + std::to_string(t) + ", which the mask leaves out");
+    if (selected[t] != 0) fail_at("selection.tokens", k, "repeats token " + std::to_string(t));
+    selected[t] = 1;
+  }
+}
+
+// The selection as a per-token mask, reported into selected_out when that is not empty.
+template <class Policy, std::floating_point T>
+std::vector<std::uint8_t> clip_cov_selection_mask(const Policy& policy, const token_layout& layout,
+                                                  const policy_ratio_inputs<T>& inputs,
+                                                  const token_selection& selection,
+                                                  const clip_cov_options& options,
+                                                  std::span<std::size_t> selected_out) {
+  std::vector<std::uint8_t> selected(layout.tokens(), 0);
+  std::size_t count = 0;
+  if (selection.replayed) {
+    replay_selection(layout, selection.tokens, selected);
+    count = selection.tokens.size();
+  } else {
+    const std::vector<std::size_t> drawn =
+        seeded_clip_cov_selection(policy, layout, inputs, selection.seed, options);
+    for (const std::size_t t : drawn) selected[t] = 1;
+    count = drawn.size();
+  }
+  if (!selected_out.empty()) {
+    if (selected_out.size() < count)
+      fail("selected_out", "holds " + std::to_string(selected_out.size()) + " entries, but " +
+                               std::to_string(count) + " tokens were selected");
+    std::size_t k = 0;
+    for (std::size_t t = 0; t < selected.size(); ++t)
+      if (selected[t] != 0) selected_out[k++] = t;
+  }
+  return selected;
+}
+
+}  // namespace detail
+
+// Our seeded Clip-Cov selection (token_selection::seeded), in increasing index order:
+// for logging, or to replay the same draw elsewhere.
+template <exec::host_policy Policy, std::floating_point T>
+std::vector<std::size_t> clip_cov_seeded_selection(const Policy& policy, const token_layout& layout,
+                                                   const policy_ratio_inputs<T>& inputs,
+                                                   std::uint64_t seed,
+                                                   const clip_cov_options& options = {}) {
+  detail::validate_clip_cov_options(options);
+  detail::validate_token_input(policy, layout, inputs.log_probs, "log_probs");
+  detail::validate_token_input(policy, layout, inputs.old_log_probs, "old_log_probs");
+  detail::validate_token_input(policy, layout, inputs.advantages, "advantages");
+  return detail::seeded_clip_cov_selection(policy, layout, inputs, seed, options);
+}
+
+// Clip-Cov: l_t = max(-A_t r_t, -A_t clamp(r_t, 1 - clip_low, 1 + clip_high)) * (1 - s_t),
+// r_t = exp(logp_t - old_logp_t), s_t = 1 on a selected token (a stop-gradient mask),
+// times inputs.rollout_is_weights when given; dl_t/dlogp_t = -A_t r_t where PPO's clip is
+// inactive and s_t = 0, else 0. See the top of this file for the selection.
+template <exec::host_policy Policy, contiguous_output Out>
+policy_loss_result clip_cov_loss(const Policy& policy, const token_layout& layout,
+                                 const policy_ratio_inputs<output_value_t<Out>>& inputs,
+                                 const token_selection& selection, Out&& grad_out,
+                                 const loss_normalizer& normalizer,
+                                 const clip_cov_options& options = {},
+                                 std::span<std::size_t> selected_out = {}) {
+  using T = output_value_t<Out>;
+  detail::validate_clip_cov_options(options);
+  const std::span<const T> log_probs = inputs.log_probs;
+  const std::span<const T> old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  // The means read every input, so the inputs are checked before them.
+  detail::validate_token_input(policy, layout, log_probs, "log_probs");
+  detail::validate_token_input(policy, layout, old_log_probs, "old_log_probs");
+  detail::validate_token_input(policy, layout, advantages, "advantages");
+  const std::vector<std::uint8_t> selected =
+      detail::clip_cov_selection_mask(policy, layout, inputs, selection, options, selected_out);
+  const terms::clip_cov_params params = detail::clip_cov_params_of(options);
+  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
+    ++m.valid_tokens;
+    const terms::ppo_clip_token_result r = terms::clip_cov_token(
+        static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
+        static_cast<double>(advantages[t]), selected[t] != 0, params);
+    terms::count_clips(r, m);
+    return detail::token_loss_with_kl(r);
+  };
+  return detail::policy_loss_passes(
+      policy, layout,
+      std::array{detail::token_input<T>{log_probs, "log_probs"},
+                 detail::token_input<T>{old_log_probs, "old_log_probs"},
+                 detail::token_input<T>{advantages, "advantages"}},
+      inputs.rollout_is_weights, old_log_probs, std::span<const T>{}, output_span(grad_out),
+      normalizer, options.aggregation, importance_options{},
+      [&](std::size_t t) {
+        return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
+               detail::nonfinite_at(advantages, t);
+      },
+      unweighted);
+}
+
+}  // namespace cascade_rl

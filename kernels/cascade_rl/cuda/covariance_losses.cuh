@@ -1,0 +1,73 @@
+#pragma once
+// veRL's covariance-selection losses (Clip-Cov) on the GPU, the throwing convenience layer
+// over device/covariance_losses.cuh (kernel/ the kernels, device/ CUB's shape). Spans point
+// to device memory; each call waits for its stream.
+//
+//   clip_cov_seeded_selection  our seeded draw (token_selection::seeded of the host core:
+//                              the same tokens) into a selection mask, one byte per token;
+//   clip_cov_loss              the loss over a selection mask (the host's bits for the same
+//                              selection). To replay a list of tokens (e.g. veRL's draw),
+//                              write 1 at those tokens of a zeroed mask; the device layer
+//                              takes the mask as given (the host core checks a replayed
+//                              list: in range, valid, unrepeated).
+//
+// The selection is over the tokens of one call: not partition-invariant (see
+// algorithms/covariance_losses.hpp).
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "cascade_rl/algorithms/covariance_losses.hpp"
+#include "cascade_rl/cuda/device/covariance_losses.cuh"
+#include "cascade_rl/cuda/token_losses.cuh"
+
+namespace cascade_rl {
+
+template <std::floating_point T>
+void clip_cov_seeded_selection(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+                               const policy_ratio_inputs<T>& inputs, std::uint64_t seed,
+                               std::span<std::uint8_t> selected_out,
+                               const clip_cov_options& options = {}) {
+  detail::validate_clip_cov_options(options);
+  cuda::detail::require_tokens(inputs.log_probs.size(), layout, "log_probs");
+  cuda::detail::require_tokens(inputs.old_log_probs.size(), layout, "old_log_probs");
+  cuda::detail::require_tokens(inputs.advantages.size(), layout, "advantages");
+  cuda::detail::require_tokens(selected_out.size(), layout, "selected_out");
+  const cuda::device_report report =
+      cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
+        return cuda::clip_cov_seeded_selection(
+            temp, bytes, layout, inputs.log_probs.data(), inputs.old_log_probs.data(),
+            inputs.advantages.data(), seed, options, selected_out.data(), policy.stream);
+      });
+  cuda::detail::throw_if_reported(report, {});
+}
+
+// Clip-Cov with the selection mask `selected` (one byte per token, device memory).
+template <std::floating_point T>
+policy_loss_result clip_cov_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+                                 const policy_ratio_inputs<T>& inputs,
+                                 std::span<const std::uint8_t> selected, std::span<T> grad_out,
+                                 const loss_normalizer& normalizer,
+                                 const clip_cov_options& options = {}) {
+  const std::span<const T> log_probs = inputs.log_probs, old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  detail::validate_clip_cov_options(options);
+  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
+  cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
+  cuda::detail::require_tokens(advantages.size(), layout, "advantages");
+  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
+  cuda::detail::require_tokens(selected.size(), layout, "selected");
+  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
+  return cuda::detail::run_tokens_throwing<cuda::detail::ratio_loss_arguments>(
+      policy.stream, options.aggregation, normalizer,
+      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
+        return cuda::clip_cov_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
+                                   advantages.data(), weights, selected.data(), grad_out.data(),
+                                   normalizer, options, result, policy.stream);
+      });
+}
+
+}  // namespace cascade_rl

@@ -1,0 +1,148 @@
+#pragma once
+// The covariance-selection losses' pieces as the CUDA kernels and the portable Thrust path
+// run them (terms/covariance_tokens.hpp holds the formulas, which the host core calls
+// too): the token term of Clip-Cov over a per-token selection mask, and the steps of our
+// seeded selection: canonical block sums of A, logp and the valid count, their totals in
+// block order, each token's key (candidates only), and after a stable sort by key the
+// marking of the first clip_num candidates.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "cascade_rl/core/canonical_sum.hpp"
+#include "cascade_rl/core/host_device.hpp"
+#include "cascade_rl/cuda/detail/math.hpp"
+#include "cascade_rl/cuda/detail/token_terms.hpp"
+#include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/terms/covariance_tokens.hpp"
+
+namespace cascade_rl::cuda::detail {
+
+// Clip-Cov's token term, as clip_cov_loss of the host core runs it: `selected` holds one
+// byte per token (non-zero: the token's gradient is stopped).
+template <class T>
+struct clip_cov_term {
+  const T* log_probs;
+  const T* old_log_probs;
+  const T* advantages;
+  const T* rollout_is_weights;  // null: none
+  const std::uint8_t* selected;
+  terms::clip_cov_params params;
+
+  CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
+    const terms::ppo_clip_token_result r = terms::clip_cov_token(
+        static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
+        static_cast<double>(advantages[t]), selected[t] != 0, params);
+    terms::count_clips(r, tally.metrics);
+    tally.metrics.approx_kl_sum += r.approx_kl;
+    return given_weighted(terms::token_loss{r.value, r.grad}, rollout_is_weights, t);
+  }
+  CASCADE_RL_HD void on_masked(std::size_t) const {}
+  static constexpr std::array<const char*, 4> arguments = ratio_loss_arguments::arguments;
+  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
+    nonfinite_hit hit;
+    hit.check(0, log_probs[t]) || hit.check(1, old_log_probs[t]) || hit.check(2, advantages[t]) ||
+        (rollout_is_weights != nullptr && hit.check(3, rollout_is_weights[t]));
+    return hit;
+  }
+};
+
+// Per block of reduce_block_size tokens: the canonical sums of A, logp and the valid count
+// over its valid tokens (sums[3b], sums[3b + 1], sums[3b + 2]).
+template <class T>
+struct covariance_block_sums_functor {
+  device_token_layout layout;
+  const T* advantages;
+  const T* log_probs;
+  double* sums;
+  CASCADE_RL_HD void operator()(std::size_t b) const {
+    const std::size_t first = b * cascade_rl::detail::reduce_block_size;
+    const std::size_t last = min_of(first + cascade_rl::detail::reduce_block_size, layout.tokens);
+    double a[cascade_rl::detail::reduce_lanes] = {};
+    double l[cascade_rl::detail::reduce_lanes] = {};
+    double count = 0;
+    for (std::size_t i = first; i < last; ++i) {
+      const bool valid = layout.valid(i);
+      const std::size_t lane = (i - first) % cascade_rl::detail::reduce_lanes;
+      a[lane] += valid ? static_cast<double>(advantages[i]) : 0.0;
+      l[lane] += valid ? static_cast<double>(log_probs[i]) : 0.0;
+      count += valid ? 1.0 : 0.0;
+    }
+    sums[3 * b] = cascade_rl::detail::fold_lanes(a, cascade_rl::detail::plus{});
+    sums[3 * b + 1] = cascade_rl::detail::fold_lanes(l, cascade_rl::detail::plus{});
+    sums[3 * b + 2] = count;
+  }
+};
+
+// sums[3 blocks .. 3 blocks + 2] = the block sums added in block order from +0.0 (the
+// count is exact).
+struct covariance_combine_functor {
+  double* sums;
+  std::size_t blocks;
+  CASCADE_RL_HD void operator()(std::size_t) const {
+    double a = 0, l = 0, count = 0;
+    for (std::size_t b = 0; b < blocks; ++b) {
+      a += sums[3 * b];
+      l += sums[3 * b + 1];
+      count += sums[3 * b + 2];
+    }
+    sums[3 * blocks] = a;
+    sums[3 * blocks + 1] = l;
+    sums[3 * blocks + 2] = count;
+  }
+};
+
+// keys[t] = terms::selection_key(seed, t) where token t is a candidate of our seeded
+// Clip-Cov draw (a valid token with terms::clip_cov_candidate), terms::not_a_candidate
+// elsewhere; indices[t] = t. `totals` are the combined sums: A, logp and the valid count
+// (the means are totals[k] / totals[2], as the host core divides).
+template <class T>
+struct clip_cov_keys_functor {
+  device_token_layout layout;
+  const T* log_probs;
+  const T* old_log_probs;
+  const T* advantages;
+  const double* totals;
+  std::uint64_t seed;
+  terms::clip_cov_params params;
+  std::uint64_t* keys;
+  std::size_t* indices;
+  CASCADE_RL_HD void operator()(std::size_t t) const {
+    indices[t] = t;
+    bool candidate = false;
+    if (layout.valid(t)) {
+      const double logp = static_cast<double>(log_probs[t]);
+      const double advantage = static_cast<double>(advantages[t]);
+      const double cov =
+          terms::covariance_term(advantage, logp, totals[0] / totals[2], totals[1] / totals[2]);
+      candidate = terms::clip_cov_candidate(logp, static_cast<double>(old_log_probs[t]), advantage,
+                                            cov, params);
+    }
+    keys[t] = candidate ? terms::selection_key(seed, t) : terms::not_a_candidate;
+  }
+};
+
+// After the keys are sorted (stably, so (key, index) order): selected[indices[k]] = 1 for
+// the first clip_num candidates. `selected` is zeroed before.
+struct mark_selected_functor {
+  const std::uint64_t* sorted_keys;
+  const std::size_t* sorted_indices;
+  const double* totals;
+  double clip_cov_ratio;
+  std::uint8_t* selected;
+  CASCADE_RL_HD void operator()(std::size_t k) const {
+    const std::size_t valid = static_cast<std::size_t>(totals[2]);
+    if (valid == 0 || k >= terms::clip_cov_count(clip_cov_ratio, valid)) return;
+    if (sorted_keys[k] != terms::not_a_candidate) selected[sorted_indices[k]] = 1;
+  }
+};
+
+// Doubles of scratch the block sums need for `tokens` tokens; the totals are the last 3.
+CASCADE_RL_HD inline std::size_t covariance_sum_entries(std::size_t tokens) {
+  return 3 * ((tokens + cascade_rl::detail::reduce_block_size - 1) /
+              cascade_rl::detail::reduce_block_size) +
+         3;
+}
+
+}  // namespace cascade_rl::cuda::detail

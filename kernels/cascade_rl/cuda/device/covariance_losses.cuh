@@ -1,0 +1,108 @@
+#pragma once
+// The CUB-shaped layer of the covariance-selection losses (Clip-Cov): our seeded selection
+// (the block sums, their totals, the keys, cub::DeviceRadixSort::SortPairs, the marking)
+// and the loss over a selection mask (one byte per token, non-zero: selected). Size query
+// with d_temp_storage == nullptr, then the run; the temporary storage starts with the
+// device_report (report_of).
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cub/device/device_radix_sort.cuh>
+
+#include "cascade_rl/algorithms/policy_loss_options.hpp"
+#include "cascade_rl/cuda/detail/covariance_terms.hpp"
+#include "cascade_rl/cuda/detail/device.cuh"
+#include "cascade_rl/cuda/device/token_losses.cuh"
+#include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/kernel/covariance_losses.cuh"
+
+namespace cascade_rl::cuda {
+
+namespace detail {
+
+inline terms::clip_cov_params clip_cov_params_of(const clip_cov_options& o) {
+  return {o.clip_low, o.clip_high, o.clip_cov_lb, o.clip_cov_ub};
+}
+
+}  // namespace detail
+
+// Our seeded Clip-Cov draw (token_selection::seeded of the host core, the same tokens):
+// d_selected[t] = 1 on the selected tokens, 0 elsewhere. Every token is sorted by its key
+// (non-candidates last) with CUB's stable radix sort, so the order is (key, index).
+template <class T>
+cudaError_t clip_cov_seeded_selection(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                                      const device_token_layout& layout, const T* d_log_probs,
+                                      const T* d_old_log_probs, const T* d_advantages,
+                                      std::uint64_t seed, const clip_cov_options& options,
+                                      std::uint8_t* d_selected, cudaStream_t stream = nullptr) {
+  const std::size_t n = layout.tokens;
+  const std::size_t blocks =
+      (n + cascade_rl::detail::reduce_block_size - 1) / cascade_rl::detail::reduce_block_size;
+  std::size_t sort_bytes = 0;
+  CASCADE_RL_CUDA_TRY(cub::DeviceRadixSort::SortPairs(
+      nullptr, sort_bytes, static_cast<const std::uint64_t*>(nullptr),
+      static_cast<std::uint64_t*>(nullptr), static_cast<const std::size_t*>(nullptr),
+      static_cast<std::size_t*>(nullptr), static_cast<int>(n), 0, 64, stream));
+  detail::temp_carver carve(d_temp_storage);
+  device_report* report = carve.take<device_report>(1);
+  double* sums = carve.take<double>(detail::covariance_sum_entries(n));
+  std::uint64_t* keys = carve.take<std::uint64_t>(n);
+  std::uint64_t* sorted_keys = carve.take<std::uint64_t>(n);
+  std::size_t* indices = carve.take<std::size_t>(n);
+  std::size_t* sorted_indices = carve.take<std::size_t>(n);
+  void* cub_temp = carve.take<unsigned char>(sort_bytes);
+  if (const detail::call_start start =
+          detail::begin_call(d_temp_storage, temp_storage_bytes, carve, report, stream);
+      !start.proceed)
+    return start.status;
+  if (n == 0) return cudaSuccess;
+  CASCADE_RL_CUDA_TRY(cudaMemsetAsync(d_selected, 0, n, stream));
+  const detail::covariance_block_sums_functor<T> block_sums{layout, d_advantages, d_log_probs,
+                                                            sums};
+  CASCADE_RL_CUDA_TRY(detail::launch(detail::for_each_kernel<decltype(block_sums)>,
+                                     detail::blocks_for(blocks, 64), 64, stream, blocks,
+                                     block_sums));
+  const detail::covariance_combine_functor combine{sums, blocks};
+  CASCADE_RL_CUDA_TRY(detail::launch(detail::for_each_kernel<decltype(combine)>, 1, 1, stream,
+                                     std::size_t{1}, combine));
+  const double* totals = sums + 3 * blocks;
+  const detail::clip_cov_keys_functor<T> key{layout,
+                                             d_log_probs,
+                                             d_old_log_probs,
+                                             d_advantages,
+                                             totals,
+                                             seed,
+                                             detail::clip_cov_params_of(options),
+                                             keys,
+                                             indices};
+  CASCADE_RL_CUDA_TRY(detail::launch(detail::for_each_kernel<decltype(key)>,
+                                     detail::blocks_for(n, 256), 256, stream, n, key));
+  CASCADE_RL_CUDA_TRY(cub::DeviceRadixSort::SortPairs(cub_temp, sort_bytes, keys, sorted_keys,
+                                                      indices, sorted_indices, static_cast<int>(n),
+                                                      0, 64, stream));
+  const detail::mark_selected_functor mark{sorted_keys, sorted_indices, totals,
+                                           options.clip_cov_ratio, d_selected};
+  return detail::launch(detail::for_each_kernel<decltype(mark)>, detail::blocks_for(n, 256), 256,
+                        stream, n, mark);
+}
+
+// Clip-Cov over a selection mask, as cascade_rl::clip_cov_loss with that selection;
+// d_rollout_is_weights may be null. d_result: one loss_tally.
+template <class T>
+cudaError_t clip_cov_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                          const device_token_layout& layout, const T* d_log_probs,
+                          const T* d_old_log_probs, const T* d_advantages,
+                          const T* d_rollout_is_weights, const std::uint8_t* d_selected,
+                          T* d_grad_out, const loss_normalizer& normalizer,
+                          const clip_cov_options& options, loss_tally* d_result,
+                          cudaStream_t stream = nullptr) {
+  const detail::clip_cov_term<T> term{d_log_probs,  d_old_log_probs,
+                                      d_advantages, d_rollout_is_weights,
+                                      d_selected,   detail::clip_cov_params_of(options)};
+  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
+                            options.aggregation, normalizer, d_result, stream);
+}
+
+}  // namespace cascade_rl::cuda

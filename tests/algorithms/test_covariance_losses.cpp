@@ -1,0 +1,495 @@
+// Clip-Cov (veRL compute_policy_loss_clip_cov) on the host executors: every v2 case of
+// verl_core_algos_v2.json replaying veRL's own selection (tests/reference/README_v2.md),
+// our seeded selection (candidates, determinism, executors), finite differences with the
+// selection held fixed, seq/par bitwise, micro-batches (not invariant under a per-call
+// draw, invariant under a fixed global selection) and refusals.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cascade_rl/algorithms/covariance_losses.hpp"
+#include "cascade_rl/algorithms/loss_aggregation.hpp"
+#include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/presets/verl_losses.hpp"
+#include "cascade_rl/presets/verl_names.hpp"
+#include "support/expect_error.hpp"
+#include "support/random_batch.hpp"
+#include "support/reference.hpp"
+
+namespace {
+
+namespace exec = cascade_rl::exec;
+namespace verl = cascade_rl::presets::verl;
+using cascade_rl::clip_cov_options;
+using cascade_rl::loss_aggregation;
+using cascade_rl::policy_ratio_inputs;
+using cascade_rl::token_selection;
+using cascade_rl::testing::expect_all_close;
+using cascade_rl::testing::expect_close;
+using cascade_rl::testing::expect_error_naming;
+using cascade_rl::testing::flatten;
+using cascade_rl::testing::load_reference;
+using cascade_rl::testing::padded_from_mask;
+
+// ---- v2 reference cases ---------------------------------------------------------------
+
+template <class T>
+struct clip_cov_case {
+  const nlohmann::json& json;
+  cascade_rl::testing::padded_batch batch;
+  std::vector<T> log_probs, old_log_probs, advantages, rollout_is_weights;
+  std::string context;
+
+  clip_cov_case(const nlohmann::json& c, const nlohmann::json& b, std::string where)
+      : json(c),
+        batch(padded_from_mask(b["response_mask"])),
+        log_probs(flatten<T>(b["log_prob"])),
+        old_log_probs(flatten<T>(b["old_log_prob"])),
+        advantages(flatten<T>(b["advantages"])),
+        context(std::move(where)) {
+    if (c["rollout_is_weights"].get<bool>())
+      rollout_is_weights = flatten<T>(b["rollout_is_weights"]);
+  }
+
+  [[nodiscard]] verl::actor_config actor() const {
+    const auto& c = json["config"];
+    const auto number = [&c](const char* key) -> std::optional<double> {
+      if (!c.contains(key) || c[key].is_null()) return std::nullopt;
+      return c[key].get<double>();
+    };
+    verl::actor_config config{.loss_agg_mode = json["loss_agg_mode"].get<std::string_view>()};
+    if (const auto v = number("clip_ratio")) config.clip_ratio = *v;
+    config.clip_ratio_low = number("clip_ratio_low");
+    config.clip_ratio_high = number("clip_ratio_high");
+    config.clip_cov_ratio = number("policy_loss.clip_cov_ratio");
+    config.clip_cov_lb = number("policy_loss.clip_cov_lb");
+    config.clip_cov_ub = number("policy_loss.clip_cov_ub");
+    return config;
+  }
+
+  [[nodiscard]] cascade_rl::loss_normalizer normalizer(loss_aggregation aggregation) const {
+    const auto& info = json["config"]["global_batch_info"];
+    if (info.empty())
+      return verl::single_rank_normalizer(exec::seq, batch.layout(), aggregation, batch.width);
+    return verl::global_batch_normalizer(aggregation, info["batch_num_tokens"].get<double>(),
+                                         info["global_batch_size"].get<double>(),
+                                         info["loss_scale_factor"].get<double>());
+  }
+
+  [[nodiscard]] double dp_size() const {
+    const auto& info = json["config"]["global_batch_info"];
+    return info.empty() ? 1.0 : info["dp_size"].get<double>();
+  }
+
+  // [row, col] pairs as flat token indices.
+  [[nodiscard]] std::vector<std::size_t> tokens_of(const nlohmann::json& pairs) const {
+    std::vector<std::size_t> tokens;
+    for (const auto& p : pairs)
+      tokens.push_back(p[0].get<std::size_t>() * batch.width + p[1].get<std::size_t>());
+    return tokens;
+  }
+
+  [[nodiscard]] policy_ratio_inputs<T> inputs() const {
+    return {.log_probs = log_probs,
+            .old_log_probs = old_log_probs,
+            .advantages = advantages,
+            .rollout_is_weights = rollout_is_weights};
+  }
+};
+
+template <class Check>
+void for_each_clip_cov_case(const Check& check) {
+  const auto reference = load_reference("verl_core_algos_v2.json");
+  const auto& cases = reference["policy_losses"]["clip_cov"]["cases"];
+  ASSERT_FALSE(cases.empty());
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const auto& c = cases[k];
+    const auto& batch = reference["policy_loss_batches"][c["batch"].get<std::string>()];
+    const std::string context =
+        "clip_cov[" + std::to_string(k) + "] " + c["batch"].get<std::string>() + " " +
+        c["loss_agg_mode"].get<std::string>() + " " + c["variant"].get<std::string>();
+    check(clip_cov_case<double>(c, batch, context));
+    check(clip_cov_case<float>(c, batch, context + " (float)"));
+  }
+}
+
+template <class T>
+void check_replayed_case(const clip_cov_case<T>& c) {
+  const auto options = std::get<clip_cov_options>(verl::policy_loss("clip_cov", c.actor()));
+  const auto layout = c.batch.layout();
+  const auto& selection = c.json["selection"];
+  std::vector<std::size_t> given = c.tokens_of(selection["selected_tokens"]);
+  std::vector<T> grad(layout.tokens(), T(-7));
+  std::vector<std::size_t> reported(layout.tokens() + 1, 12345);
+  const auto result = cascade_rl::clip_cov_loss(
+      exec::seq, layout, c.inputs(), token_selection::replay(given), grad,
+      c.normalizer(options.aggregation), options, std::span<std::size_t>(reported));
+  // The loss and dL/dlogp times dp_size; P4 relative (README_v2's Cautions).
+  const bool relative = c.json["batch"] == "P4";
+  const double atol = relative ? 0.0 : cascade_rl::testing::reference_atol;
+  const double rtol = relative ? 1e-5 : cascade_rl::testing::reference_rtol;
+  const double dp = c.dp_size();
+  expect_close(result.loss * dp, c.json["loss"].template get<double>(), c.context + " loss", rtol,
+               atol);
+  std::vector<double> scaled(grad.size());
+  for (std::size_t t = 0; t < grad.size(); ++t) scaled[t] = static_cast<double>(grad[t]) * dp;
+  expect_all_close(std::span<const double>(scaled), flatten<double>(c.json["grad_log_prob"]),
+                   c.context + " grad_log_prob", rtol, relative ? 1e-6 : atol);
+  for (const auto& [key, value] : c.json["metrics"].items()) {
+    if (key == "actor/pg_clipfrac")
+      expect_close(result.metrics.clip_fraction(), value.template get<double>(),
+                   c.context + " " + key);
+    else if (key == "actor/ppo_kl")
+      expect_close(result.metrics.approx_kl(), value.template get<double>(), c.context + " " + key);
+    else
+      ADD_FAILURE() << c.context << ": metric " << key << " has no field of ours";
+  }
+  std::sort(given.begin(), given.end());
+  ASSERT_EQ(result.metrics.clipped, given.size()) << c.context;
+  for (std::size_t k = 0; k < given.size(); ++k) EXPECT_EQ(reported[k], given[k]) << c.context;
+  EXPECT_EQ(reported[given.size()], 12345u) << c.context << ": wrote past the selection";
+}
+
+TEST(ClipCov, EveryV2CaseReplayingVerlsSelection) {
+  for_each_clip_cov_case([](const auto& c) { check_replayed_case(c); });
+}
+
+// Our seeded draw takes every candidate when clip_num covers them: with clip_cov_ratio 1
+// the selection is veRL's candidate set (valid, PPO's clip inactive, lb < cov < ub, the
+// means over the call's valid tokens), for any seed. Where veRL's case is deterministic
+// (every candidate selected or none) our seeded draw with its own options gives veRL's
+// selection, so the whole case is recomputed without replay.
+template <class T>
+void check_seeded_candidates(const clip_cov_case<T>& c) {
+  auto options = std::get<clip_cov_options>(verl::policy_loss("clip_cov", c.actor()));
+  const auto layout = c.batch.layout();
+  const auto& selection = c.json["selection"];
+  std::vector<std::size_t> candidates = c.tokens_of(selection["candidate_tokens"]);
+  std::sort(candidates.begin(), candidates.end());
+  if (selection["deterministic"].template get<bool>()) {
+    std::vector<std::size_t> want = c.tokens_of(selection["selected_tokens"]);
+    std::sort(want.begin(), want.end());
+    for (const std::uint64_t seed : {0ull, 7ull, 0xFFFFFFFFFFFFFFFFull})
+      EXPECT_EQ(cascade_rl::clip_cov_seeded_selection(exec::seq, layout, c.inputs(), seed, options),
+                want)
+          << c.context << " seed " << seed;
+    std::vector<T> grad(layout.tokens());
+    const auto result =
+        cascade_rl::clip_cov_loss(exec::seq, layout, c.inputs(), token_selection::seeded(3), grad,
+                                  c.normalizer(options.aggregation), options);
+    expect_close(result.loss * c.dp_size(), c.json["loss"].template get<double>(),
+                 c.context + " seeded loss",
+                 c.json["batch"] == "P4" ? 1e-5 : cascade_rl::testing::reference_rtol,
+                 c.json["batch"] == "P4" ? 0.0 : cascade_rl::testing::reference_atol);
+  }
+  options.clip_cov_ratio = 1.0;
+  EXPECT_EQ(cascade_rl::clip_cov_seeded_selection(exec::seq, layout, c.inputs(), 11, options),
+            candidates)
+      << c.context;
+}
+
+TEST(ClipCov, SeededSelectionFindsVerlsCandidates) {
+  for_each_clip_cov_case([](const auto& c) { check_seeded_candidates(c); });
+}
+
+// ---- our seeded selection -------------------------------------------------------------
+
+// A batch with many candidates: wide bounds and a high ratio.
+clip_cov_options wide_options(double ratio = 0.1) {
+  return {.clip_low = 0.2,
+          .clip_high = 0.28,
+          .clip_cov_ratio = ratio,
+          .clip_cov_lb = -1e9,
+          .clip_cov_ub = 1e9,
+          .aggregation = loss_aggregation::token_mean};
+}
+
+template <class T>
+policy_ratio_inputs<T> inputs_of(const cascade_rl::testing::random_batch<T>& b,
+                                 std::span<const T> weights = {}) {
+  return {.log_probs = b.log_probs,
+          .old_log_probs = b.old_log_probs,
+          .advantages = b.advantages,
+          .rollout_is_weights = weights};
+}
+
+TEST(ClipCov, SeededSelectionIsDeterministicAndExecutorIndependent) {
+  const auto b =
+      cascade_rl::testing::make_random_batch<float>(41, {.sequences = 200, .max_length = 40});
+  const auto layout = b.layout();
+  const auto options = wide_options(0.05);
+  const auto counts = cascade_rl::local_loss_counts(exec::seq, layout);
+  const std::size_t valid = static_cast<std::size_t>(counts.tokens);
+  const std::size_t clip_num = static_cast<std::size_t>(std::floor(0.05 * valid));
+  const auto first =
+      cascade_rl::clip_cov_seeded_selection(exec::seq, layout, inputs_of(b), 5, options);
+  ASSERT_EQ(first.size(), clip_num);
+  EXPECT_TRUE(std::is_sorted(first.begin(), first.end()));
+  EXPECT_EQ(cascade_rl::clip_cov_seeded_selection(exec::seq, layout, inputs_of(b), 5, options),
+            first);
+  for (const std::size_t threads : {2u, 3u, 8u})
+    EXPECT_EQ(
+        cascade_rl::clip_cov_seeded_selection(exec::par.with_threads(static_cast<int>(threads)),
+                                              layout, inputs_of(b), 5, options),
+        first)
+        << threads << " threads";
+  // Another seed draws another subset of the same candidates.
+  const auto other =
+      cascade_rl::clip_cov_seeded_selection(exec::seq, layout, inputs_of(b), 6, options);
+  ASSERT_EQ(other.size(), clip_num);
+  EXPECT_NE(other, first);
+  auto all = wide_options(1.0);
+  const auto candidates =
+      cascade_rl::clip_cov_seeded_selection(exec::seq, layout, inputs_of(b), 5, all);
+  EXPECT_GT(candidates.size(), clip_num);
+  for (const std::size_t t : first)
+    EXPECT_TRUE(std::binary_search(candidates.begin(), candidates.end(), t)) << t;
+  // The rule itself: the clip_num smallest (key, index) among the candidates.
+  std::vector<std::pair<std::uint64_t, std::size_t>> keyed;
+  for (const std::size_t t : candidates)
+    keyed.emplace_back(cascade_rl::terms::selection_key(5, t), t);
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<std::size_t> want;
+  for (std::size_t k = 0; k < clip_num; ++k) want.push_back(keyed[k].second);
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(first, want);
+  // The loss reports what it drew.
+  std::vector<float> grad(layout.tokens());
+  std::vector<std::size_t> reported(clip_num);
+  const auto result = cascade_rl::clip_cov_loss(
+      exec::seq, layout, inputs_of(b), token_selection::seeded(5), grad,
+      counts.normalizer(options.aggregation, 1.0), options, std::span<std::size_t>(reported));
+  EXPECT_EQ(result.metrics.clipped, clip_num);
+  EXPECT_EQ(reported, first);
+}
+
+// SplitMix64's published first outputs for seed 0 and 1234567 (the (t + 1)-th output is
+// the key of token t).
+TEST(ClipCov, SelectionKeyIsSplitMix64) {
+  EXPECT_EQ(cascade_rl::terms::selection_key(0, 0), 0xE220A8397B1DCDAFull);
+  EXPECT_EQ(cascade_rl::terms::selection_key(0, 1), 0x6E789E6AA1B965F4ull);
+  EXPECT_EQ(cascade_rl::terms::selection_key(1234567, 0), 6457827717110365317ull);
+  EXPECT_EQ(cascade_rl::terms::selection_key(1234567, 1), 3203168211198807973ull);
+}
+
+// ---- executors, gradient, micro-batches ------------------------------------------------
+
+TEST(ClipCov, SeqAndParAreBitwiseEqual) {
+  const auto b =
+      cascade_rl::testing::make_random_batch<double>(42, {.sequences = 300, .max_length = 60});
+  const auto layout = b.layout();
+  const auto weights = cascade_rl::testing::rollout_is_weights_of(b);
+  const auto counts = cascade_rl::local_loss_counts(exec::seq, layout);
+  for (const loss_aggregation mode : cascade_rl::testing::all_aggregation_modes) {
+    auto options = wide_options(0.02);
+    options.aggregation = mode;
+    for (const bool weighted : {false, true}) {
+      const auto in =
+          inputs_of(b, weighted ? std::span<const double>(weights) : std::span<const double>{});
+      std::vector<double> seq_grad(layout.tokens());
+      const auto seq = cascade_rl::clip_cov_loss(exec::seq, layout, in, token_selection::seeded(9),
+                                                 seq_grad, counts.normalizer(mode, 60.0), options);
+      for (const std::size_t threads : {2u, 4u, 7u}) {
+        std::vector<double> par_grad(layout.tokens());
+        const auto par = cascade_rl::clip_cov_loss(
+            exec::par.with_threads(static_cast<int>(threads)), layout, in,
+            token_selection::seeded(9), par_grad, counts.normalizer(mode, 60.0), options);
+        EXPECT_EQ(std::bit_cast<std::uint64_t>(par.loss), std::bit_cast<std::uint64_t>(seq.loss));
+        EXPECT_EQ(par.metrics.clipped, seq.metrics.clipped);
+        EXPECT_EQ(std::bit_cast<std::uint64_t>(par.metrics.approx_kl_sum),
+                  std::bit_cast<std::uint64_t>(seq.metrics.approx_kl_sum));
+        for (std::size_t t = 0; t < layout.tokens(); ++t)
+          ASSERT_EQ(std::bit_cast<std::uint64_t>(par_grad[t]),
+                    std::bit_cast<std::uint64_t>(seq_grad[t]))
+              << "token " << t << ", " << threads << " threads";
+      }
+    }
+  }
+}
+
+// Central differences in double with the selection held fixed (replayed), skipping
+// tokens within the step of the clip's kinks. The loss is piecewise smooth with second
+// derivative |A| r / c per token, so the O(h^2) error bound is |A| r h^2 / c with the
+// aggregation weight c <= 1: h = 1e-5 gives under 1e-9 against rounding near 1e-11 / h.
+TEST(ClipCov, GradientMatchesFiniteDifferences) {
+  auto b = cascade_rl::testing::make_random_batch<double>(43, {.sequences = 12, .max_length = 10});
+  const auto layout = b.layout();
+  const auto weights = cascade_rl::testing::rollout_is_weights_of(b);
+  const auto counts = cascade_rl::local_loss_counts(exec::seq, layout);
+  auto options = wide_options(0.2);
+  const auto selected =
+      cascade_rl::clip_cov_seeded_selection(exec::seq, layout, inputs_of(b), 1, options);
+  ASSERT_FALSE(selected.empty());
+  for (const loss_aggregation mode : cascade_rl::testing::all_aggregation_modes) {
+    options.aggregation = mode;
+    const auto normalizer = counts.normalizer(mode, 10.0);
+    const auto loss_at = [&](std::vector<double>& log_probs) {
+      std::vector<double> grad(layout.tokens());
+      const policy_ratio_inputs<double> in{.log_probs = log_probs,
+                                           .old_log_probs = b.old_log_probs,
+                                           .advantages = b.advantages,
+                                           .rollout_is_weights = weights};
+      return cascade_rl::clip_cov_loss(exec::seq, layout, in, token_selection::replay(selected),
+                                       grad, normalizer, options)
+          .loss;
+    };
+    std::vector<double> grad(layout.tokens());
+    (void)cascade_rl::clip_cov_loss(exec::seq, layout,
+                                    inputs_of(b, std::span<const double>(weights)),
+                                    token_selection::replay(selected), grad, normalizer, options);
+    const double h = 1e-5;
+    std::size_t checked = 0;
+    for (std::size_t t = 0; t < layout.tokens(); ++t) {
+      const double log_ratio = b.log_probs[t] - b.old_log_probs[t];
+      const double near_low = std::abs(std::exp(log_ratio) - (1 - options.clip_low));
+      const double near_high = std::abs(std::exp(log_ratio) - (1 + options.clip_high));
+      if (std::min(near_low, near_high) < 1e-3) continue;
+      std::vector<double> plus = b.log_probs, minus = b.log_probs;
+      plus[t] += h;
+      minus[t] -= h;
+      const double numeric = (loss_at(plus) - loss_at(minus)) / (2 * h);
+      EXPECT_NEAR(grad[t], numeric, 1e-6) << "token " << t;
+      ++checked;
+    }
+    EXPECT_GT(checked, layout.tokens() / 2);
+  }
+}
+
+// veRL selects per micro-batch: the means, clip_num and the draw belong to the call, so
+// splitting a batch changes the selection and the loss (here the whole batch selects
+// max(floor(0.01 * valid), 1) tokens, each of four micro-batches at least one). Given one
+// fixed global selection, replayed into each micro-batch, the shares add up to the whole.
+TEST(ClipCov, MicroBatchesChangeTheDrawButNotAFixedSelection) {
+  const auto b =
+      cascade_rl::testing::make_random_batch<double>(44, {.sequences = 40, .max_length = 20});
+  const auto layout = b.layout();
+  const auto counts = cascade_rl::local_loss_counts(exec::seq, layout);
+  const auto options = wide_options(0.01);
+  const auto normalizer = counts.normalizer(options.aggregation, 20.0);
+  std::vector<double> whole_grad(layout.tokens());
+  const auto whole = cascade_rl::clip_cov_loss(
+      exec::seq, layout, inputs_of(b), token_selection::seeded(2), whole_grad, normalizer, options);
+  const auto global =
+      cascade_rl::clip_cov_seeded_selection(exec::seq, layout, inputs_of(b), 2, options);
+  const auto slices = cascade_rl::testing::random_split(layout, 4, 8);
+  double drawn_sum = 0, replayed_sum = 0;
+  std::size_t drawn_selected = 0;
+  std::vector<double> replayed_grad(layout.tokens());
+  for (const auto& slice : slices) {
+    const policy_ratio_inputs<double> in{.log_probs = slice.of(b.log_probs),
+                                         .old_log_probs = slice.of(b.old_log_probs),
+                                         .advantages = slice.of(b.advantages)};
+    std::vector<double> grad(slice.token_end - slice.token_begin);
+    const auto drawn = cascade_rl::clip_cov_loss(
+        exec::seq, slice.layout(), in, token_selection::seeded(2), grad, normalizer, options);
+    drawn_sum += drawn.loss;
+    drawn_selected += drawn.metrics.clipped;
+    std::vector<std::size_t> local;
+    for (const std::size_t t : global)
+      if (t >= slice.token_begin && t < slice.token_end) local.push_back(t - slice.token_begin);
+    replayed_sum +=
+        cascade_rl::clip_cov_loss(exec::seq, slice.layout(), in, token_selection::replay(local),
+                                  slice.of_mutable(replayed_grad), normalizer, options)
+            .loss;
+  }
+  EXPECT_NE(drawn_selected, whole.metrics.clipped);
+  EXPECT_NE(drawn_sum, whole.loss);
+  // Shares of a canonical sum each: the split changes the order of addition only.
+  EXPECT_NEAR(replayed_sum, whole.loss, 1e-12 * (1 + std::abs(whole.loss)));
+  for (std::size_t t = 0; t < layout.tokens(); ++t)
+    EXPECT_EQ(replayed_grad[t], whole_grad[t]) << "token " << t;
+}
+
+// ---- refusals ---------------------------------------------------------------------------
+
+TEST(ClipCov, RefusalsNameTheArgumentAndIndex) {
+  const auto b =
+      cascade_rl::testing::make_random_batch<double>(45, {.sequences = 6, .max_length = 8});
+  const auto layout = b.layout();
+  const auto counts = cascade_rl::local_loss_counts(exec::seq, layout);
+  const auto normalizer = counts.normalizer(loss_aggregation::token_mean, 1.0);
+  std::vector<double> grad(layout.tokens());
+  std::size_t masked = layout.tokens(), valid = layout.tokens();
+  for (std::size_t t = 0; t < layout.tokens(); ++t) {
+    if (!layout.valid(t) && masked == layout.tokens()) masked = t;
+    if (layout.valid(t) && valid == layout.tokens()) valid = t;
+  }
+  ASSERT_LT(masked, layout.tokens());
+  ASSERT_LT(valid, layout.tokens());
+  const auto run = [&](std::vector<std::size_t> tokens, clip_cov_options options = {},
+                       std::span<std::size_t> out = {}) {
+    (void)cascade_rl::clip_cov_loss(exec::seq, layout, inputs_of(b),
+                                    token_selection::replay(tokens), grad, normalizer, options,
+                                    out);
+  };
+  expect_error_naming(
+      [&] {
+        run({valid, layout.tokens()});
+      },
+      "selection.tokens[1]", "beyond the " + std::to_string(layout.tokens()) + " tokens");
+  expect_error_naming(
+      [&] {
+        run({valid, masked});
+      },
+      "selection.tokens[1]", "token " + std::to_string(masked), "mask");
+  expect_error_naming([&] { run({valid, valid}); }, "selection.tokens[1]", "repeats");
+  expect_error_naming([&] { run({valid}, {.clip_cov_ratio = 0.0}); }, "options.clip_cov_ratio");
+  expect_error_naming([&] { run({valid}, {.clip_low = -0.1}); }, "options.clip_low");
+  std::vector<std::size_t> none;
+  expect_error_naming(
+      [&] {
+        std::size_t one = 0;
+        run({valid, valid + (valid + 1 < layout.tokens() && layout.valid(valid + 1) ? 1 : 0)}, {},
+            std::span<std::size_t>(&one, 1));
+      },
+      "selected_out");
+  auto bad = b.advantages;
+  bad[valid] = std::nan("");
+  expect_error_naming(
+      [&] {
+        (void)cascade_rl::clip_cov_loss(
+            exec::seq, layout,
+            policy_ratio_inputs<double>{
+                .log_probs = b.log_probs, .old_log_probs = b.old_log_probs, .advantages = bad},
+            token_selection::seeded(1), grad, normalizer);
+      },
+      "advantages[" + std::to_string(valid) + "]");
+}
+
+TEST(ClipCov, VerlNameAndPreset) {
+  const auto defaults = std::get<clip_cov_options>(verl::policy_loss("clip_cov"));
+  EXPECT_EQ(defaults.clip_cov_ratio, 0.0002);
+  EXPECT_EQ(defaults.clip_cov_lb, 1.0);
+  EXPECT_EQ(defaults.clip_cov_ub, 5.0);
+  EXPECT_EQ(defaults.clip_low, 0.2);
+  EXPECT_EQ(defaults.clip_high, 0.2);
+  EXPECT_EQ(defaults.aggregation, loss_aggregation::token_mean);
+  const clip_cov_options ours{};
+  EXPECT_EQ(ours.clip_cov_ratio, defaults.clip_cov_ratio);
+  EXPECT_EQ(ours.clip_cov_lb, defaults.clip_cov_lb);
+  EXPECT_EQ(ours.clip_cov_ub, defaults.clip_cov_ub);
+  const auto set = std::get<clip_cov_options>(
+      verl::policy_loss("clip_cov", {.loss_agg_mode = "seq-mean-token-sum",
+                                     .clip_ratio = 0.3,
+                                     .clip_ratio_high = 0.28,
+                                     .clip_cov_ratio = 0.05,
+                                     .clip_cov_lb = 0.02,
+                                     .clip_cov_ub = 3.0}));
+  EXPECT_EQ(set.clip_low, 0.3);
+  EXPECT_EQ(set.clip_high, 0.28);
+  EXPECT_EQ(set.clip_cov_ratio, 0.05);
+  EXPECT_EQ(set.clip_cov_lb, 0.02);
+  EXPECT_EQ(set.clip_cov_ub, 3.0);
+  EXPECT_EQ(set.aggregation, loss_aggregation::seq_mean_token_sum);
+}
+
+}  // namespace
