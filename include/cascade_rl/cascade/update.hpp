@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "cascade_rl/algorithms/broadcast.hpp"
@@ -109,49 +110,24 @@ policy_loss_result on_policy_step(P& policy, const rollout_batch& batch,
 }
 
 // A mini-batch rule's loss on one mini-batch, the behaviour log-probs as old log-probs.
-inline policy_loss_result mini_batch_loss(const token_layout& layout,
-                                          std::span<const float> log_probs,
-                                          std::span<const float> old_log_probs,
-                                          std::span<const float> advantages, std::span<float> dlogp,
-                                          const loss_normalizer& normalizer,
-                                          const ppo_clip_options& options) {
-  return ppo_clip_loss(
-      exec::par, layout,
-      {.log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages}, dlogp,
-      normalizer, options);
-}
-inline policy_loss_result mini_batch_loss(const token_layout& layout,
-                                          std::span<const float> log_probs,
-                                          std::span<const float> old_log_probs,
-                                          std::span<const float> advantages, std::span<float> dlogp,
-                                          const loss_normalizer& normalizer,
-                                          const gspo_options& options) {
-  return gspo_loss(
-      exec::par, layout,
-      {.log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages}, dlogp,
-      normalizer, options);
-}
-inline policy_loss_result mini_batch_loss(const token_layout& layout,
-                                          std::span<const float> log_probs,
-                                          std::span<const float> old_log_probs,
-                                          std::span<const float> advantages, std::span<float> dlogp,
-                                          const loss_normalizer& normalizer,
-                                          const geo_mean_options& options) {
-  return geo_mean_loss(
-      exec::par, layout,
-      {.log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages}, dlogp,
-      normalizer, options);
-}
 template <class Options>
 policy_loss_result mini_batch_loss(const token_layout& layout, std::span<const float> log_probs,
                                    std::span<const float> old_log_probs,
                                    std::span<const float> advantages, std::span<float> dlogp,
                                    const loss_normalizer& normalizer, const Options& options) {
-  return policy_ratio_loss(
-      exec::par, layout,
-      policy_ratio_inputs<float>{
-          .log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages},
-      dlogp, normalizer, options);
+  const policy_ratio_inputs<float> inputs{
+      .log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages};
+  if constexpr (std::is_same_v<Options, ppo_clip_options>)
+    return ppo_clip_loss(
+        exec::par, layout,
+        {.log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages}, dlogp,
+        normalizer, options);
+  else if constexpr (std::is_same_v<Options, gspo_options>)
+    return gspo_loss(exec::par, layout, inputs, dlogp, normalizer, options);
+  else if constexpr (std::is_same_v<Options, geo_mean_options>)
+    return geo_mean_loss(exec::par, layout, inputs, dlogp, normalizer, options);
+  else
+    return policy_ratio_loss(exec::par, layout, inputs, dlogp, normalizer, options);
 }
 
 // A mini-batch rule (PPO clip or a ratio loss): rule.epochs x rule.mini_batches optimizer
