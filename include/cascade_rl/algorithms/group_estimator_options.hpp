@@ -79,6 +79,13 @@ struct reinforce_plus_plus_options {
   whitening_options whitening{};
 };
 
+// The optimal token baseline (optimal_token_baseline.hpp).
+struct optimal_token_baseline_options {
+  double epsilon = 1e-8;          // added to the group's sum of W (finite, >= 0)
+  bool handle_zero_tail = false;  // veRL's default: false single-turn, true multi-turn
+  bool multi_turn = false;        // positions by valid-token rank (veRL's tir_ variant)
+};
+
 // Generalized advantage estimation (gae_advantages.hpp): the TD(lambda) advantage from
 // a value estimate per token, whitened over the batch like REINFORCE++.
 struct gae_options {

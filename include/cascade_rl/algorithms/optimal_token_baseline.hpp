@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "cascade_rl/algorithms/broadcast.hpp"
+#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/exec.hpp"
@@ -46,12 +47,6 @@ struct optimal_token_baseline_inputs {
   std::span<const T> old_log_probs;       // one per token: log pi_old of the sampled token
   std::span<const T> sum_pi_squared;      // one per token: sum over the vocabulary of pi_old^2
   std::span<const T> rollout_is_weights;  // one per token, or empty: none (rho = 1)
-};
-
-struct optimal_token_baseline_options {
-  double epsilon = 1e-8;          // added to the group's sum of W (finite, >= 0)
-  bool handle_zero_tail = false;  // veRL's default: false single-turn, true multi-turn
-  bool multi_turn = false;        // positions by valid-token rank (veRL's tir_ variant)
 };
 
 namespace detail {

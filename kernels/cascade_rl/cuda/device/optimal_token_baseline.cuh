@@ -11,7 +11,7 @@
 
 #include <cstddef>
 
-#include "cascade_rl/algorithms/optimal_token_baseline.hpp"
+#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/cuda/kernel/optimal_token_baseline.cuh"
