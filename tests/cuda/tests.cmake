@@ -41,18 +41,20 @@ if(CASCADE_RL_CCCL_INCLUDE_DIR)
     target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}/kernels")
     if(system STREQUAL "OMP")
       target_link_libraries(${target} PRIVATE OpenMP::OpenMP_CXX)
-      # UBSan builds (the sanitize preset): CCCL's thrust/detail/reference.h, line 330 in
-      # CCCL 3.0.1 (thrust::reference::convert_to_value_type), dispatches on the system by
-      # dereferencing a null `System*` it made on purpose ("Avoid default-constructing a
-      # system; instead, just use a null pointer for dispatch", operator value_type(),
-      # line 185): a reference bound to null, which -fsanitize=null reports. The OMP
-      # system reaches it through thrust::copy_if (generic copy_if -> exclusive_scan over
-      # a temporary_array -> reading an element through thrust::reference). Not our code,
-      # and GCC has no per-header ignore list: only this target drops the null check;
-      # ASan and every other UBSan check stay on.
-      if(CMAKE_CXX_FLAGS MATCHES "-fsanitize=[^ ]*(undefined|null)")
-        target_compile_options(${target} PRIVATE -fno-sanitize=null)
-      endif()
+    endif()
+    # UBSan builds (the sanitize preset): CCCL's thrust/detail/reference.h, line 330 in
+    # CCCL 3.0.1 (thrust::reference::convert_to_value_type; line 346, assign_from, for a
+    # write), dispatches on the system by dereferencing a null `System*` it made on
+    # purpose ("Avoid default-constructing a system; instead, just use a null pointer for
+    # dispatch", operator value_type(), line 185): a reference bound to null, which
+    # -fsanitize=null reports. The OMP system reaches it through thrust::copy_if (generic
+    # copy_if -> exclusive_scan over a temporary_array -> reading an element through
+    # thrust::reference), both systems through thrust::stable_sort_by_key (the sequential
+    # radix sort scatters into a temporary_array through thrust::reference: Clip-Cov's
+    # seeded selection). Not our code, and GCC has no per-header ignore list: only these
+    # two targets drop the null check; ASan and every other UBSan check stay on.
+    if(CMAKE_CXX_FLAGS MATCHES "-fsanitize=[^ ]*(undefined|null)")
+      target_compile_options(${target} PRIVATE -fno-sanitize=null)
     endif()
     _cascade_rl_cuda_test(${target})
   endforeach()
