@@ -24,6 +24,7 @@
 #include "support/expect_error.hpp"
 #include "support/random_batch.hpp"
 #include "support/reference.hpp"
+#include "support/verl_v2_case.hpp"
 
 namespace {
 
@@ -43,83 +44,11 @@ using cascade_rl::testing::padded_from_mask;
 // ---- v2 reference cases ---------------------------------------------------------------
 
 template <class T>
-struct clip_cov_case {
-  const nlohmann::json& json;
-  cascade_rl::testing::padded_batch batch;
-  std::vector<T> log_probs, old_log_probs, advantages, rollout_is_weights;
-  std::string context;
-
-  clip_cov_case(const nlohmann::json& c, const nlohmann::json& b, std::string where)
-      : json(c),
-        batch(padded_from_mask(b["response_mask"])),
-        log_probs(flatten<T>(b["log_prob"])),
-        old_log_probs(flatten<T>(b["old_log_prob"])),
-        advantages(flatten<T>(b["advantages"])),
-        context(std::move(where)) {
-    if (c["rollout_is_weights"].get<bool>())
-      rollout_is_weights = flatten<T>(b["rollout_is_weights"]);
-  }
-
-  [[nodiscard]] verl::actor_config actor() const {
-    const auto& c = json["config"];
-    const auto number = [&c](const char* key) -> std::optional<double> {
-      if (!c.contains(key) || c[key].is_null()) return std::nullopt;
-      return c[key].get<double>();
-    };
-    verl::actor_config config{.loss_agg_mode = json["loss_agg_mode"].get<std::string_view>()};
-    if (const auto v = number("clip_ratio")) config.clip_ratio = *v;
-    config.clip_ratio_low = number("clip_ratio_low");
-    config.clip_ratio_high = number("clip_ratio_high");
-    config.clip_cov_ratio = number("policy_loss.clip_cov_ratio");
-    config.clip_cov_lb = number("policy_loss.clip_cov_lb");
-    config.clip_cov_ub = number("policy_loss.clip_cov_ub");
-    return config;
-  }
-
-  [[nodiscard]] cascade_rl::loss_normalizer normalizer(loss_aggregation aggregation) const {
-    const auto& info = json["config"]["global_batch_info"];
-    if (info.empty())
-      return verl::single_rank_normalizer(exec::seq, batch.layout(), aggregation, batch.width);
-    return verl::global_batch_normalizer(aggregation, info["batch_num_tokens"].get<double>(),
-                                         info["global_batch_size"].get<double>(),
-                                         info["loss_scale_factor"].get<double>());
-  }
-
-  [[nodiscard]] double dp_size() const {
-    const auto& info = json["config"]["global_batch_info"];
-    return info.empty() ? 1.0 : info["dp_size"].get<double>();
-  }
-
-  // [row, col] pairs as flat token indices.
-  [[nodiscard]] std::vector<std::size_t> tokens_of(const nlohmann::json& pairs) const {
-    std::vector<std::size_t> tokens;
-    for (const auto& p : pairs)
-      tokens.push_back(p[0].get<std::size_t>() * batch.width + p[1].get<std::size_t>());
-    return tokens;
-  }
-
-  [[nodiscard]] policy_ratio_inputs<T> inputs() const {
-    return {.log_probs = log_probs,
-            .old_log_probs = old_log_probs,
-            .advantages = advantages,
-            .rollout_is_weights = rollout_is_weights};
-  }
-};
+using clip_cov_case = cascade_rl::testing::verl_v2_case<T>;
 
 template <class Check>
 void for_each_clip_cov_case(const Check& check) {
-  const auto reference = load_reference("verl_core_algos_v2.json");
-  const auto& cases = reference["policy_losses"]["clip_cov"]["cases"];
-  ASSERT_FALSE(cases.empty());
-  for (std::size_t k = 0; k < cases.size(); ++k) {
-    const auto& c = cases[k];
-    const auto& batch = reference["policy_loss_batches"][c["batch"].get<std::string>()];
-    const std::string context =
-        "clip_cov[" + std::to_string(k) + "] " + c["batch"].get<std::string>() + " " +
-        c["loss_agg_mode"].get<std::string>() + " " + c["variant"].get<std::string>();
-    check(clip_cov_case<double>(c, batch, context));
-    check(clip_cov_case<float>(c, batch, context + " (float)"));
-  }
+  cascade_rl::testing::for_each_verl_v2_case("clip_cov", check);
 }
 
 template <class T>
@@ -131,28 +60,10 @@ void check_replayed_case(const clip_cov_case<T>& c) {
   std::vector<T> grad(layout.tokens(), T(-7));
   std::vector<std::size_t> reported(layout.tokens() + 1, 12345);
   const auto result = cascade_rl::clip_cov_loss(
-      exec::seq, layout, c.inputs(), token_selection::replay(given), grad,
+      exec::seq, layout, c.ratio_inputs(), token_selection::replay(given), grad,
       c.normalizer(options.aggregation), options, std::span<std::size_t>(reported));
-  // The loss and dL/dlogp times dp_size; P4 relative (README_v2's Cautions).
-  const bool relative = c.json["batch"] == "P4";
-  const double atol = relative ? 0.0 : cascade_rl::testing::reference_atol;
-  const double rtol = relative ? 1e-5 : cascade_rl::testing::reference_rtol;
-  const double dp = c.dp_size();
-  expect_close(result.loss * dp, c.json["loss"].template get<double>(), c.context + " loss", rtol,
-               atol);
-  std::vector<double> scaled(grad.size());
-  for (std::size_t t = 0; t < grad.size(); ++t) scaled[t] = static_cast<double>(grad[t]) * dp;
-  expect_all_close(std::span<const double>(scaled), flatten<double>(c.json["grad_log_prob"]),
-                   c.context + " grad_log_prob", rtol, relative ? 1e-6 : atol);
-  for (const auto& [key, value] : c.json["metrics"].items()) {
-    if (key == "actor/pg_clipfrac")
-      expect_close(result.metrics.clip_fraction(), value.template get<double>(),
-                   c.context + " " + key);
-    else if (key == "actor/ppo_kl")
-      expect_close(result.metrics.approx_kl(), value.template get<double>(), c.context + " " + key);
-    else
-      ADD_FAILURE() << c.context << ": metric " << key << " has no field of ours";
-  }
+  c.expect_loss_and_gradient(result.loss, grad);
+  c.expect_reported_metrics(result.metrics);
   std::sort(given.begin(), given.end());
   ASSERT_EQ(result.metrics.clipped, given.size()) << c.context;
   for (std::size_t k = 0; k < given.size(); ++k) EXPECT_EQ(reported[k], given[k]) << c.context;
@@ -179,20 +90,21 @@ void check_seeded_candidates(const clip_cov_case<T>& c) {
     std::vector<std::size_t> want = c.tokens_of(selection["selected_tokens"]);
     std::sort(want.begin(), want.end());
     for (const std::uint64_t seed : {0ull, 7ull, 0xFFFFFFFFFFFFFFFFull})
-      EXPECT_EQ(cascade_rl::clip_cov_seeded_selection(exec::seq, layout, c.inputs(), seed, options),
-                want)
+      EXPECT_EQ(
+          cascade_rl::clip_cov_seeded_selection(exec::seq, layout, c.ratio_inputs(), seed, options),
+          want)
           << c.context << " seed " << seed;
     std::vector<T> grad(layout.tokens());
     const auto result =
-        cascade_rl::clip_cov_loss(exec::seq, layout, c.inputs(), token_selection::seeded(3), grad,
-                                  c.normalizer(options.aggregation), options);
+        cascade_rl::clip_cov_loss(exec::seq, layout, c.ratio_inputs(), token_selection::seeded(3),
+                                  grad, c.normalizer(options.aggregation), options);
     expect_close(result.loss * c.dp_size(), c.json["loss"].template get<double>(),
                  c.context + " seeded loss",
                  c.json["batch"] == "P4" ? 1e-5 : cascade_rl::testing::reference_rtol,
                  c.json["batch"] == "P4" ? 0.0 : cascade_rl::testing::reference_atol);
   }
   options.clip_cov_ratio = 1.0;
-  EXPECT_EQ(cascade_rl::clip_cov_seeded_selection(exec::seq, layout, c.inputs(), 11, options),
+  EXPECT_EQ(cascade_rl::clip_cov_seeded_selection(exec::seq, layout, c.ratio_inputs(), 11, options),
             candidates)
       << c.context;
 }

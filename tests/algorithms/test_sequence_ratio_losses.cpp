@@ -24,6 +24,7 @@
 #include "support/expect_error.hpp"
 #include "support/random_batch.hpp"
 #include "support/reference.hpp"
+#include "support/verl_v2_case.hpp"
 
 namespace {
 
@@ -38,123 +39,16 @@ using cr::testing::padded_from_mask;
 
 // ---- v2 reference ----------------------------------------------------------------------
 
-// One case of verl_core_algos_v2.json's policy_losses.<name> with its batch, in T.
 template <class T>
-struct v2_case {
-  const nlohmann::json& json;
-  cr::testing::padded_batch batch;
-  std::vector<T> log_probs, old_log_probs, advantages, rollout_is_weights;
-  std::string mode;
-  std::string context;
-
-  v2_case(const nlohmann::json& c, const nlohmann::json& b, std::string where)
-      : json(c),
-        batch(padded_from_mask(b["response_mask"])),
-        log_probs(flatten<T>(b["log_prob"])),
-        old_log_probs(flatten<T>(b["old_log_prob"])),
-        advantages(flatten<T>(b["advantages"])),
-        mode(c["loss_agg_mode"].get<std::string>()),
-        context(std::move(where)) {
-    if (c["rollout_is_weights"].get<bool>())
-      rollout_is_weights = flatten<T>(b["rollout_is_weights"]);
-  }
-
-  [[nodiscard]] verl::actor_config actor() const {
-    const auto& c = json["config"];
-    const auto number = [&c](const char* key) -> std::optional<double> {
-      if (!c.contains(key) || c[key].is_null()) return std::nullopt;
-      return c[key].get<double>();
-    };
-    verl::actor_config config{.loss_agg_mode = mode};
-    if (const auto v = number("clip_ratio")) config.clip_ratio = *v;
-    config.clip_ratio_low = number("clip_ratio_low");
-    config.clip_ratio_high = number("clip_ratio_high");
-    return config;
-  }
-
-  // agg_loss's divisors: the batch's own counts, or the case's global_batch_info.
-  [[nodiscard]] cr::loss_normalizer normalizer(cr::loss_aggregation aggregation) const {
-    const auto& info = json["config"]["global_batch_info"];
-    if (info.empty())
-      return verl::single_rank_normalizer(exec::seq, batch.layout(), aggregation, batch.width);
-    return verl::global_batch_normalizer(aggregation, info["batch_num_tokens"].get<double>(),
-                                         info["global_batch_size"].get<double>(),
-                                         info["loss_scale_factor"].get<double>());
-  }
-
-  [[nodiscard]] double dp_size() const {
-    const auto& info = json["config"]["global_batch_info"];
-    return info.empty() ? 1.0 : info["dp_size"].get<double>();
-  }
-
-  // Loss and gradient times dp_size (veRL's agg_loss multiplies by it). The tolerance is
-  // the suite's reference one (float32 arithmetic in veRL against double here: the
-  // sequence mean of n <= 8 float log-ratios is off by a few ulp of the largest term, and
-  // exp carries that relatively into s); P4's log-ratios reach +-20 and s up to e^10, so
-  // there it is relative only (README_v2's Cautions).
-  // dp: veRL's factor (geo_mean ignores global_batch_info, dp_size included: 1).
-  void expect_loss_and_gradient(double loss, const std::vector<T>& grad,
-                                std::optional<double> factor = std::nullopt) const {
-    const bool relative = json["batch"] == "P4";
-    const double atol = relative ? 0.0 : cr::testing::reference_atol;
-    const double rtol = relative ? 1e-5 : cr::testing::reference_rtol;
-    const double dp = factor.value_or(dp_size());
-    expect_close(loss * dp, json["loss"].get<double>(), context + " loss", rtol, atol);
-    std::vector<double> scaled(grad.size());
-    for (std::size_t t = 0; t < grad.size(); ++t) scaled[t] = static_cast<double>(grad[t]) * dp;
-    expect_all_close(std::span<const double>(scaled), flatten<double>(json["grad_log_prob"]),
-                     context + " grad_log_prob", rtol, relative ? 1e-6 : atol);
-  }
-
-  // Every metric veRL reported, each by its field of ours; an unmapped key fails.
-  void expect_reported_metrics(const cr::policy_loss_metrics& metrics) const {
-    for (const auto& item : json["metrics"].items()) {
-      const std::string key = item.key();
-      double ours = 0;
-      if (key == "actor/pg_clipfrac")
-        ours = metrics.clip_fraction();
-      else if (key == "actor/ppo_kl")
-        ours = metrics.approx_kl();
-      else if (key == "actor/pg_clipfrac_lower")
-        ours = metrics.dual_clip_fraction();
-      else {
-        ADD_FAILURE() << context << ": metric " << key << " has no field of ours";
-        continue;
-      }
-      expect_close(ours, json["metrics"][key].template get<double>(), context + " " + key);
-    }
-  }
-
-  [[nodiscard]] cr::policy_ratio_inputs<T> ratio_inputs() const {
-    return {.log_probs = log_probs,
-            .old_log_probs = old_log_probs,
-            .advantages = advantages,
-            .rollout_is_weights = rollout_is_weights};
-  }
-};
-
-template <class Check>
-void for_each_v2_case(const std::string& name, const Check& check) {
-  const auto reference = load_reference("verl_core_algos_v2.json");
-  const auto& cases = reference["policy_losses"][name]["cases"];
-  ASSERT_GE(cases.size(), 6u) << name;
-  for (std::size_t k = 0; k < cases.size(); ++k) {
-    const auto& c = cases[k];
-    const auto& batch = reference["policy_loss_batches"][c["batch"].get<std::string>()];
-    const std::string context =
-        name + "[" + std::to_string(k) + "] " + c["batch"].get<std::string>() + " " +
-        c["loss_agg_mode"].get<std::string>() + " " + c["variant"].get<std::string>();
-    check(v2_case<double>(c, batch, context));
-    check(v2_case<float>(c, batch, context + " (float)"));
-  }
-}
+using v2_case = cr::testing::verl_v2_case<T>;
+using cr::testing::for_each_verl_v2_case;
 
 // veRL's GSPO aggregates seq-mean-token-mean whatever loss_agg_mode says: the preset
 // reproduces it (token-mean, token-sum and seq-mean-token-sum-norm cases give veRL's
 // value), clip_ratio_low / high falling back on clip_ratio.
 TEST(GspoLoss, VerlV2EveryCase) {
   std::size_t global = 0, weighted = 0;
-  for_each_v2_case("gspo", [&](const auto& c) {
+  for_each_verl_v2_case("gspo", [&](const auto& c) {
     const auto options = std::get<cr::gspo_options>(verl::policy_loss("gspo", c.actor()));
     EXPECT_EQ(options.aggregation, cr::loss_aggregation::seq_mean_token_mean) << c.context;
     const auto layout = c.batch.layout();
@@ -489,7 +383,7 @@ TEST(GspoLoss, PresetAndName) {
 // reproduces every case, and clip_ratio_low / high fall back on clip_ratio.
 TEST(GeoMeanLoss, VerlV2EveryCase) {
   std::size_t global = 0, weighted = 0;
-  for_each_v2_case("geo_mean", [&](const auto& c) {
+  for_each_verl_v2_case("geo_mean", [&](const auto& c) {
     const auto options = std::get<cr::geo_mean_options>(verl::policy_loss("geo_mean", c.actor()));
     EXPECT_EQ(options.aggregation, cr::loss_aggregation::seq_mean_token_mean) << c.context;
     const auto layout = c.batch.layout();

@@ -20,6 +20,7 @@
 #include "cascade_rl/presets/verl_names.hpp"
 #include "support/expect_error.hpp"
 #include "support/reference.hpp"
+#include "support/verl_v2_case.hpp"
 
 namespace {
 
@@ -251,119 +252,9 @@ TEST(VerlReferenceLossesV2, KlPenaltyEveryTypeWithAndWithoutStraightThrough) {
 
 // ---- v2: veRL's other policy losses --------------------------------------------------
 
-// One case of verl_core_algos_v2.json's policy_losses.<name> with its shared batch, in T.
 template <class T>
-struct v2_case {
-  const nlohmann::json& json;
-  cascade_rl::testing::padded_batch batch;
-  std::vector<T> log_probs, old_log_probs, advantages, rollout_is_weights;
-  std::string mode;
-  std::string context;
-
-  v2_case(const nlohmann::json& c, const nlohmann::json& b, std::string where)
-      : json(c),
-        batch(padded_from_mask(b["response_mask"])),
-        log_probs(flatten<T>(b["log_prob"])),
-        old_log_probs(flatten<T>(b["old_log_prob"])),
-        advantages(flatten<T>(b["advantages"])),
-        mode(c["loss_agg_mode"].get<std::string>()),
-        context(std::move(where)) {
-    if (c["rollout_is_weights"].get<bool>())
-      rollout_is_weights = flatten<T>(b["rollout_is_weights"]);
-  }
-
-  // The actor fields the case's config holds (absent or null ones keep veRL's defaults).
-  [[nodiscard]] verl::actor_config actor() const {
-    const auto& c = json["config"];
-    const auto number = [&c](const char* key) -> std::optional<double> {
-      if (!c.contains(key) || c[key].is_null()) return std::nullopt;
-      return c[key].get<double>();
-    };
-    verl::actor_config config{.loss_agg_mode = mode};
-    if (const auto v = number("clip_ratio")) config.clip_ratio = *v;
-    config.clip_ratio_low = number("clip_ratio_low");
-    config.clip_ratio_high = number("clip_ratio_high");
-    if (const auto v = number("clip_ratio_c")) config.clip_ratio_c = *v;
-    config.dro_beta = number("policy_loss.dro_beta");
-    if (const auto v = number("tau_pos")) config.tau_pos = *v;
-    if (const auto v = number("tau_neg")) config.tau_neg = *v;
-    return config;
-  }
-
-  // agg_loss's divisors: the batch's own counts, or the case's global_batch_info.
-  [[nodiscard]] cascade_rl::loss_normalizer normalizer(
-      cascade_rl::loss_aggregation aggregation) const {
-    const auto& info = json["config"]["global_batch_info"];
-    if (info.empty())
-      return verl::single_rank_normalizer(cascade_rl::exec::seq, batch.layout(), aggregation,
-                                          batch.width);
-    return verl::global_batch_normalizer(aggregation, info["batch_num_tokens"].get<double>(),
-                                         info["global_batch_size"].get<double>(),
-                                         info["loss_scale_factor"].get<double>());
-  }
-
-  // veRL's agg_loss multiplies by dp_size (see verl::global_batch_normalizer).
-  [[nodiscard]] double dp_size() const {
-    const auto& info = json["config"]["global_batch_info"];
-    return info.empty() ? 1.0 : info["dp_size"].get<double>();
-  }
-
-  // The loss and dL/dlogp, times dp_size; P4's magnitudes relative (README_v2's Cautions).
-  void expect_loss_and_gradient(double loss, const std::vector<T>& grad) const {
-    const bool relative = json["batch"] == "P4";
-    const double atol = relative ? 0.0 : cascade_rl::testing::reference_atol;
-    const double rtol = relative ? 1e-5 : cascade_rl::testing::reference_rtol;
-    const double dp = dp_size();
-    expect_close(loss * dp, json["loss"].get<double>(), context + " loss", rtol, atol);
-    std::vector<double> scaled(grad.size());
-    for (std::size_t t = 0; t < grad.size(); ++t) scaled[t] = static_cast<double>(grad[t]) * dp;
-    expect_all_close(std::span<const double>(scaled), flatten<double>(json["grad_log_prob"]),
-                     context + " grad_log_prob", rtol, relative ? 1e-6 : atol);
-  }
-
-  void expect_metric(double value, const char* key) const {
-    expect_close(value, json["metrics"][key].get<double>(), context + " " + key);
-  }
-
-  // Every metric veRL reported for the case, each by its field of ours; a key without
-  // one fails (a new metric in the file must be mapped, not skipped).
-  void expect_reported_metrics(const cascade_rl::policy_loss_metrics& metrics) const {
-    for (const auto& [key, value] : json["metrics"].items()) {
-      if (key == "actor/pg_clipfrac")
-        expect_metric(metrics.clip_fraction(), "actor/pg_clipfrac");
-      else if (key == "actor/ppo_kl")
-        expect_metric(metrics.approx_kl(), "actor/ppo_kl");
-      else if (key == "actor/pg_clipfrac_lower")
-        expect_metric(metrics.dual_clip_fraction(), "actor/pg_clipfrac_lower");
-      else
-        ADD_FAILURE() << context << ": metric " << key << " has no field of ours";
-    }
-  }
-
-  [[nodiscard]] cascade_rl::policy_ratio_inputs<T> ratio_inputs() const {
-    return {.log_probs = log_probs,
-            .old_log_probs = old_log_probs,
-            .advantages = advantages,
-            .rollout_is_weights = rollout_is_weights};
-  }
-};
-
-// Runs check(case) on every case of policy_losses.<name>, in double and in float.
-template <class Check>
-void for_each_v2_case(const std::string& name, const Check& check) {
-  const auto reference = load_reference("verl_core_algos_v2.json");
-  const auto& cases = reference["policy_losses"][name]["cases"];
-  ASSERT_FALSE(cases.empty()) << name;
-  for (std::size_t k = 0; k < cases.size(); ++k) {
-    const auto& c = cases[k];
-    const auto& batch = reference["policy_loss_batches"][c["batch"].get<std::string>()];
-    const std::string context =
-        name + "[" + std::to_string(k) + "] " + c["batch"].get<std::string>() + " " +
-        c["loss_agg_mode"].get<std::string>() + " " + c["variant"].get<std::string>();
-    check(v2_case<double>(c, batch, context));
-    check(v2_case<float>(c, batch, context + " (float)"));
-  }
-}
+using v2_case = cascade_rl::testing::verl_v2_case<T>;
+using cascade_rl::testing::for_each_verl_v2_case;
 
 // A ratio loss (CISPO, DPPO, DRO, SAPO) with the options presets::verl gives veRL's name:
 // loss, gradient and every metric veRL reports.
@@ -393,7 +284,7 @@ const auto sapo_loss = [](auto&&... a) {
 };
 
 TEST(VerlReferenceLossesV2, CispoEveryCase) {
-  for_each_v2_case("cispo", [](const auto& c) {
+  for_each_verl_v2_case("cispo", [](const auto& c) {
     check_ratio_loss<cascade_rl::cispo_options>(c, "cispo", cispo_loss);
   });
 }
@@ -414,7 +305,7 @@ void check_log_prob_reinforce(const v2_case<T>& c, const cascade_rl::reinforce_o
 }
 
 TEST(VerlReferenceLossesV2, GpgEveryCase) {
-  for_each_v2_case("gpg", [](const auto& c) {
+  for_each_verl_v2_case("gpg", [](const auto& c) {
     EXPECT_TRUE(c.json["metrics"].empty()) << c.context;
     check_log_prob_reinforce(
         c, std::get<cascade_rl::reinforce_options>(verl::policy_loss("gpg", c.actor())));
@@ -422,26 +313,26 @@ TEST(VerlReferenceLossesV2, GpgEveryCase) {
 }
 
 TEST(VerlReferenceLossesV2, ReinforceEveryCase) {
-  for_each_v2_case("reinforce", [](const auto& c) {
+  for_each_verl_v2_case("reinforce", [](const auto& c) {
     check_log_prob_reinforce(c, verl::reinforce(verl::loss_agg_mode(c.mode)));
   });
   EXPECT_EQ(verl::reinforce().aggregation, cascade_rl::loss_aggregation::seq_mean_token_sum);
 }
 
 TEST(VerlReferenceLossesV2, DppoTvEveryCase) {
-  for_each_v2_case("dppo_tv", [](const auto& c) {
+  for_each_verl_v2_case("dppo_tv", [](const auto& c) {
     check_ratio_loss<cascade_rl::dppo_options>(c, "dppo_tv", dppo_loss);
   });
 }
 
 TEST(VerlReferenceLossesV2, DppoKlEveryCase) {
-  for_each_v2_case("dppo_kl", [](const auto& c) {
+  for_each_verl_v2_case("dppo_kl", [](const auto& c) {
     check_ratio_loss<cascade_rl::dppo_options>(c, "dppo_kl", dppo_loss);
   });
 }
 
 TEST(VerlReferenceLossesV2, DroEveryCaseAndTheMissingBeta) {
-  for_each_v2_case("dro", [](const auto& c) {
+  for_each_verl_v2_case("dro", [](const auto& c) {
     if (c.json.contains("error")) {  // dro_beta None: veRL raises, and so do we
       EXPECT_TRUE(c.json["config"]["policy_loss.dro_beta"].is_null()) << c.context;
       cascade_rl::testing::expect_error_naming([&] { (void)verl::policy_loss("dro", c.actor()); },
@@ -455,7 +346,7 @@ TEST(VerlReferenceLossesV2, DroEveryCaseAndTheMissingBeta) {
 // veRL's SAPO aggregates seq-mean-token-mean whatever loss_agg_mode says: the preset
 // reproduces it (every case, token-sum and token-mean ones included, gives veRL's value).
 TEST(VerlReferenceLossesV2, SapoEveryCase) {
-  for_each_v2_case("sapo", [](const auto& c) {
+  for_each_verl_v2_case("sapo", [](const auto& c) {
     check_ratio_loss<cascade_rl::sapo_options>(c, "sapo", sapo_loss);
   });
   EXPECT_EQ(
