@@ -16,6 +16,7 @@
 #include "cascade_rl/algorithms/kl_estimators.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "support/expect_error.hpp"
 #include "support/random_batch.hpp"
@@ -148,8 +149,8 @@ TYPED_TEST(LossExecutors, ReinforceBitIdentical) {
   }
 }
 
-// The ratio losses (CISPO, DPPO-TV/KL, DRO, SAPO), each with and without given weights,
-// under every aggregation mode; options that make the clips and truncations engage.
+// The ratio losses (CISPO, DPPO-TV/KL, DRO, SAPO, GSPO, GMPO), each with and without given
+// weights, under every aggregation mode; options that make the clips and truncations engage.
 TYPED_TEST(LossExecutors, RatioLossesBitIdentical) {
   using T = TypeParam;
   namespace cr = cascade_rl;
@@ -196,6 +197,19 @@ TYPED_TEST(LossExecutors, RatioLossesBitIdentical) {
       check(
           "sapo", [](auto&&... a) { return cr::sapo_loss(std::forward<decltype(a)>(a)...); },
           cr::sapo_options{.aggregation = mode});
+      // The sequence-level ratios (a per-sequence pre-pass, then the token pass).
+      EXPECT_GT(
+          check(
+              "gspo", [](auto&&... a) { return cr::gspo_loss(std::forward<decltype(a)>(a)...); },
+              cr::gspo_options{.clip_low = 0.02, .clip_high = 0.03, .aggregation = mode})
+              .metrics.clipped,
+          0u);
+      EXPECT_GT(check(
+                    "geo_mean",
+                    [](auto&&... a) { return cr::geo_mean_loss(std::forward<decltype(a)>(a)...); },
+                    cr::geo_mean_options{.clip_low = 0.1, .clip_high = 0.15, .aggregation = mode})
+                    .metrics.dual_clipped,
+                0u);
     }
   }
 }

@@ -18,6 +18,7 @@
 #include "cascade_rl/algorithms/kl_estimators.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "support/random_batch.hpp"
 
@@ -160,7 +161,7 @@ TEST(PartitionInvariance, ReinforceEveryMode) {
   }
 }
 
-// The ratio losses (CISPO, DPPO-TV/KL, DRO, SAPO) in their global form, every mode over
+// The ratio losses (CISPO, DPPO-TV/KL, DRO, SAPO, GSPO, GMPO) in their global form, every mode over
 // the step's normaliser (veRL fixes SAPO's), with and without given weights; a row each.
 TEST(PartitionInvariance, RatioLossesEveryModeWithAndWithoutWeights) {
   namespace cr = cascade_rl;
@@ -206,6 +207,16 @@ TEST(PartitionInvariance, RatioLossesEveryModeWithAndWithoutWeights) {
       check(
           "sapo", [](auto&&... a) { return cr::sapo_loss(std::forward<decltype(a)>(a)...); },
           cr::sapo_options{.aggregation = mode});
+      // The sequence-level ratios: each token's gradient depends only on its sequence and
+      // the step's normaliser (veRL's local forms are not invariant:
+      // test_sequence_ratio_losses.cpp shows it).
+      check(
+          "gspo", [](auto&&... a) { return cr::gspo_loss(std::forward<decltype(a)>(a)...); },
+          cr::gspo_options{.clip_high = 0.28, .aggregation = mode});
+      check(
+          "geo_mean",
+          [](auto&&... a) { return cr::geo_mean_loss(std::forward<decltype(a)>(a)...); },
+          cr::geo_mean_options{.aggregation = mode});
     }
   }
 }

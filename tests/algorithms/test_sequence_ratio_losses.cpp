@@ -1,7 +1,9 @@
-// The sequence-level ratio losses (algorithms/sequence_ratio_losses.hpp): GSPO against
-// every v2 case of veRL's compute_policy_loss_gspo, finite differences of the loss's own
-// forward value, partition invariance of the global form (and veRL's local form's lack of
-// it), exec::par against exec::seq bit for bit, and refusals naming argument and index.
+// The sequence-level ratio losses (algorithms/sequence_ratio_losses.hpp): GSPO and GMPO
+// against every v2 case of veRL's compute_policy_loss_gspo / _geo_mean, hand-computed
+// batches, finite differences of the loss's own forward value, veRL's local forms' lack
+// of partition invariance, and refusals naming argument and index. The global forms'
+// partition invariance and exec::par against exec::seq are rows of the ratio-loss tables
+// (test_partition_invariance.cpp, test_loss_executors.cpp).
 
 #include <gtest/gtest.h>
 
@@ -193,55 +195,11 @@ TEST(GspoLoss, FiniteDifferencesOfTheForwardValueEveryMode) {
 
 // ---- partition invariance --------------------------------------------------------------
 
-// The global form: micro-batches cut at sequence boundaries, each with the whole step's
-// normaliser, give the whole batch's gradient bit for bit (each token's gradient depends
-// only on its sequence and c_t), losses that add up to its loss (to rounding: the sums
-// run in other blocks) and metrics that add up exactly.
-TEST(GspoLoss, PartitionInvariantEveryModeWithAndWithoutWeights) {
-  std::uint64_t seed = 40;
-  for (const auto mode : cr::testing::all_aggregation_modes) {
-    for (const bool weighted : {false, true}) {
-      const auto batch = cr::testing::make_random_batch<double>(seed++, {.sequences = 40});
-      const auto weights =
-          weighted ? cr::testing::rollout_is_weights_of(batch) : std::vector<double>{};
-      const auto layout = batch.layout();
-      const auto normalizer = cr::local_loss_counts(exec::seq, layout).normalizer(mode, 12.0);
-      const cr::gspo_options options{.clip_high = 0.28, .aggregation = mode};
-      std::vector<double> whole_grad(batch.tokens());
-      const auto whole = cr::gspo_loss(exec::seq, layout,
-                                       {.log_probs = batch.log_probs,
-                                        .old_log_probs = batch.old_log_probs,
-                                        .advantages = batch.advantages,
-                                        .rollout_is_weights = weights},
-                                       whole_grad, normalizer, options);
-      std::vector<double> grad(batch.tokens(), -7);
-      double loss = 0;
-      cr::policy_loss_metrics metrics;
-      for (const auto& slice : cr::testing::random_split(layout, 4, seed)) {
-        const auto r = cr::gspo_loss(
-            exec::seq, slice.layout(),
-            {.log_probs = slice.of(batch.log_probs),
-             .old_log_probs = slice.of(batch.old_log_probs),
-             .advantages = slice.of(batch.advantages),
-             .rollout_is_weights = weighted ? slice.of(weights) : std::span<const double>{}},
-            slice.of_mutable(grad), normalizer, options);
-        loss += r.loss;
-        metrics += r.metrics;
-      }
-      const std::string where = std::string(cr::to_string(mode)) + (weighted ? " weighted" : "");
-      EXPECT_EQ(grad, whole_grad) << where;
-      EXPECT_NEAR(loss, whole.loss, 1e-12 * (1 + std::abs(whole.loss))) << where;
-      EXPECT_EQ(metrics.valid_tokens, whole.metrics.valid_tokens) << where;
-      EXPECT_EQ(metrics.clipped, whole.metrics.clipped) << where;
-      EXPECT_NEAR(metrics.approx_kl_sum, whole.metrics.approx_kl_sum, 1e-12) << where;
-    }
-  }
-}
-
 // veRL's form without global_batch_info divides each micro-batch by its own count of
 // sequences (agg_loss's local seq-mean-token-mean, which GSPO always uses): micro-batches
 // of different sizes, averaged as gradient accumulation averages them, do not give the
-// whole batch's loss. The same slices with the step's normaliser do (test above).
+// whole batch's loss. The same slices with the step's normaliser do
+// (test_partition_invariance.cpp's ratio-loss table).
 TEST(GspoLoss, VerlLocalNormalisationIsNotPartitionInvariant) {
   const auto batch = cr::testing::make_random_batch<double>(
       3, {.sequences = 8, .max_length = 10, .masked_probability = 0, .empty_probability = 0});
@@ -264,44 +222,6 @@ TEST(GspoLoss, VerlLocalNormalisationIsNotPartitionInvariant) {
                                   rest.of(batch.old_log_probs), rest.of(batch.advantages))) /
                              2;
   EXPECT_GT(std::abs(accumulated - whole), 1e-3 * (1 + std::abs(whole)));
-}
-
-// ---- executors -------------------------------------------------------------------------
-
-// exec::par with several thread counts gives exec::seq's bits: loss, metrics, gradient
-// (a batch of several canonical blocks), every mode, with and without weights.
-TEST(GspoLoss, ParallelMatchesSequentialBitwise) {
-  std::uint64_t seed = 90;
-  for (const auto mode : cr::testing::all_aggregation_modes) {
-    for (const bool weighted : {false, true}) {
-      const auto batch = cr::testing::make_random_batch<float>(seed++, {.sequences = 1500});
-      const auto weights =
-          weighted ? cr::testing::rollout_is_weights_of(batch) : std::vector<float>{};
-      const auto layout = batch.layout();
-      ASSERT_GT(layout.tokens(), 2 * cr::detail::reduce_block_size);
-      const auto normalizer = cr::local_loss_counts(exec::seq, layout).normalizer(mode, 12.0);
-      const cr::gspo_options options{.aggregation = mode};
-      const cr::policy_ratio_inputs<float> inputs{.log_probs = batch.log_probs,
-                                                  .old_log_probs = batch.old_log_probs,
-                                                  .advantages = batch.advantages,
-                                                  .rollout_is_weights = weights};
-      std::vector<float> expected(batch.tokens());
-      const auto reference =
-          cr::gspo_loss(exec::seq, layout, inputs, expected, normalizer, options);
-      for (const auto& policy : {exec::par.with_threads(1), exec::par.with_threads(2),
-                                 exec::par.with_threads(7), exec::par}) {
-        std::vector<float> grad(batch.tokens(), -7);
-        const auto r = cr::gspo_loss(policy, layout, inputs, grad, normalizer, options);
-        const std::string where =
-            std::string(cr::to_string(mode)) + " threads " + std::to_string(policy.threads);
-        EXPECT_EQ(r.loss, reference.loss) << where;
-        EXPECT_EQ(r.metrics.approx_kl_sum, reference.metrics.approx_kl_sum) << where;
-        EXPECT_EQ(r.metrics.clipped, reference.metrics.clipped) << where;
-        EXPECT_EQ(r.metrics.valid_tokens, reference.metrics.valid_tokens) << where;
-        EXPECT_EQ(grad, expected) << where;
-      }
-    }
-  }
 }
 
 // ---- refusals --------------------------------------------------------------------------
@@ -469,48 +389,6 @@ TEST(GeoMeanLoss, FiniteDifferencesEveryModeWithAndWithoutWeights) {
   }
 }
 
-TEST(GeoMeanLoss, PartitionInvariantEveryModeWithAndWithoutWeights) {
-  std::uint64_t seed = 60;
-  for (const auto mode : cr::testing::all_aggregation_modes) {
-    for (const bool weighted : {false, true}) {
-      const auto batch = cr::testing::make_random_batch<double>(seed++, {.sequences = 40});
-      const auto weights =
-          weighted ? cr::testing::rollout_is_weights_of(batch) : std::vector<double>{};
-      const auto layout = batch.layout();
-      const auto normalizer = cr::local_loss_counts(exec::seq, layout).normalizer(mode, 12.0);
-      const cr::geo_mean_options options{.clip_high = 0.28, .aggregation = mode};
-      std::vector<double> whole_grad(batch.tokens());
-      const auto whole = cr::geo_mean_loss(exec::seq, layout,
-                                           {.log_probs = batch.log_probs,
-                                            .old_log_probs = batch.old_log_probs,
-                                            .advantages = batch.advantages,
-                                            .rollout_is_weights = weights},
-                                           whole_grad, normalizer, options);
-      std::vector<double> grad(batch.tokens(), -7);
-      double loss = 0;
-      cr::policy_loss_metrics metrics;
-      for (const auto& slice : cr::testing::random_split(layout, 4, seed)) {
-        const auto r = cr::geo_mean_loss(
-            exec::seq, slice.layout(),
-            {.log_probs = slice.of(batch.log_probs),
-             .old_log_probs = slice.of(batch.old_log_probs),
-             .advantages = slice.of(batch.advantages),
-             .rollout_is_weights = weighted ? slice.of(weights) : std::span<const double>{}},
-            slice.of_mutable(grad), normalizer, options);
-        loss += r.loss;
-        metrics += r.metrics;
-      }
-      const std::string where = std::string(cr::to_string(mode)) + (weighted ? " weighted" : "");
-      EXPECT_EQ(grad, whole_grad) << where;
-      EXPECT_NEAR(loss, whole.loss, 1e-12 * (1 + std::abs(whole.loss))) << where;
-      EXPECT_EQ(metrics.valid_tokens, whole.metrics.valid_tokens) << where;
-      EXPECT_EQ(metrics.clipped, whole.metrics.clipped) << where;
-      EXPECT_EQ(metrics.dual_clipped, whole.metrics.dual_clipped) << where;
-      EXPECT_NEAR(metrics.approx_kl_sum, whole.metrics.approx_kl_sum, 1e-12) << where;
-    }
-  }
-}
-
 // veRL's GMPO is each micro-batch's own mean over its rows (global_batch_info ignored):
 // micro-batches of different sizes, averaged, do not give the whole batch's mean.
 TEST(GeoMeanLoss, VerlMeanOverRowsIsNotPartitionInvariant) {
@@ -532,39 +410,6 @@ TEST(GeoMeanLoss, VerlMeanOverRowsIsNotPartitionInvariant) {
                               run(cr::testing::slice_sequences(layout, 1, 8))) /
                              2;
   EXPECT_GT(std::abs(accumulated - whole), 1e-3 * (1 + std::abs(whole)));
-}
-
-TEST(GeoMeanLoss, ParallelMatchesSequentialBitwise) {
-  std::uint64_t seed = 95;
-  for (const auto mode : cr::testing::all_aggregation_modes) {
-    for (const bool weighted : {false, true}) {
-      const auto batch = cr::testing::make_random_batch<float>(seed++, {.sequences = 1500});
-      const auto weights =
-          weighted ? cr::testing::rollout_is_weights_of(batch) : std::vector<float>{};
-      const auto layout = batch.layout();
-      const auto normalizer = cr::local_loss_counts(exec::seq, layout).normalizer(mode, 12.0);
-      const cr::geo_mean_options options{.aggregation = mode};
-      const cr::policy_ratio_inputs<float> inputs{.log_probs = batch.log_probs,
-                                                  .old_log_probs = batch.old_log_probs,
-                                                  .advantages = batch.advantages,
-                                                  .rollout_is_weights = weights};
-      std::vector<float> expected(batch.tokens());
-      const auto reference =
-          cr::geo_mean_loss(exec::seq, layout, inputs, expected, normalizer, options);
-      for (const auto& policy : {exec::par.with_threads(1), exec::par.with_threads(2),
-                                 exec::par.with_threads(7), exec::par}) {
-        std::vector<float> grad(batch.tokens(), -7);
-        const auto r = cr::geo_mean_loss(policy, layout, inputs, grad, normalizer, options);
-        const std::string where =
-            std::string(cr::to_string(mode)) + " threads " + std::to_string(policy.threads);
-        EXPECT_EQ(r.loss, reference.loss) << where;
-        EXPECT_EQ(r.metrics.approx_kl_sum, reference.metrics.approx_kl_sum) << where;
-        EXPECT_EQ(r.metrics.clipped, reference.metrics.clipped) << where;
-        EXPECT_EQ(r.metrics.dual_clipped, reference.metrics.dual_clipped) << where;
-        EXPECT_EQ(grad, expected) << where;
-      }
-    }
-  }
 }
 
 TEST(GeoMeanLoss, RefusesBadOptionsAndInputsNamingArgumentAndIndex) {

@@ -310,6 +310,24 @@ TEST_F(Gpu, LossesMatchHostInEveryMode) {
       check(
           "sapo", [](auto&&... a) { return cr::sapo_loss(std::forward<decltype(a)>(a)...); },
           cr::sapo_options{.tau_pos = 2.0, .log_ratio_clamp = 0.5, .aggregation = mode});
+      // The sequence-level ratios: a pre-pass kernel per sequence, then the token kernels;
+      // tight ranges so the clips engage, and GSPO's log-ratio bound too (a low one).
+      for (const double bound : {10.0, 0.05}) {
+        const auto gspo = check(
+            "gspo bound " + std::to_string(bound),
+            [](auto&&... a) { return cr::gspo_loss(std::forward<decltype(a)>(a)...); },
+            cr::gspo_options{.clip_low = 0.02,
+                             .clip_high = 0.03,
+                             .log_ratio_bound = bound,
+                             .aggregation = mode});
+        EXPECT_GT(gspo.metrics.clipped, 0u);
+      }
+      const auto geo_mean = check(
+          "geo_mean",
+          [](auto&&... a) { return cr::geo_mean_loss(std::forward<decltype(a)>(a)...); },
+          cr::geo_mean_options{.clip_low = 0.1, .clip_high = 0.15, .aggregation = mode});
+      EXPECT_GT(geo_mean.metrics.clipped, 0u);
+      EXPECT_GT(geo_mean.metrics.dual_clipped, 0u);
     }
   for (auto estimator :
        {cr::kl_estimator::k1, cr::kl_estimator::abs, cr::kl_estimator::k2, cr::kl_estimator::k3})
@@ -1097,25 +1115,6 @@ TEST_F(Gpu, NonFiniteInputsAreNamedAsTheHostNamesThem) {
                              cr::mopd_options());
         },
         "reinforce_loss weights");
-    // As CISPO's rollout_is_weights (its fourth argument, after three finite ones).
-    expect_same_refusal(
-        [&] {
-          cr::cispo_loss(cr::exec::cuda{}, layout,
-                         {.log_probs = d_finite.cspan(),
-                          .old_log_probs = d_finite.cspan(),
-                          .advantages = d_finite.cspan(),
-                          .rollout_is_weights = rewards.cspan()},
-                         out.span(), normalizer_for(cr::loss_aggregation::token_mean));
-        },
-        [&] {
-          cr::cispo_loss(cr::exec::seq, host_layout,
-                         {.log_probs = host_finite,
-                          .old_log_probs = host_finite,
-                          .advantages = host_finite,
-                          .rollout_is_weights = host_r},
-                         host_out, normalizer_for(cr::loss_aggregation::token_mean));
-        },
-        "cispo_loss");
   }
 }
 
@@ -1192,57 +1191,13 @@ TEST_F(Gpu, OptimalTokenBaselineMatchesHost) {
 
 }  // namespace
 
-// ---- the sequence-level ratio losses ---------------------------------------------------
+// ---- the ratio losses' refusals -------------------------------------------------------
 
 namespace {
 
-// GSPO: the pre-pass kernel's per-sequence means and the token kernels give the host's
-// bits, every mode, with and without given weights, clips engaged (tight ranges) and the
-// bound too (a low one); NaN or infinite inputs are named as the host names them.
-TEST_F(Gpu, GspoMatchesHostInEveryMode) {
-  const auto b = cr::testing::make_random_batch<float>(13, {.sequences = 2000, .max_length = 200});
-  const auto layout = b.layout();
-  device_vector<std::int64_t> offsets(b.offsets);
-  device_vector<std::uint8_t> mask(b.mask);
-  const device_token_layout d_layout{offsets.data(), mask.data(), b.offsets.size() - 1, b.tokens()};
-  const auto weights = cr::testing::rollout_is_weights_of(b);
-  device_vector<float> logp(b.log_probs), old(b.old_log_probs), adv(b.advantages),
-      d_weights(weights), grad(b.tokens());
-  const auto counts = cr::local_loss_counts(cr::exec::seq, layout);
-  std::vector<float> want(b.tokens());
-  for (auto mode : cr::testing::all_aggregation_modes)
-    for (const bool weighted : {false, true})
-      for (const double bound : {10.0, 0.05}) {
-        SCOPED_TRACE(std::string(cr::to_string(mode)) + (weighted ? " weighted" : "") + " bound " +
-                     std::to_string(bound));
-        const cr::gspo_options options{
-            .clip_low = 0.02, .clip_high = 0.03, .log_ratio_bound = bound, .aggregation = mode};
-        const auto normalizer = counts.normalizer(mode, 128.0);
-        const auto h =
-            cr::gspo_loss(cr::exec::seq, layout,
-                          {.log_probs = b.log_probs,
-                           .old_log_probs = b.old_log_probs,
-                           .advantages = b.advantages,
-                           .rollout_is_weights = weighted ? std::span<const float>(weights)
-                                                          : std::span<const float>{}},
-                          want, normalizer, options);
-        const auto d = cr::gspo_loss(
-            cr::exec::cuda{}, d_layout,
-            {.log_probs = logp.cspan(),
-             .old_log_probs = old.cspan(),
-             .advantages = adv.cspan(),
-             .rollout_is_weights = weighted ? d_weights.cspan() : std::span<const float>{}},
-            grad.span(), normalizer, options);
-        EXPECT_GT(h.metrics.clipped, 0u);
-        expect_same_sum(d.loss, h.loss, "gspo loss");
-        EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
-        EXPECT_EQ(d.metrics.clipped, h.metrics.clipped);
-        EXPECT_EQ(d.metrics.dual_clipped, h.metrics.dual_clipped);
-        expect_same_sum(d.metrics.approx_kl_sum, h.metrics.approx_kl_sum, "gspo approx_kl_sum");
-        expect_same_bits(grad.host(), want, "gspo grad");
-      }
-
-  // Refusals: the device names a NaN or infinite input (each argument in turn) as the host.
+// Each of a ratio loss's four inputs in turn NaN or infinite: the device names it as the
+// host does, the weights too (which GMPO reads only in its per-sequence pre-pass).
+TEST_F(Gpu, RatioLossesNameEachNonFiniteInputAsTheHost) {
   constexpr float nan = std::numeric_limits<float>::quiet_NaN();
   constexpr float inf = std::numeric_limits<float>::infinity();
   const std::vector<std::int64_t> small_offsets{0, 3, 6};
@@ -1256,113 +1211,42 @@ TEST_F(Gpu, GspoMatchesHostInEveryMode) {
   std::vector<float> host_out(6);
   const auto normalizer = cr::local_loss_counts(cr::exec::seq, host_layout)
                               .normalizer(cr::loss_aggregation::token_mean);
-  for (int k = 0; k < 4; ++k) {
-    const auto pick = [k](int i, const auto& good, const auto& broken) {
-      return i == k ? broken : good;
-    };
-    expect_same_refusal(
-        [&] {
-          cr::gspo_loss(cr::exec::cuda{}, small_layout,
-                        {.log_probs = pick(0, d_finite.cspan(), d_bad.cspan()),
-                         .old_log_probs = pick(1, d_finite.cspan(), d_bad.cspan()),
-                         .advantages = pick(2, d_finite.cspan(), d_bad.cspan()),
-                         .rollout_is_weights = pick(3, d_finite.cspan(), d_bad.cspan())},
-                        out.span(), normalizer);
-        },
-        [&] {
-          const std::span<const float> g(finite), x(bad);
-          cr::gspo_loss(cr::exec::seq, host_layout,
-                        {.log_probs = pick(0, g, x),
-                         .old_log_probs = pick(1, g, x),
-                         .advantages = pick(2, g, x),
-                         .rollout_is_weights = pick(3, g, x)},
-                        host_out, normalizer);
-        },
-        "gspo_loss");
-  }
-}
-
-// GMPO: the pre-pass kernel's row losses and the token kernels give the host's bits, every
-// mode, with and without given weights; NaN or infinite inputs are named as the host names
-// them (the weights too, which only the pre-pass reads).
-TEST_F(Gpu, GeoMeanMatchesHostInEveryMode) {
-  const auto b = cr::testing::make_random_batch<float>(14, {.sequences = 2000, .max_length = 200});
-  const auto layout = b.layout();
-  device_vector<std::int64_t> offsets(b.offsets);
-  device_vector<std::uint8_t> mask(b.mask);
-  const device_token_layout d_layout{offsets.data(), mask.data(), b.offsets.size() - 1, b.tokens()};
-  const auto weights = cr::testing::rollout_is_weights_of(b);
-  device_vector<float> logp(b.log_probs), old(b.old_log_probs), adv(b.advantages),
-      d_weights(weights), grad(b.tokens());
-  const auto counts = cr::local_loss_counts(cr::exec::seq, layout);
-  std::vector<float> want(b.tokens());
-  for (auto mode : cr::testing::all_aggregation_modes)
-    for (const bool weighted : {false, true}) {
-      SCOPED_TRACE(std::string(cr::to_string(mode)) + (weighted ? " weighted" : ""));
-      const cr::geo_mean_options options{.clip_low = 0.1, .clip_high = 0.15, .aggregation = mode};
-      const auto normalizer = counts.normalizer(mode, 128.0);
-      const auto h =
-          cr::geo_mean_loss(cr::exec::seq, layout,
-                            {.log_probs = b.log_probs,
-                             .old_log_probs = b.old_log_probs,
-                             .advantages = b.advantages,
-                             .rollout_is_weights = weighted ? std::span<const float>(weights)
-                                                            : std::span<const float>{}},
-                            want, normalizer, options);
-      const auto d = cr::geo_mean_loss(
-          cr::exec::cuda{}, d_layout,
-          {.log_probs = logp.cspan(),
-           .old_log_probs = old.cspan(),
-           .advantages = adv.cspan(),
-           .rollout_is_weights = weighted ? d_weights.cspan() : std::span<const float>{}},
-          grad.span(), normalizer, options);
-      EXPECT_GT(h.metrics.clipped, 0u);
-      EXPECT_GT(h.metrics.dual_clipped, 0u);
-      expect_same_sum(d.loss, h.loss, "geo_mean loss");
-      EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
-      EXPECT_EQ(d.metrics.clipped, h.metrics.clipped);
-      EXPECT_EQ(d.metrics.dual_clipped, h.metrics.dual_clipped);
-      expect_same_sum(d.metrics.approx_kl_sum, h.metrics.approx_kl_sum, "geo_mean approx_kl_sum");
-      expect_same_bits(grad.host(), want, "geo_mean grad");
+  const auto refuses_as_host = [&](const char* name, const auto& loss) {
+    for (int k = 0; k < 4; ++k) {
+      SCOPED_TRACE(std::string(name) + " input " + std::to_string(k));
+      const auto pick = [k](int i, const auto& good, const auto& broken) {
+        return i == k ? broken : good;
+      };
+      expect_same_refusal(
+          [&] {
+            loss(cr::exec::cuda{}, small_layout,
+                 cr::policy_ratio_inputs<float>{
+                     .log_probs = pick(0, d_finite.cspan(), d_bad.cspan()),
+                     .old_log_probs = pick(1, d_finite.cspan(), d_bad.cspan()),
+                     .advantages = pick(2, d_finite.cspan(), d_bad.cspan()),
+                     .rollout_is_weights = pick(3, d_finite.cspan(), d_bad.cspan())},
+                 out.span(), normalizer);
+          },
+          [&] {
+            const std::span<const float> g(finite), x(bad);
+            loss(cr::exec::seq, host_layout,
+                 cr::policy_ratio_inputs<float>{.log_probs = pick(0, g, x),
+                                                .old_log_probs = pick(1, g, x),
+                                                .advantages = pick(2, g, x),
+                                                .rollout_is_weights = pick(3, g, x)},
+                 std::span<float>(host_out), normalizer);
+          },
+          name);
     }
-
-  constexpr float nan = std::numeric_limits<float>::quiet_NaN();
-  constexpr float inf = std::numeric_limits<float>::infinity();
-  const std::vector<std::int64_t> small_offsets{0, 3, 6};
-  const std::vector<std::uint8_t> small_mask(6, 1);
-  const cr::token_layout host_layout(small_offsets, small_mask);
-  device_layout_of small(small_offsets, small_mask);
-  const device_token_layout small_layout = small.layout(6);
-  const std::vector<float> finite(6, -1.0f);
-  std::vector<float> bad{-1, -1, -1, -1, nan, inf};
-  device_vector<float> d_finite(finite), d_bad(bad), out(6);
-  std::vector<float> host_out(6);
-  const auto normalizer = cr::local_loss_counts(cr::exec::seq, host_layout)
-                              .normalizer(cr::loss_aggregation::token_mean);
-  for (int k = 0; k < 4; ++k) {
-    const auto pick = [k](int i, const auto& good, const auto& broken) {
-      return i == k ? broken : good;
-    };
-    expect_same_refusal(
-        [&] {
-          cr::geo_mean_loss(cr::exec::cuda{}, small_layout,
-                            {.log_probs = pick(0, d_finite.cspan(), d_bad.cspan()),
-                             .old_log_probs = pick(1, d_finite.cspan(), d_bad.cspan()),
-                             .advantages = pick(2, d_finite.cspan(), d_bad.cspan()),
-                             .rollout_is_weights = pick(3, d_finite.cspan(), d_bad.cspan())},
-                            out.span(), normalizer);
-        },
-        [&] {
-          const std::span<const float> g(finite), x(bad);
-          cr::geo_mean_loss(cr::exec::seq, host_layout,
-                            {.log_probs = pick(0, g, x),
-                             .old_log_probs = pick(1, g, x),
-                             .advantages = pick(2, g, x),
-                             .rollout_is_weights = pick(3, g, x)},
-                            host_out, normalizer);
-        },
-        "geo_mean_loss");
-  }
+  };
+  refuses_as_host("cispo_loss",
+                  [](auto&&... a) { return cr::cispo_loss(std::forward<decltype(a)>(a)...); });
+  refuses_as_host("sapo_loss",
+                  [](auto&&... a) { return cr::sapo_loss(std::forward<decltype(a)>(a)...); });
+  refuses_as_host("gspo_loss",
+                  [](auto&&... a) { return cr::gspo_loss(std::forward<decltype(a)>(a)...); });
+  refuses_as_host("geo_mean_loss",
+                  [](auto&&... a) { return cr::geo_mean_loss(std::forward<decltype(a)>(a)...); });
 }
 
 }  // namespace

@@ -291,14 +291,16 @@ TEST(PortableLosses, ReinforceWithGivenWeightsMatchesHost) {
     }
 }
 
-// The ratio losses (CISPO, DPPO-TV/KL, DRO, SAPO), every mode, with and without given
-// weights; options that make their clips, truncations and clamps engage. A row each.
+// The ratio losses (CISPO, DPPO-TV/KL, DRO, SAPO, GSPO, GMPO), every mode, with and
+// without given weights; options that make their clips, truncations and clamps engage. A
+// row each.
 TEST(PortableLosses, RatioLossesEveryModeMatchHost) {
   const auto b = big_batch(7);
   const auto layout = b.layout();
   const auto weights = cr::testing::rollout_is_weights_of(b);
   const auto counts = cr::local_loss_counts(cr::exec::seq, layout);
   std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
+  std::vector<double> sequence_scratch(layout.sequences());
   for (auto mode : cr::testing::all_aggregation_modes)
     for (const bool weighted : {false, true}) {
       const cr::policy_ratio_inputs<float> inputs{
@@ -347,6 +349,37 @@ TEST(PortableLosses, RatioLossesEveryModeMatchHost) {
           "sapo", [](auto&&... a) { return cr::sapo_loss(std::forward<decltype(a)>(a)...); },
           [](auto&&... a) { portable::sapo_loss(std::forward<decltype(a)>(a)...); },
           cr::sapo_options{.tau_pos = 2.0, .log_ratio_clamp = 0.5, .aggregation = mode});
+      // The sequence-level ratios: a pre-pass per sequence into the caller's scratch (the
+      // weights' geometric mean in GMPO's row losses), then the token pass; tight ranges
+      // so the clips engage, and GSPO's log-ratio bound too (a low one).
+      const auto with_sequence_scratch = [&sequence_scratch](const auto& loss) {
+        return [&sequence_scratch, loss](const auto& sys, const auto& lay, const float* lp,
+                                         const float* old, const float* adv, const float* w,
+                                         float* g, const cr::loss_normalizer& n, const auto& o,
+                                         portable::loss_tally* tallies) {
+          loss(sys, lay, lp, old, adv, w, g, n, o, sequence_scratch.data(), tallies);
+        };
+      };
+      for (const double bound : {10.0, 0.05}) {
+        const auto gspo = check(
+            "gspo bound " + std::to_string(bound),
+            [](auto&&... a) { return cr::gspo_loss(std::forward<decltype(a)>(a)...); },
+            with_sequence_scratch(
+                [](auto&&... a) { portable::gspo_loss(std::forward<decltype(a)>(a)...); }),
+            cr::gspo_options{.clip_low = 0.02,
+                             .clip_high = 0.03,
+                             .log_ratio_bound = bound,
+                             .aggregation = mode});
+        EXPECT_GT(gspo.metrics.clipped, 0u);
+      }
+      const auto geo_mean = check(
+          "geo_mean",
+          [](auto&&... a) { return cr::geo_mean_loss(std::forward<decltype(a)>(a)...); },
+          with_sequence_scratch(
+              [](auto&&... a) { portable::geo_mean_loss(std::forward<decltype(a)>(a)...); }),
+          cr::geo_mean_options{.clip_low = 0.1, .clip_high = 0.15, .aggregation = mode});
+      EXPECT_GT(geo_mean.metrics.clipped, 0u);
+      EXPECT_GT(geo_mean.metrics.dual_clipped, 0u);
     }
 }
 
@@ -1156,80 +1189,6 @@ TEST(PortableTokens, OptimalTokenBaselineMatchesHost) {
         expect_same_bits(device, host, what.c_str());
         expect_same_bits(device_returns, host_returns, (what + " returns").c_str());
       }
-}
-
-}  // namespace
-
-// ---- the sequence-level ratio losses ---------------------------------------------------
-
-namespace {
-
-// GSPO: the pre-pass's per-sequence means and the token pass, every mode, with and
-// without given weights, clips engaged (tight ranges) and the bound too (a low one).
-TEST(PortableLosses, GspoEveryModeMatchesHost) {
-  const auto b = big_batch(11);
-  const auto layout = b.layout();
-  const auto weights = cr::testing::rollout_is_weights_of(b);
-  const auto counts = cr::local_loss_counts(cr::exec::seq, layout);
-  std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
-  std::vector<double> sequence_scratch(layout.sequences());
-  for (auto mode : cr::testing::all_aggregation_modes)
-    for (const bool weighted : {false, true})
-      for (const double bound : {10.0, 0.05}) {
-        SCOPED_TRACE(std::string(cr::to_string(mode)) + (weighted ? " weighted" : "") + " bound " +
-                     std::to_string(bound));
-        const cr::gspo_options options{
-            .clip_low = 0.02, .clip_high = 0.03, .log_ratio_bound = bound, .aggregation = mode};
-        const cr::loss_normalizer normalizer = counts.normalizer(mode, 64.0);
-        std::vector<float> hg(b.tokens()), dg(b.tokens(), -7.0f);
-        const auto h =
-            cr::gspo_loss(cr::exec::seq, layout,
-                          {.log_probs = b.log_probs,
-                           .old_log_probs = b.old_log_probs,
-                           .advantages = b.advantages,
-                           .rollout_is_weights = weighted ? std::span<const float>(weights)
-                                                          : std::span<const float>{}},
-                          hg, normalizer, options);
-        EXPECT_GT(h.metrics.clipped, 0u);
-        portable::gspo_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
-                            b.advantages.data(), weighted ? weights.data() : nullptr, dg.data(),
-                            normalizer, options, sequence_scratch.data(), scratch.data());
-        expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
-        expect_same_bits(dg, hg, "gspo dL/dlogp");
-      }
-}
-
-// GMPO: the pre-pass's row losses (the weights' geometric mean in them) and the token
-// pass, every mode, with and without given weights, both clip sides engaged.
-TEST(PortableLosses, GeoMeanEveryModeMatchesHost) {
-  const auto b = big_batch(12);
-  const auto layout = b.layout();
-  const auto weights = cr::testing::rollout_is_weights_of(b);
-  const auto counts = cr::local_loss_counts(cr::exec::seq, layout);
-  std::vector<portable::loss_tally> scratch(portable::scratch_tallies(b.tokens()));
-  std::vector<double> sequence_scratch(layout.sequences());
-  for (auto mode : cr::testing::all_aggregation_modes)
-    for (const bool weighted : {false, true}) {
-      SCOPED_TRACE(std::string(cr::to_string(mode)) + (weighted ? " weighted" : ""));
-      const cr::geo_mean_options options{.clip_low = 0.1, .clip_high = 0.15, .aggregation = mode};
-      const cr::loss_normalizer normalizer = counts.normalizer(mode, 64.0);
-      std::vector<float> hg(b.tokens()), dg(b.tokens(), -7.0f);
-      const auto h =
-          cr::geo_mean_loss(cr::exec::seq, layout,
-                            {.log_probs = b.log_probs,
-                             .old_log_probs = b.old_log_probs,
-                             .advantages = b.advantages,
-                             .rollout_is_weights = weighted ? std::span<const float>(weights)
-                                                            : std::span<const float>{}},
-                            hg, normalizer, options);
-      EXPECT_GT(h.metrics.clipped, 0u);
-      EXPECT_GT(h.metrics.dual_clipped, 0u);
-      portable::geo_mean_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
-                              b.advantages.data(), weighted ? weights.data() : nullptr, dg.data(),
-                              normalizer, options, sequence_scratch.data(), scratch.data());
-      expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
-      expect_same_bits(dg, hg, "geo_mean dL/dlogp");
-    }
 }
 
 }  // namespace

@@ -127,12 +127,13 @@ if(TARGET cascade_rl::cuda)
   add_test(NAME cuda_executors COMMAND cuda_executors)
   set_tests_properties(cuda_executors PROPERTIES LABELS "cuda;gpu" TIMEOUT 300
     SKIP_REGULAR_EXPRESSION "SKIPPED \\][^\n]*[1-9][0-9]* tests?, listed below")
-  # The device's bits against the host's: losses, metrics, per-token values and
-  # gradients; group advantages and statistics, leave-one-out, token advantages,
-  # discounted returns, whitening and REINFORCE++ (benchmarks/gpu_check.sh runs it as its
-  # own step). Log-probs alone are compared within a tolerance.
+  # The device's bits against the host's, every algorithm's *Match* test: losses,
+  # metrics, per-token values and gradients; group advantages and statistics,
+  # leave-one-out, token advantages, discounted returns, whitening, every estimator, the
+  # selections (benchmarks/gpu_check.sh runs it as its own step). Log-probs alone are
+  # compared within a tolerance.
   add_test(NAME bitwise.cuda_executors
-    COMMAND cuda_executors "--gtest_filter=Gpu.LossesMatchHostInEveryMode:Gpu.GroupAdvantagesMatchHost:Gpu.LeaveOneOutAndZeroVarianceMatchHost:Gpu.TokenAdvantagesMatchHost:Gpu.ReinforcePlusPlusMatchesHost:Gpu.LogProbsMatchHost")
+    COMMAND cuda_executors "--gtest_filter=Gpu.*Match*")
   set_tests_properties(bitwise.cuda_executors PROPERTIES LABELS "cuda;gpu;bitwise" TIMEOUT 300
     SKIP_REGULAR_EXPRESSION "SKIPPED \\][^\n]*[1-9][0-9]* tests?, listed below")
 endif()

@@ -1,8 +1,9 @@
 #pragma once
 // The CUB-shaped layer of the sequence-level ratio losses (GSPO, GMPO): the pre-pass kernel
 // (kernel/sequence_ratio_losses.cuh) writes each sequence's quantity into the temporary
-// storage, then the token losses' kernels (kernel/token_losses.cuh) run the token term
-// (detail/sequence_ratio_terms.hpp) in the canonical order. Size query with
+// storage, then the token losses' launches (device/token_losses.cuh's
+// run_tokens_after_sequence_pass) run the token term (detail/sequence_ratio_terms.hpp) in the
+// canonical order. Size query with
 // d_temp_storage == nullptr, then the run; the result (loss and metrics: loss_tally) is
 // written to d_result in device memory. The temporary storage starts with the
 // device_report (report_of) that names non-finite inputs.
@@ -24,45 +25,6 @@
 
 namespace cascade_rl::cuda {
 
-namespace detail {
-
-// The shared run: the pre-pass (pre_pass(per_sequence, report) launches its kernel, one
-// double per sequence) then the token losses' kernels with make_term(per_sequence).
-template <class T, class PrePass, class MakeTerm>
-cudaError_t run_sequence_ratio(void* d_temp_storage, std::size_t& temp_storage_bytes,
-                               const device_token_layout& layout, const PrePass& pre_pass,
-                               const MakeTerm& make_term, T* d_grad_out, loss_aggregation mode,
-                               const loss_normalizer& normalizer, loss_tally* d_result,
-                               cudaStream_t stream) {
-  const bool per_sequence = mode == loss_aggregation::seq_mean_token_mean;
-  const std::size_t blocks = (layout.tokens + canonical_block - 1) / canonical_block;
-  const std::size_t tiles = (blocks + token_warps - 1) / token_warps;
-  temp_carver carve(d_temp_storage);
-  device_report* report = carve.take<device_report>(1);
-  loss_tally* partials = carve.take<loss_tally>(blocks);
-  unsigned long long* valid = carve.take<unsigned long long>(per_sequence ? layout.sequences : 0);
-  double* sequence_values = carve.take<double>(layout.sequences);
-  if (const call_start start =
-          begin_call(d_temp_storage, temp_storage_bytes, carve, report, stream);
-      !start.proceed)
-    return start.status;
-  if (layout.sequences > 0) CASCADE_RL_CUDA_TRY(pre_pass(sequence_values, report));
-  if (per_sequence && layout.sequences > 0) {
-    CASCADE_RL_CUDA_TRY(launch(sequence_valid_kernel<>, blocks_for(layout.sequences * 32, 256), 256,
-                               stream, layout, valid, report));
-  }
-  const auto term = make_term(static_cast<const double*>(sequence_values));
-  if (tiles > 0) {
-    CASCADE_RL_CUDA_TRY(launch(token_loss_kernel<T, std::decay_t<decltype(term)>>,
-                               static_cast<unsigned>(tiles), token_threads, stream, layout, term,
-                               d_grad_out, mode, normalizer, per_sequence ? valid : nullptr,
-                               partials, report));
-  }
-  return launch(combine_tallies_kernel<>, 1, 32, stream, partials, blocks, d_result);
-}
-
-}  // namespace detail
-
 // d_rollout_is_weights may be null (no weights). d_result: one loss_tally.
 
 template <class T>
@@ -72,7 +34,7 @@ cudaError_t gspo_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                       const T* d_rollout_is_weights, T* d_grad_out,
                       const loss_normalizer& normalizer, const gspo_options& options,
                       loss_tally* d_result, cudaStream_t stream = nullptr) {
-  return detail::run_sequence_ratio(
+  return detail::run_tokens_after_sequence_pass(
       d_temp_storage, temp_storage_bytes, layout,
       [&](double* means, device_report* report) {
         return detail::launch(detail::sequence_log_ratio_kernel<T>,
@@ -100,7 +62,7 @@ cudaError_t geo_mean_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                           const loss_normalizer& normalizer, const geo_mean_options& options,
                           loss_tally* d_result, cudaStream_t stream = nullptr) {
   const terms::geo_mean_params params = cascade_rl::detail::geo_mean_params_of(options);
-  return detail::run_sequence_ratio(
+  return detail::run_tokens_after_sequence_pass(
       d_temp_storage, temp_storage_bytes, layout,
       [&](double* losses, device_report* report) {
         return detail::launch(detail::geo_mean_sequence_kernel<T>,

@@ -27,11 +27,19 @@ using loss_tally = detail::loss_tally;
 
 namespace detail {
 
-template <class T, class Term>
-cudaError_t run_tokens(void* d_temp_storage, std::size_t& temp_storage_bytes,
-                       const device_token_layout& layout, const Term& term, T* grad_out,
-                       loss_aggregation mode, const loss_normalizer& normalizer,
-                       loss_tally* d_result, cudaStream_t stream) {
+// The launches every token loss shares: the per-sequence valid counts (seq-mean-token-mean
+// only), the token kernel, the combine. A loss whose term needs one double per sequence
+// first (GSPO's mean log-ratio, GMPO's sequence loss) passes pre_pass(values, report), which
+// launches its kernel into the carved values, and make_term(values) builds the term from
+// them; run_tokens is the same run without either.
+template <class T, class PrePass, class MakeTerm>
+cudaError_t run_tokens_after_sequence_pass(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                                           const device_token_layout& layout,
+                                           const PrePass& pre_pass, const MakeTerm& make_term,
+                                           T* grad_out, loss_aggregation mode,
+                                           const loss_normalizer& normalizer, loss_tally* d_result,
+                                           cudaStream_t stream) {
+  constexpr bool has_pre_pass = !std::is_same_v<PrePass, std::nullptr_t>;
   const bool per_sequence = mode == loss_aggregation::seq_mean_token_mean;
   const std::size_t blocks = (layout.tokens + canonical_block - 1) / canonical_block;
   const std::size_t tiles = (blocks + token_warps - 1) / token_warps;
@@ -39,19 +47,35 @@ cudaError_t run_tokens(void* d_temp_storage, std::size_t& temp_storage_bytes,
   device_report* report = carve.take<device_report>(1);
   loss_tally* partials = carve.take<loss_tally>(blocks);
   unsigned long long* valid = carve.take<unsigned long long>(per_sequence ? layout.sequences : 0);
+  double* sequence_values = has_pre_pass ? carve.take<double>(layout.sequences) : nullptr;
   if (const call_start start = begin_call(d_temp_storage, temp_storage_bytes, carve, report, stream);
       !start.proceed)
     return start.status;
+  if constexpr (has_pre_pass) {
+    if (layout.sequences > 0) CASCADE_RL_CUDA_TRY(pre_pass(sequence_values, report));
+  }
   if (per_sequence && layout.sequences > 0) {
     CASCADE_RL_CUDA_TRY(launch(sequence_valid_kernel<>, blocks_for(layout.sequences * 32, 256), 256, stream,
                                layout, valid, report));
   }
+  const auto term = make_term(static_cast<const double*>(sequence_values));
   if (tiles > 0) {
-    CASCADE_RL_CUDA_TRY(launch(token_loss_kernel<T, Term>, static_cast<unsigned>(tiles), token_threads, stream,
-                               layout, term, grad_out, mode, normalizer,
-                               per_sequence ? valid : nullptr, partials, report));
+    CASCADE_RL_CUDA_TRY(launch(token_loss_kernel<T, std::decay_t<decltype(term)>>,
+                               static_cast<unsigned>(tiles), token_threads, stream, layout, term,
+                               grad_out, mode, normalizer, per_sequence ? valid : nullptr, partials,
+                               report));
   }
   return launch(combine_tallies_kernel<>, 1, 32, stream, partials, blocks, d_result);
+}
+
+template <class T, class Term>
+cudaError_t run_tokens(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                       const device_token_layout& layout, const Term& term, T* grad_out,
+                       loss_aggregation mode, const loss_normalizer& normalizer,
+                       loss_tally* d_result, cudaStream_t stream) {
+  return run_tokens_after_sequence_pass(
+      d_temp_storage, temp_storage_bytes, layout, nullptr, [&term](const double*) { return term; },
+      grad_out, mode, normalizer, d_result, stream);
 }
 
 }  // namespace detail
