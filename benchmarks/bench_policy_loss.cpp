@@ -1,6 +1,8 @@
-// Token losses with dL/dlogp over ragged sequences of 512 tokens: REINFORCE reads the
-// log-probs and advantages and writes the gradient (12 bytes per token); PPO clip also
-// reads the old log-probs (16 bytes per token). The limit is the copy bandwidth that fraction_of_copy reports against.
+// Token losses with dL/dlogp over sequences of 512 tokens: REINFORCE reads the log-probs
+// and advantages and writes the gradient (12 bytes per token); PPO clip, CISPO and GSPO
+// also read the old log-probs (16 bytes per token, each array counted once as STREAM
+// counts it: GSPO's per-sequence pre-pass reads the log-probs twice, which its fraction
+// shows). The limit is the triad bandwidth fraction_of_triad reports against.
 
 #include <benchmark/benchmark.h>
 
@@ -9,10 +11,12 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "bandwidth.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
 
 namespace {
 
@@ -68,7 +72,44 @@ void ppo_clip_loss_token_mean(benchmark::State& state) {
   meter.report(4 * n * sizeof(float));
 }
 
+// A ratio loss of the four-array shape (policy_ratio_inputs), on exec::par.
+template <class Loss, class Options>
+void ratio_loss(benchmark::State& state, const Loss& loss, const Options& options) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  token_batch batch(n);
+  const cr::token_layout layout(batch.offsets);
+  const auto normalizer =
+      cr::local_loss_counts(cr::exec::par, layout).normalizer(options.aggregation);
+  cascade_rl::bench::bandwidth_meter meter(state, cascade_rl::bench::limit::triad);
+  for (auto _ : state) {
+    auto result = loss(cr::exec::par, layout,
+                       cr::policy_ratio_inputs<float>{.log_probs = batch.log_probs,
+                                                      .old_log_probs = batch.old_log_probs,
+                                                      .advantages = batch.advantages},
+                       std::span<float>(batch.grad), normalizer, options);
+    benchmark::DoNotOptimize(result);
+  }
+  meter.report(4 * n * sizeof(float));
+}
+
+void cispo_loss_token_mean(benchmark::State& state) {
+  ratio_loss(
+      state, [](auto&&... a) { return cr::cispo_loss(std::forward<decltype(a)>(a)...); },
+      cr::cispo_options{.clip_low = 0.2, .clip_high = 0.28});
+}
+
+// GSPO as veRL aggregates it (seq-mean-token-mean).
+void gspo_loss_seq_mean_token_mean(benchmark::State& state) {
+  ratio_loss(
+      state, [](auto&&... a) { return cr::gspo_loss(std::forward<decltype(a)>(a)...); },
+      cr::gspo_options{.clip_low = 0.0003,
+                       .clip_high = 0.0004,
+                       .aggregation = cr::loss_aggregation::seq_mean_token_mean});
+}
+
 }  // namespace
 
+BENCHMARK(cispo_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(gspo_loss_seq_mean_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
 BENCHMARK(reinforce_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
 BENCHMARK(ppo_clip_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();

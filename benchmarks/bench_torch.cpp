@@ -107,8 +107,56 @@ void torch_ppo_clip_loss_token_mean(benchmark::State& state) {
   meter.report(static_cast<std::size_t>(state.range(0)) * 4 * sizeof(float));
 }
 
+void torch_cispo_loss_token_mean(benchmark::State& state) {
+  use_library_threads();
+  token_tensors x(state.range(0));
+  bench::bandwidth_meter meter(state, bench::limit::triad);
+  for (auto _ : state) {
+    // veRL compute_policy_loss_cispo, token-mean: a stop-gradient clipped ratio times A
+    // times the log-prob.
+    const auto ratio = torch::exp(torch::clamp(x.log_probs - x.old_log_probs, -20.0, 20.0));
+    const auto weight = torch::clamp(ratio, 1 - 0.2, 1 + 0.28).detach();
+    const auto loss = (-x.advantages * weight * x.log_probs).mean();
+    loss.backward();
+    benchmark::DoNotOptimize(x.log_probs.grad().data_ptr());
+    x.log_probs.mutable_grad() = torch::Tensor();
+  }
+  meter.report(static_cast<std::size_t>(state.range(0)) * 4 * sizeof(float));
+}
+
+void torch_gspo_loss_seq_mean_token_mean(benchmark::State& state) {
+  use_library_threads();
+  token_tensors x(state.range(0));
+  bench::bandwidth_meter meter(state, bench::limit::triad);
+  const std::int64_t length = 512;  // bench_policy_loss.cpp's sequences
+  for (auto _ : state) {
+    // veRL compute_policy_loss_gspo on full rows of 512 tokens: the sequence's mean
+    // log-ratio, the token ratio with stop-gradients where veRL places them, clipped,
+    // seq-mean-token-mean.
+    const auto log_probs = x.log_probs.view({-1, length});
+    const auto log_ratio = log_probs - x.old_log_probs.view({-1, length});
+    const auto sequence = log_ratio.mean(1, /*keepdim=*/true);
+    const auto token = log_probs - log_probs.detach() + sequence.detach();
+    const auto ratio = torch::exp(torch::clamp_max(token, 10.0));
+    const auto advantages = x.advantages.view({-1, length});
+    const auto losses = torch::maximum(-advantages * ratio,
+                                       -advantages * torch::clamp(ratio, 1 - 0.0003, 1 + 0.0004));
+    const auto loss = losses.mean(1).mean();
+    loss.backward();
+    benchmark::DoNotOptimize(x.log_probs.grad().data_ptr());
+    x.log_probs.mutable_grad() = torch::Tensor();
+  }
+  meter.report(static_cast<std::size_t>(state.range(0)) * 4 * sizeof(float));
+}
+
 }  // namespace
 
+BENCHMARK(torch_cispo_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(torch_gspo_loss_seq_mean_token_mean)
+    ->Arg(4096)
+    ->Arg(1 << 20)
+    ->Arg(1 << 24)
+    ->UseRealTime();
 BENCHMARK(torch_log_probs_fp32)->Arg(4096)->Arg(32768)->Arg(131072)->Arg(262144)->UseRealTime();
 BENCHMARK(torch_log_probs_bf16)->Arg(4096)->Arg(32768)->Arg(131072)->Arg(262144)->UseRealTime();
 BENCHMARK(torch_grpo_advantages_group16)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();

@@ -85,7 +85,7 @@ namespace cascade_rl::math {
 
 namespace detail {
 
-CASCADE_RL_HD inline std::uint64_t bits_of(double x) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline std::uint64_t bits_of(double x) {
 #if defined(__CUDA_ARCH__)
   return static_cast<std::uint64_t>(__double_as_longlong(x));
 #else
@@ -93,7 +93,7 @@ CASCADE_RL_HD inline std::uint64_t bits_of(double x) {
 #endif
 }
 
-CASCADE_RL_HD inline double double_from(std::uint64_t u) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline double double_from(std::uint64_t u) {
 #if defined(__CUDA_ARCH__)
   return __longlong_as_double(static_cast<long long>(u));
 #else
@@ -101,7 +101,7 @@ CASCADE_RL_HD inline double double_from(std::uint64_t u) {
 #endif
 }
 
-CASCADE_RL_HD inline std::uint32_t bits_of(float x) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline std::uint32_t bits_of(float x) {
 #if defined(__CUDA_ARCH__)
   return __float_as_uint(x);
 #else
@@ -109,7 +109,7 @@ CASCADE_RL_HD inline std::uint32_t bits_of(float x) {
 #endif
 }
 
-CASCADE_RL_HD inline float float_from(std::uint32_t u) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline float float_from(std::uint32_t u) {
 #if defined(__CUDA_ARCH__)
   return __uint_as_float(u);
 #else
@@ -118,7 +118,7 @@ CASCADE_RL_HD inline float float_from(std::uint32_t u) {
 }
 
 // a * b rounded to nearest, its last significand bit cleared (see the file comment).
-CASCADE_RL_HD inline double product_unfused(double a, double b) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline double product_unfused(double a, double b) {
 #if defined(__CUDA_ARCH__)
   const double p = __dmul_rn(a, b);
 #else
@@ -127,7 +127,7 @@ CASCADE_RL_HD inline double product_unfused(double a, double b) {
   return double_from(bits_of(p) & ~std::uint64_t{1});
 }
 
-CASCADE_RL_HD inline float product_unfused(float a, float b) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline float product_unfused(float a, float b) {
 #if defined(__CUDA_ARCH__)
   const float p = __fmul_rn(a, b);
 #else
@@ -142,7 +142,7 @@ CASCADE_RL_HD inline float product_unfused(float a, float b) {
 // contraction crosses. Not for a loop meant to vectorise (the asm stops the vectoriser):
 // there the product is stored into a chunk before another loop sums it, rounded alone
 // already (core/parallel.hpp's chunked_blocked_sum).
-CASCADE_RL_HD inline double product_rn(double a, double b) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline double product_rn(double a, double b) {
 #if defined(__CUDA_ARCH__)
   return __dmul_rn(a, b);
 #else
@@ -152,7 +152,7 @@ CASCADE_RL_HD inline double product_rn(double a, double b) {
 #endif
 }
 
-CASCADE_RL_HD inline double quotient(double a, double b) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline double quotient(double a, double b) {
 #if defined(__CUDA_ARCH__)
   return __ddiv_rn(a, b);
 #else
@@ -165,7 +165,7 @@ CASCADE_RL_HD inline double quotient(double a, double b) {
 // select nested in another's arm, or std::min/max back into control flow, and a loop
 // with control flow does not vectorise. On the host the ?: is between constants, which
 // GCC if-converts even under -ftrapping-math.
-CASCADE_RL_HD inline std::uint64_t mask_of(bool c) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline std::uint64_t mask_of(bool c) {
 #if defined(__CUDA_ARCH__)
   return c ? ~std::uint64_t{0} : 0;
 #else
@@ -178,17 +178,17 @@ CASCADE_RL_HD inline std::uint64_t mask_of(bool c) {
 // integer comparison into control flow, where mask_of's ?: suits the per-value
 // comparisons of vector lanes (on the baseline x86-64 target, an integer mask made from
 // a vector comparison does not vectorise).
-CASCADE_RL_HD inline std::uint64_t parameter_mask(bool c) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline std::uint64_t parameter_mask(bool c) {
   return std::uint64_t{0} - static_cast<std::uint64_t>(c);
 }
 
 // a where the mask is set, b elsewhere.
-CASCADE_RL_HD inline double blend(std::uint64_t mask, double a, double b) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline double blend(std::uint64_t mask, double a, double b) {
   return double_from((bits_of(a) & mask) | (bits_of(b) & ~mask));
 }
 
 // c ? a : b. On the host through a mask (blend of mask_of(c)).
-CASCADE_RL_HD inline double select(bool c, double a, double b) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline double select(bool c, double a, double b) {
 #if defined(__CUDA_ARCH__)
   return c ? a : b;
 #else
@@ -196,7 +196,7 @@ CASCADE_RL_HD inline double select(bool c, double a, double b) {
 #endif
 }
 
-CASCADE_RL_HD inline float select(bool c, float a, float b) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline float select(bool c, float a, float b) {
 #if defined(__CUDA_ARCH__)
   return c ? a : b;
 #else
@@ -231,7 +231,7 @@ struct exp_reduced {
   double n, r_hi, r_lo, half_r2, small;
 };
 
-CASCADE_RL_HD inline exp_reduced exp_reduce(double x) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline exp_reduced exp_reduce(double x) {
   exp_reduced e;
   e.t = product_unfused(x, inv_ln2) + round_magic;
   e.n = e.t - round_magic;
@@ -265,7 +265,7 @@ struct power_of_two_pair {
   double first, second;
 };
 
-CASCADE_RL_HD inline power_of_two_pair exp_scales(double t) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline power_of_two_pair exp_scales(double t) {
   const std::uint64_t u = bits_of(t);
   const std::uint64_t half = u >> 1;
   return {double_from((half + 1023) << 52), double_from((u - half + 1023) << 52)};
@@ -273,7 +273,7 @@ CASCADE_RL_HD inline power_of_two_pair exp_scales(double t) {
 
 // e^x for clamped x from its reduction: 1 + r_hi is split exactly (Fast2Sum, |r_hi| < 1)
 // so that the only large rounding is the last addition.
-CASCADE_RL_HD inline double exp_from(const exp_reduced& e) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline double exp_from(const exp_reduced& e) {
   const double hi = 1.0 + e.r_hi;
   const double hi_error = (1.0 - hi) + e.r_hi;
   const double lo = e.half_r2 + (e.small + (hi_error - e.r_lo));
@@ -284,21 +284,25 @@ CASCADE_RL_HD inline double exp_from(const exp_reduced& e) {
 // r with x's sign where x is +-0 (expm1(-0) = log1p(-0) = -0; the computation, exact
 // for tiny x otherwise, gives +0). Integer work only: a select against r would let GCC
 // compute r in a branch, and a branch holding floating-point work is not if-converted.
-CASCADE_RL_HD inline double keep_signed_zero(double x, double r) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline double keep_signed_zero(double x, double r) {
   const std::uint64_t bits = bits_of(x);
   const std::uint64_t zero = ((bits << 1) - 1) >> 63;  // 1 for +-0 (borrow), else 0
   return double_from(bits_of(r) | ((bits >> 63) & zero) << 63);
 }
 
-CASCADE_RL_HD inline double canonical_nan(double r) { return select(r != r, quiet_nan, r); }
-CASCADE_RL_HD inline float canonical_nan(float r) { return select(r != r, quiet_nan_f, r); }
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline double canonical_nan(double r) {
+  return select(r != r, quiet_nan, r);
+}
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline float canonical_nan(float r) {
+  return select(r != r, quiet_nan_f, r);
+}
 
 // log(u) + c for a positive normal (or NaN/inf, fixed by the caller) u, with
 // k_offset subtracted from u's binary exponent. u = 2^k m, m in [sqrt(1/2), sqrt(2)),
 // f = m - 1 (exact), s = f / (2 + f), log(1 + f) = f - f^2/2 + s (f^2/2 + R(s^2))
 // (the layout of fdlibm's log), R(z)/z a Chebyshev fit of
 // (2 atanh(s) - 2s) / s^3 on [0, (3 - 2 sqrt 2)^2] (8 terms, 2^-54.6 absolute).
-CASCADE_RL_HD inline double log_core(double u, double k_offset, double c) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline double log_core(double u, double k_offset, double c) {
   constexpr std::uint64_t sqrt_half_bits = 0x3fe6a09e667f3bcd;
   const std::uint64_t bits = bits_of(u);
   const std::uint64_t shifted = bits - sqrt_half_bits;
@@ -350,7 +354,7 @@ using detail::product_unfused;
 
 // The square root, correctly rounded on every executor (IEEE 754 requires it of the
 // host's instruction; the device's __dsqrt_rn is the rounded-to-nearest one).
-CASCADE_RL_HD inline double sqrt(double x) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline double sqrt(double x) {
 #if defined(__CUDA_ARCH__)
   return __dsqrt_rn(x);
 #else
@@ -359,18 +363,18 @@ CASCADE_RL_HD inline double sqrt(double x) {
 }
 
 // |x| with the sign bit cleared: abs(-0.0) = +0.0, as std::abs and CUDA's fabs give.
-CASCADE_RL_HD inline double abs(double x) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline double abs(double x) {
   return detail::double_from(detail::bits_of(x) & ~(std::uint64_t{1} << 63));
 }
 
-CASCADE_RL_HD inline double exp(double x) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline double exp(double x) {
   using namespace detail;
   x = select(x < -746.0, -746.0, x);  // exp(-746) rounds to +0, so does all below
   x = select(x > 710.0, 710.0, x);    // exp(710) overflows to +inf
   return canonical_nan(exp_from(exp_reduce(x)));
 }
 
-CASCADE_RL_HD inline double expm1(double x) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline double expm1(double x) {
   using namespace detail;
   const double input = x;
   x = select(x < -45.0, -45.0, x);  // e^-45 < 2^-64: -1 + e^x rounds to -1
@@ -400,7 +404,7 @@ CASCADE_RL_HD inline double expm1(double x) {
   return canonical_nan(keep_signed_zero(input, r));
 }
 
-CASCADE_RL_HD inline double log(double x) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline double log(double x) {
   using namespace detail;
   // A subnormal x is scaled by 2^54 first; the test is integer work on the exponent
   // field (zero: (e - 1) >> 63 is 1, the offset 54), so no comparison can become a
@@ -415,7 +419,7 @@ CASCADE_RL_HD inline double log(double x) {
   return canonical_nan(r);
 }
 
-CASCADE_RL_HD inline double log1p(double x) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline double log1p(double x) {
   using namespace detail;
   const double input = x;
   // -1 and below, and +inf, go through the computation as harmless values; their
@@ -434,7 +438,7 @@ CASCADE_RL_HD inline double log1p(double x) {
   return canonical_nan(keep_signed_zero(input, r));
 }
 
-CASCADE_RL_HD inline float exp(float x) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline float exp(float x) {
   using namespace detail;
   x = select(x < -104.0f, -104.0f, x);  // exp(-104) rounds to +0
   x = select(x > 89.0f, 89.0f, x);      // exp(89) overflows to +inf
@@ -464,6 +468,8 @@ CASCADE_RL_HD inline float exp(float x) {
   return canonical_nan(((hi + lo) * first) * second);
 }
 
-CASCADE_RL_HD inline float log(float x) { return static_cast<float>(log(static_cast<double>(x))); }
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline float log(float x) {
+  return static_cast<float>(log(static_cast<double>(x)));
+}
 
 }  // namespace cascade_rl::math

@@ -40,8 +40,9 @@ namespace cascade_rl::terms {
 
 // Branch-free (x * 1.0 == x: the value is exactly -A under the ratio surrogate), so that
 // a host loop of it vectorises.
-CASCADE_RL_HD inline token_loss reinforce_token(double logp, double advantage,
-                                                bool log_prob_surrogate) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline token_loss reinforce_token(double logp,
+                                                                         double advantage,
+                                                                         bool log_prob_surrogate) {
   return {-advantage * (log_prob_surrogate ? logp : 1.0), -advantage};
 }
 
@@ -64,9 +65,8 @@ struct ppo_clip_token_result : token_loss_with_kl {
 // bools and nested ?: into control flow). Clamps go one bound after the other; that
 // gives the nested clamp's value because the lower bound is below the upper one
 // (-bound < bound, low = 1 - clip_low < 1 <= high).
-CASCADE_RL_HD inline ppo_clip_token_result ppo_clip_token(double logp, double old_logp,
-                                                          double advantage,
-                                                          const ppo_clip_params& p) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline ppo_clip_token_result ppo_clip_token(
+    double logp, double old_logp, double advantage, const ppo_clip_params& p) {
   using math::detail::blend;
   using math::detail::mask_of;
   using math::detail::parameter_mask;
@@ -107,8 +107,8 @@ struct cispo_params {
 // Free of branches as ppo_clip_token. `clipped` is set where the clip moved the ratio
 // (veRL's pg_clipfrac for CISPO: ratio != clipped ratio, on either side); dual_clipped
 // stays false.
-CASCADE_RL_HD inline ppo_clip_token_result cispo_token(double logp, double old_logp,
-                                                       double advantage, const cispo_params& p) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline ppo_clip_token_result cispo_token(
+    double logp, double old_logp, double advantage, const cispo_params& p) {
   using math::detail::blend;
   using math::detail::mask_of;
   const double raw_log_ratio = logp - old_logp;
@@ -118,10 +118,12 @@ CASCADE_RL_HD inline ppo_clip_token_result cispo_token(double logp, double old_l
   const double ratio = math::exp(log_ratio);
   const double low = 1.0 - p.clip_low;
   const double high = 1.0 + p.clip_high;
+  // `above` from the floored ratio: the same tokens (low < 1 <= high), one mask fewer,
+  // and GCC 12 vectorises this form (not the one with both masks taken from `ratio`).
   const std::uint64_t below = mask_of(ratio < low);
-  const std::uint64_t above = mask_of(ratio > high);
   double clipped_ratio = blend(below, low, ratio);
-  clipped_ratio = blend(mask_of(clipped_ratio > high), high, clipped_ratio);
+  const std::uint64_t above = mask_of(clipped_ratio > high);
+  clipped_ratio = blend(above, high, clipped_ratio);
   // veRL's order: (-sg(clipped) * A) * logp.
   const double weight = -clipped_ratio * advantage;
   ppo_clip_token_result r;
@@ -142,8 +144,10 @@ struct sapo_params {
 // Branch-free; approx_kl is PPO's (after the clamp). The sigmoid is 1 / (1 + exp(-x)):
 // exp(-x) overflowing to inf for a large negative x gives s = 0, and the gradient's
 // s (1 - s) is then 0, as it is for s = 1.
-CASCADE_RL_HD inline token_loss_with_kl sapo_token(double logp, double old_logp, double advantage,
-                                                   const sapo_params& p) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline token_loss_with_kl sapo_token(double logp,
+                                                                            double old_logp,
+                                                                            double advantage,
+                                                                            const sapo_params& p) {
   using math::detail::blend;
   using math::detail::mask_of;
   const double raw_log_ratio = logp - old_logp;
@@ -163,8 +167,10 @@ CASCADE_RL_HD inline token_loss_with_kl sapo_token(double logp, double old_logp,
 }
 
 // approx_kl is old_logp - logp, unclamped (veRL's ppo_kl for DRO).
-CASCADE_RL_HD inline token_loss_with_kl dro_token(double logp, double old_logp, double advantage,
-                                                  double beta) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline token_loss_with_kl dro_token(double logp,
+                                                                           double old_logp,
+                                                                           double advantage,
+                                                                           double beta) {
   const double log_ratio = logp - old_logp;
   token_loss_with_kl r;
   r.value = -(logp * advantage - 0.5 * beta * (log_ratio * log_ratio));
@@ -190,8 +196,8 @@ struct dppo_params {
 // pg_clipfrac_lower for DPPO). The probabilities are exp of the unclamped log-probs, and
 // the binary KL keeps veRL's 1e-8 inside its logarithm.
 template <dppo_divergence D>
-CASCADE_RL_HD inline ppo_clip_token_result dppo_token(double logp, double old_logp,
-                                                      double advantage, const dppo_params& p) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline ppo_clip_token_result dppo_token(
+    double logp, double old_logp, double advantage, const dppo_params& p) {
   using math::detail::blend;
   using math::detail::mask_of;
   const double raw_log_ratio = logp - old_logp;
@@ -231,7 +237,8 @@ CASCADE_RL_HD inline ppo_clip_token_result dppo_token(double logp, double old_lo
 
 // The clips of a token counted into the metrics (veRL's pg_clipfrac and
 // pg_clipfrac_lower are their fractions).
-CASCADE_RL_HD inline void count_clips(const ppo_clip_token_result& r, policy_loss_metrics& metrics) {
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline void count_clips(const ppo_clip_token_result& r,
+                                                               policy_loss_metrics& metrics) {
   metrics.clipped += r.clipped;
   metrics.dual_clipped += r.dual_clipped;
 }

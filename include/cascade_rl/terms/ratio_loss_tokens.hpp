@@ -14,8 +14,8 @@ namespace cascade_rl::terms {
 
 struct cispo_ratio_token {
   cispo_params params;
-  CASCADE_RL_HD token_loss_with_kl operator()(double logp, double old_logp, double advantage,
-                                              policy_loss_metrics& metrics) const {
+  CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE token_loss_with_kl
+  operator()(double logp, double old_logp, double advantage, policy_loss_metrics& metrics) const {
     const ppo_clip_token_result r = cispo_token(logp, old_logp, advantage, params);
     count_clips(r, metrics);
     return r;
@@ -25,8 +25,8 @@ struct cispo_ratio_token {
 template <dppo_divergence D>
 struct dppo_ratio_token {
   dppo_params params;
-  CASCADE_RL_HD token_loss_with_kl operator()(double logp, double old_logp, double advantage,
-                                              policy_loss_metrics& metrics) const {
+  CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE token_loss_with_kl
+  operator()(double logp, double old_logp, double advantage, policy_loss_metrics& metrics) const {
     const ppo_clip_token_result r = dppo_token<D>(logp, old_logp, advantage, params);
     count_clips(r, metrics);
     return r;
@@ -35,16 +35,18 @@ struct dppo_ratio_token {
 
 struct dro_ratio_token {
   double beta = 0;
-  CASCADE_RL_HD token_loss_with_kl operator()(double logp, double old_logp, double advantage,
-                                              policy_loss_metrics&) const {
+  CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE token_loss_with_kl operator()(double logp, double old_logp,
+                                                                       double advantage,
+                                                                       policy_loss_metrics&) const {
     return dro_token(logp, old_logp, advantage, beta);
   }
 };
 
 struct sapo_ratio_token {
   sapo_params params;
-  CASCADE_RL_HD token_loss_with_kl operator()(double logp, double old_logp, double advantage,
-                                              policy_loss_metrics&) const {
+  CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE token_loss_with_kl operator()(double logp, double old_logp,
+                                                                       double advantage,
+                                                                       policy_loss_metrics&) const {
     return sapo_token(logp, old_logp, advantage, params);
   }
 };
