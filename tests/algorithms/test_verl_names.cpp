@@ -113,9 +113,10 @@ TEST(VerlNames, SapoAlwaysAggregatesSeqMeanTokenMean) {
 TEST(VerlNames, UnknownAndNotYetImplementedLossesAreRefusedWithTheList) {
   expect_error_naming(
       [] { (void)verl::policy_loss("ppo"); }, "loss_mode", "\"ppo\"", "not a veRL name",
-      "implemented: vanilla, dppo_tv, dppo_kl, sapo, dro, cispo, gspo, geo_mean, gpg, clip_cov",
-      "kl_cov");
-  expect_error_naming([] { (void)verl::policy_loss("kl_cov"); }, "loss_mode",
+      "implemented: vanilla, dppo_tv, dppo_kl, sapo, dro, cispo, gspo, geo_mean, gpg, clip_cov, "
+      "kl_cov",
+      "bypass_mode");
+  expect_error_naming([] { (void)verl::policy_loss("bypass_mode"); }, "loss_mode",
                       "does not implement yet", "implemented: vanilla");
 }
 

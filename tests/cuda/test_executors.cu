@@ -1322,3 +1322,94 @@ TEST_F(Gpu, ClipCovMatchesHost) {
 }
 
 }  // namespace
+
+// ---- KL-Cov -------------------------------------------------------------------------------
+
+namespace {
+
+// The top-covariance selection on the device is the host's (CUB's stable radix sort over
+// covariance_key: three ratios, and one advantage for every token, where every cov is +-0
+// and the tie rule alone decides), and the loss over it gives the host's bits in every
+// mode, with and without weights; the option refusals are the host's.
+TEST_F(Gpu, KlCovMatchesHost) {
+  const auto b = cr::testing::make_random_batch<float>(33, {.sequences = 900, .max_length = 120});
+  const auto layout = b.layout();
+  const std::size_t n = b.tokens();
+  device_vector<std::int64_t> offsets(b.offsets);
+  device_vector<std::uint8_t> mask(b.mask);
+  const device_token_layout d_layout{offsets.data(), mask.data(), b.offsets.size() - 1, n};
+  const auto weights = cr::testing::rollout_is_weights_of(b);
+  const std::vector<float> constant(n, 0.5f);
+  device_vector<float> logp(b.log_probs), old(b.old_log_probs), adv(b.advantages), flat(constant),
+      w(weights), grad(n);
+  device_vector<std::uint8_t> selected(n);
+  for (const bool tied : {false, true})
+    for (const double ratio : {0.0002, 0.01, 1.0}) {
+      const cr::kl_cov_options options{.kl_cov_ratio = ratio};
+      const cr::policy_ratio_inputs<float> host_inputs{
+          .log_probs = b.log_probs,
+          .old_log_probs = b.old_log_probs,
+          .advantages =
+              tied ? std::span<const float>(constant) : std::span<const float>(b.advantages)};
+      const cr::policy_ratio_inputs<float> device_inputs{
+          .log_probs = logp.cspan(),
+          .old_log_probs = old.cspan(),
+          .advantages = tied ? flat.cspan() : adv.cspan()};
+      const auto host = cr::kl_cov_selection(cr::exec::seq, layout, host_inputs, options);
+      ASSERT_FALSE(host.empty());
+      cr::kl_cov_selection(cr::exec::cuda{}, d_layout, device_inputs, selected.span(), options);
+      const std::vector<std::uint8_t> flags = selected.host();
+      std::vector<std::size_t> device_tokens;
+      for (std::size_t t = 0; t < n; ++t)
+        if (flags[t] != 0) device_tokens.push_back(t);
+      EXPECT_EQ(device_tokens, host) << "ratio " << ratio << (tied ? " tied" : "");
+    }
+  const cr::policy_ratio_inputs<float> host_inputs{
+      .log_probs = b.log_probs, .old_log_probs = b.old_log_probs, .advantages = b.advantages};
+  const cr::policy_ratio_inputs<float> device_inputs{
+      .log_probs = logp.cspan(), .old_log_probs = old.cspan(), .advantages = adv.cspan()};
+  const cr::kl_cov_options drawn{.kl_cov_ratio = 0.01, .ppo_kl_coef = 0.4};
+  const auto host_selection = cr::kl_cov_selection(cr::exec::seq, layout, host_inputs, drawn);
+  cr::kl_cov_selection(cr::exec::cuda{}, d_layout, device_inputs, selected.span(), drawn);
+  const auto counts = cr::local_loss_counts(cr::exec::seq, layout);
+  std::vector<float> want(n);
+  for (auto mode : cr::testing::all_aggregation_modes)
+    for (const bool weighted : {false, true}) {
+      SCOPED_TRACE(std::string(cr::to_string(mode)) + (weighted ? " weighted" : ""));
+      auto options = drawn;
+      options.aggregation = mode;
+      const auto normalizer = counts.normalizer(mode, 128.0);
+      auto hin = host_inputs;
+      auto din = device_inputs;
+      if (weighted) {
+        hin.rollout_is_weights = weights;
+        din.rollout_is_weights = w.cspan();
+      }
+      const auto h = cr::kl_cov_loss(cr::exec::seq, layout, hin, want, normalizer, options);
+      const auto d = cr::kl_cov_loss(cr::exec::cuda{}, d_layout, din, selected.cspan(), grad.span(),
+                                     normalizer, options);
+      expect_same_sum(d.loss, h.loss, "kl_cov loss");
+      EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
+      EXPECT_EQ(d.metrics.clipped, h.metrics.clipped);
+      EXPECT_EQ(h.metrics.clipped, host_selection.size());
+      expect_same_sum(d.metrics.approx_kl_sum, h.metrics.approx_kl_sum, "kl_cov approx_kl_sum");
+      expect_same_bits(grad.host(), want, "kl_cov grad");
+    }
+  for (const cr::kl_cov_options bad :
+       {cr::kl_cov_options{.kl_cov_ratio = 0.0}, cr::kl_cov_options{.ppo_kl_coef = -1.0}}) {
+    const char* name = bad.kl_cov_ratio == 0.0 ? "options.kl_cov_ratio" : "options.ppo_kl_coef";
+    cr::testing::expect_error_naming(
+        [&] {
+          cr::kl_cov_selection(cr::exec::cuda{}, d_layout, device_inputs, selected.span(), bad);
+        },
+        name);
+    cr::testing::expect_error_naming(
+        [&] {
+          (void)cr::kl_cov_loss(cr::exec::cuda{}, d_layout, device_inputs, selected.cspan(),
+                                grad.span(), counts.normalizer(bad.aggregation, 128.0), bad);
+        },
+        name);
+  }
+}
+
+}  // namespace

@@ -1258,3 +1258,73 @@ TEST(PortableLosses, ClipCovMatchesHost) {
 }
 
 }  // namespace
+
+// ---- KL-Cov -------------------------------------------------------------------------------
+
+namespace {
+
+// The top-covariance selection is the host's (three ratios; and with one advantage for
+// every token, where every cov is +-0 and the tie rule alone picks the first k valid
+// tokens), and the loss over it gives the host's bits in every mode, with and without
+// weights.
+TEST(PortableLosses, KlCovMatchesHost) {
+  const auto b = big_batch(31);
+  const auto layout = b.layout();
+  const auto weights = cr::testing::rollout_is_weights_of(b);
+  const auto counts = cr::local_loss_counts(cr::exec::seq, layout);
+  const std::size_t n = b.tokens();
+  std::vector<portable::loss_tally> scratch(portable::scratch_tallies(n));
+  std::vector<double> sums(portable::covariance_sum_scratch(n));
+  std::vector<std::uint8_t> selected(n);
+  std::vector<std::uint64_t> keys(n);
+  std::vector<std::size_t> indices(n);
+  const std::vector<float> constant(n, 0.5f);
+  for (const bool tied : {false, true})
+    for (const double ratio : {0.0002, 0.01, 1.0}) {
+      SCOPED_TRACE(std::string(tied ? "tied " : "") + std::to_string(ratio));
+      const cr::kl_cov_options options{.kl_cov_ratio = ratio};
+      const std::vector<float>& advantages = tied ? constant : b.advantages;
+      const cr::policy_ratio_inputs<float> plain{
+          .log_probs = b.log_probs, .old_log_probs = b.old_log_probs, .advantages = advantages};
+      const auto host = cr::kl_cov_selection(cr::exec::seq, layout, plain, options);
+      ASSERT_FALSE(host.empty());
+      portable::kl_cov_selection(system, device_layout(b), b.log_probs.data(), advantages.data(),
+                                 options, selected.data(), sums.data(), keys.data(),
+                                 indices.data());
+      std::vector<std::size_t> device_tokens;
+      for (std::size_t t = 0; t < n; ++t)
+        if (selected[t] != 0) device_tokens.push_back(t);
+      EXPECT_EQ(device_tokens, host);
+      if (tied) {
+        std::vector<std::size_t> first;
+        for (std::size_t t = 0; t < n && first.size() < host.size(); ++t)
+          if (layout.valid(t)) first.push_back(t);
+        EXPECT_EQ(host, first);
+      }
+    }
+  const cr::kl_cov_options drawn{.kl_cov_ratio = 0.01, .ppo_kl_coef = 0.4};
+  const cr::policy_ratio_inputs<float> plain{
+      .log_probs = b.log_probs, .old_log_probs = b.old_log_probs, .advantages = b.advantages};
+  const auto host_selection = cr::kl_cov_selection(cr::exec::seq, layout, plain, drawn);
+  portable::kl_cov_selection(system, device_layout(b), b.log_probs.data(), b.advantages.data(),
+                             drawn, selected.data(), sums.data(), keys.data(), indices.data());
+  for (auto mode : cr::testing::all_aggregation_modes)
+    for (const bool weighted : {false, true}) {
+      SCOPED_TRACE(std::string(cr::to_string(mode)) + (weighted ? " weighted" : ""));
+      auto options = drawn;
+      options.aggregation = mode;
+      const cr::loss_normalizer normalizer = counts.normalizer(mode, 64.0);
+      std::vector<float> hg(n), dg(n, -7.0f);
+      auto in = plain;
+      if (weighted) in.rollout_is_weights = weights;
+      const auto h = cr::kl_cov_loss(cr::exec::seq, layout, in, hg, normalizer, options);
+      portable::kl_cov_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
+                            b.advantages.data(), weighted ? weights.data() : nullptr,
+                            selected.data(), dg.data(), normalizer, options, scratch.data());
+      expect_same_metrics(scratch[portable::result_index(n)], h);
+      expect_same_bits(dg, hg, "kl_cov dL/dlogp");
+      EXPECT_EQ(h.metrics.clipped, host_selection.size());
+    }
+}
+
+}  // namespace

@@ -60,6 +60,8 @@ struct verl_v2_case {
     config.clip_cov_ratio = config_number("policy_loss.clip_cov_ratio");
     config.clip_cov_lb = config_number("policy_loss.clip_cov_lb");
     config.clip_cov_ub = config_number("policy_loss.clip_cov_ub");
+    config.kl_cov_ratio = config_number("policy_loss.kl_cov_ratio");
+    config.ppo_kl_coef = config_number("policy_loss.ppo_kl_coef");
     return config;
   }
 

@@ -5,6 +5,8 @@
 //   clip_cov_loss   Clip-Cov, veRL compute_policy_loss_clip_cov: PPO's clipped surrogate
 //                   (no dual clip, no log-ratio clamp) with the gradient stopped on a few
 //                   tokens drawn at random among those of high covariance.
+//   kl_cov_loss     KL-Cov, veRL compute_policy_loss_kl_cov: the unclipped surrogate -A r
+//                   plus ppo_kl_coef |logp - old_logp| on the tokens of largest covariance.
 //
 // The covariance of token t is cov_t = (A_t - mean A) * (logp_t - mean logp) over the
 // valid tokens of the batch given to the call (terms/covariance_tokens.hpp): the means
@@ -22,6 +24,12 @@
 //     key = terms::selection_key(seed, t), the (t + 1)-th output of SplitMix64 started at
 //     seed. It depends on (seed, t, the inputs) alone, so every executor (host seq / par,
 //     the Thrust path, the CUDA kernels) selects the same tokens. It is not veRL's draw.
+// KL-Cov's own selection is deterministic (kl_cov_selection): the k = max(floor(
+// kl_cov_ratio * valid), 1) valid tokens of largest SIGNED cov (veRL's torch.topk), none
+// when no token is valid. Among equal cov (+0 and -0 equal) the smaller index goes first,
+// the order of a stable descending sort; torch.topk leaves the order of ties unspecified,
+// so where the k-th and (k+1)-th cov tie veRL may pick another of them: replay its
+// tokens (token_selection::replay) to reproduce it exactly.
 // `selected_out`, when not empty, receives the selected tokens in increasing index order
 // (metrics.clipped of them; it must hold that many), so a caller can log or replay them.
 //
@@ -33,7 +41,9 @@
 //
 // Each returns the aggregated loss and writes grad_out[t] = dL/dlogp_t (0 on masked and
 // selected tokens); metrics.clipped counts the selected tokens (veRL's pg_clipfrac),
-// approx_kl is the unclamped old_logp - logp (veRL's ppo_kl).
+// approx_kl is the unclamped old_logp - logp (veRL's ppo_kl). KL-Cov: metrics.clipped
+// counts the selected tokens too (veRL reports no such metric), approx_kl is the mean of
+// |logp - old_logp| over the valid tokens, unweighted (veRL's ppo_kl there).
 
 #include <algorithm>
 #include <array>
@@ -117,6 +127,26 @@ covariance_means covariance_means_of(const Policy& policy, const token_layout& l
   return m;
 }
 
+// The `count` tokens of smallest (keys[t], t) among those whose key is not
+// terms::not_a_candidate, in increasing index order: the rule of both selections (the
+// device paths reach it by a stable sort of every token's key).
+inline std::vector<std::size_t> smallest_keyed_tokens(const std::vector<std::uint64_t>& keys,
+                                                      std::size_t count) {
+  std::vector<std::pair<std::uint64_t, std::size_t>> keyed;
+  for (std::size_t t = 0; t < keys.size(); ++t)
+    if (keys[t] != terms::not_a_candidate) keyed.emplace_back(keys[t], t);
+  if (keyed.size() > count) {
+    std::nth_element(keyed.begin(), keyed.begin() + static_cast<std::ptrdiff_t>(count),
+                     keyed.end());
+    keyed.resize(count);
+  }
+  std::vector<std::size_t> selected;
+  selected.reserve(keyed.size());
+  for (const auto& key_token : keyed) selected.push_back(key_token.second);
+  std::sort(selected.begin(), selected.end());
+  return selected;
+}
+
 // Our seeded draw: the candidates' clip_num smallest (key, index), in index order.
 template <class Policy, std::floating_point T>
 std::vector<std::size_t> seeded_clip_cov_selection(const Policy& policy, const token_layout& layout,
@@ -128,31 +158,37 @@ std::vector<std::size_t> seeded_clip_cov_selection(const Policy& policy, const t
   if (means.valid == 0) return {};
   const terms::clip_cov_params params = clip_cov_params_of(options);
   const std::size_t n = layout.tokens();
-  std::vector<std::uint8_t> candidate(n, 0);
+  std::vector<std::uint64_t> keys(n, terms::not_a_candidate);
   for_each_index(policy, n, [&](std::size_t t) {
     if (!layout.valid(t)) return;
     const double logp = static_cast<double>(inputs.log_probs[t]);
     const double advantage = static_cast<double>(inputs.advantages[t]);
     const double cov = terms::covariance_term(advantage, logp, means.advantage, means.log_prob);
-    candidate[t] = terms::clip_cov_candidate(logp, static_cast<double>(inputs.old_log_probs[t]),
-                                             advantage, cov, params)
-                       ? 1
-                       : 0;
+    if (terms::clip_cov_candidate(logp, static_cast<double>(inputs.old_log_probs[t]), advantage,
+                                  cov, params))
+      keys[t] = terms::selection_key(seed, t);
   });
-  std::vector<std::pair<std::uint64_t, std::size_t>> keyed;
-  for (std::size_t t = 0; t < n; ++t)
-    if (candidate[t] != 0) keyed.emplace_back(terms::selection_key(seed, t), t);
-  const std::size_t clip_num = terms::clip_cov_count(options.clip_cov_ratio, means.valid);
-  if (keyed.size() > clip_num) {
-    std::nth_element(keyed.begin(), keyed.begin() + static_cast<std::ptrdiff_t>(clip_num),
-                     keyed.end());
-    keyed.resize(clip_num);
-  }
-  std::vector<std::size_t> selected;
-  selected.reserve(keyed.size());
-  for (const auto& key_token : keyed) selected.push_back(key_token.second);
-  std::sort(selected.begin(), selected.end());
-  return selected;
+  return smallest_keyed_tokens(keys, terms::selection_count(options.clip_cov_ratio, means.valid));
+}
+
+// KL-Cov's selection: the k = max(floor(kl_cov_ratio * valid), 1) valid tokens of largest
+// cov, ties to the smaller index (terms::covariance_key), in index order; none when no
+// token is valid.
+template <class Policy, std::floating_point T>
+std::vector<std::size_t> top_covariance_selection(const Policy& policy, const token_layout& layout,
+                                                  std::span<const T> advantages,
+                                                  std::span<const T> log_probs, double ratio) {
+  const covariance_means means = covariance_means_of(policy, layout, advantages, log_probs);
+  if (means.valid == 0) return {};
+  const std::size_t n = layout.tokens();
+  std::vector<std::uint64_t> keys(n, terms::not_a_candidate);
+  for_each_index(policy, n, [&](std::size_t t) {
+    if (!layout.valid(t)) return;
+    keys[t] = terms::covariance_key(terms::covariance_term(static_cast<double>(advantages[t]),
+                                                           static_cast<double>(log_probs[t]),
+                                                           means.advantage, means.log_prob));
+  });
+  return smallest_keyed_tokens(keys, terms::selection_count(ratio, means.valid));
 }
 
 // A replayed selection checked (in range, valid, not repeated) into a per-token mask.
@@ -172,21 +208,19 @@ inline void replay_selection(const token_layout& layout, std::span<const std::si
   }
 }
 
-// The selection as a per-token mask, reported into selected_out when that is not empty.
-template <class Policy, std::floating_point T>
-std::vector<std::uint8_t> clip_cov_selection_mask(const Policy& policy, const token_layout& layout,
-                                                  const policy_ratio_inputs<T>& inputs,
-                                                  const token_selection& selection,
-                                                  const clip_cov_options& options,
-                                                  std::span<std::size_t> selected_out) {
+// The selection as a per-token mask: the replayed tokens (checked) or draw()'s, reported
+// into selected_out when that is not empty.
+template <class Draw>
+std::vector<std::uint8_t> selection_mask(const token_layout& layout,
+                                         const token_selection& selection, const Draw& draw,
+                                         std::span<std::size_t> selected_out) {
   std::vector<std::uint8_t> selected(layout.tokens(), 0);
   std::size_t count = 0;
   if (selection.replayed) {
     replay_selection(layout, selection.tokens, selected);
     count = selection.tokens.size();
   } else {
-    const std::vector<std::size_t> drawn =
-        seeded_clip_cov_selection(policy, layout, inputs, selection.seed, options);
+    const std::vector<std::size_t> drawn = draw();
     for (const std::size_t t : drawn) selected[t] = 1;
     count = drawn.size();
   }
@@ -199,6 +233,61 @@ std::vector<std::uint8_t> clip_cov_selection_mask(const Policy& policy, const to
       if (selected[t] != 0) selected_out[k++] = t;
   }
   return selected;
+}
+
+template <class Policy, std::floating_point T>
+std::vector<std::uint8_t> clip_cov_selection_mask(const Policy& policy, const token_layout& layout,
+                                                  const policy_ratio_inputs<T>& inputs,
+                                                  const token_selection& selection,
+                                                  const clip_cov_options& options,
+                                                  std::span<std::size_t> selected_out) {
+  return selection_mask(
+      layout, selection,
+      [&] { return seeded_clip_cov_selection(policy, layout, inputs, selection.seed, options); },
+      selected_out);
+}
+
+inline void validate_kl_cov_options(const kl_cov_options& options) {
+  if (!(options.kl_cov_ratio > 0 && options.kl_cov_ratio <= 1))
+    fail("options.kl_cov_ratio",
+         "is " + std::to_string(options.kl_cov_ratio) +
+             ", expected a value in (0, 1] (veRL asserts > 0; above 1 torch.topk would be asked "
+             "for more tokens than there are)");
+  if (!(options.ppo_kl_coef >= 0 && std::isfinite(options.ppo_kl_coef)))
+    fail("options.ppo_kl_coef",
+         "is " + std::to_string(options.ppo_kl_coef) + ", expected a finite value >= 0");
+}
+
+// KL-Cov's shared policy passes over a selection mask.
+template <class Policy, std::floating_point T>
+policy_loss_result kl_cov_passes(const Policy& policy, const token_layout& layout,
+                                 const policy_ratio_inputs<T>& inputs,
+                                 const std::vector<std::uint8_t>& selected, std::span<T> grad_out,
+                                 const loss_normalizer& normalizer, const kl_cov_options& options) {
+  const std::span<const T> log_probs = inputs.log_probs;
+  const std::span<const T> old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  const double coef = options.ppo_kl_coef;
+  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
+    ++m.valid_tokens;
+    const terms::ppo_clip_token_result r = terms::kl_cov_token(
+        static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
+        static_cast<double>(advantages[t]), selected[t] != 0, coef);
+    terms::count_clips(r, m);
+    return token_loss_with_kl(r);
+  };
+  return policy_loss_passes(
+      policy, layout,
+      std::array{token_input<T>{log_probs, "log_probs"},
+                 token_input<T>{old_log_probs, "old_log_probs"},
+                 token_input<T>{advantages, "advantages"}},
+      inputs.rollout_is_weights, old_log_probs, std::span<const T>{}, grad_out, normalizer,
+      options.aggregation, importance_options{},
+      [&](std::size_t t) {
+        return nonfinite_at(log_probs, t) | nonfinite_at(old_log_probs, t) |
+               nonfinite_at(advantages, t);
+      },
+      unweighted);
 }
 
 }  // namespace detail
@@ -260,6 +349,75 @@ policy_loss_result clip_cov_loss(const Policy& policy, const token_layout& layou
                detail::nonfinite_at(advantages, t);
       },
       unweighted);
+}
+
+// KL-Cov's selection (see the top of this file), in increasing index order: for logging,
+// or to replay it elsewhere.
+template <exec::host_policy Policy, std::floating_point T>
+std::vector<std::size_t> kl_cov_selection(const Policy& policy, const token_layout& layout,
+                                          const policy_ratio_inputs<T>& inputs,
+                                          const kl_cov_options& options = {}) {
+  detail::validate_kl_cov_options(options);
+  detail::validate_token_input(policy, layout, inputs.log_probs, "log_probs");
+  detail::validate_token_input(policy, layout, inputs.advantages, "advantages");
+  return detail::top_covariance_selection(policy, layout, inputs.advantages, inputs.log_probs,
+                                          options.kl_cov_ratio);
+}
+
+// KL-Cov: l_t = -A_t r_t + s_t ppo_kl_coef |logp_t - old_logp_t|, r_t = exp(logp_t -
+// old_logp_t) (no clip, no clamp), s_t = 1 on a selected token, times
+// inputs.rollout_is_weights when given; dl_t/dlogp_t = -A_t r_t + s_t ppo_kl_coef
+// sign(logp_t - old_logp_t). `selection` is token_selection::replay(tokens) (e.g. veRL's
+// topk); the overload without one selects by kl_cov_selection's rule. A seeded selection
+// is refused: KL-Cov's rule draws nothing.
+template <exec::host_policy Policy, contiguous_output Out>
+policy_loss_result kl_cov_loss(const Policy& policy, const token_layout& layout,
+                               const policy_ratio_inputs<output_value_t<Out>>& inputs,
+                               const token_selection& selection, Out&& grad_out,
+                               const loss_normalizer& normalizer,
+                               const kl_cov_options& options = {},
+                               std::span<std::size_t> selected_out = {}) {
+  using T = output_value_t<Out>;
+  detail::validate_kl_cov_options(options);
+  if (!selection.replayed)
+    detail::fail(
+        "selection",
+        "is seeded; KL-Cov selects deterministically: pass token_selection::replay(tokens), or "
+        "call kl_cov_loss without a selection");
+  const std::span<const T> log_probs = inputs.log_probs;
+  const std::span<const T> old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  detail::validate_token_input(policy, layout, log_probs, "log_probs");
+  detail::validate_token_input(policy, layout, old_log_probs, "old_log_probs");
+  detail::validate_token_input(policy, layout, advantages, "advantages");
+  const std::vector<std::uint8_t> selected = detail::selection_mask(
+      layout, selection, [] { return std::vector<std::size_t>{}; }, selected_out);
+  return detail::kl_cov_passes(policy, layout, inputs, selected, output_span(grad_out), normalizer,
+                               options);
+}
+
+template <exec::host_policy Policy, contiguous_output Out>
+policy_loss_result kl_cov_loss(const Policy& policy, const token_layout& layout,
+                               const policy_ratio_inputs<output_value_t<Out>>& inputs,
+                               Out&& grad_out, const loss_normalizer& normalizer,
+                               const kl_cov_options& options = {},
+                               std::span<std::size_t> selected_out = {}) {
+  using T = output_value_t<Out>;
+  detail::validate_kl_cov_options(options);
+  // The means read every input, so the inputs are checked before them.
+  detail::validate_token_input(policy, layout, inputs.log_probs, "log_probs");
+  detail::validate_token_input(policy, layout, inputs.old_log_probs, "old_log_probs");
+  detail::validate_token_input(policy, layout, inputs.advantages, "advantages");
+  const std::vector<std::uint8_t> selected = detail::selection_mask(
+      layout, token_selection{},
+      [&] {
+        return detail::top_covariance_selection(
+            policy, layout, std::span<const T>(inputs.advantages),
+            std::span<const T>(inputs.log_probs), options.kl_cov_ratio);
+      },
+      selected_out);
+  return detail::kl_cov_passes(policy, layout, inputs, selected, output_span(grad_out), normalizer,
+                               options);
 }
 
 }  // namespace cascade_rl

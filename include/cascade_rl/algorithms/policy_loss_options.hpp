@@ -199,3 +199,17 @@ struct clip_cov_options {
 };
 
 }  // namespace cascade_rl
+
+namespace cascade_rl {
+
+// KL-Cov (veRL compute_policy_loss_kl_cov): the unclipped surrogate -A r, plus
+// ppo_kl_coef |logp - old_logp| on the kl_cov_ratio of the valid tokens of largest
+// covariance (see covariance_losses.hpp). Defaults are veRL's fallbacks for an unset
+// field (0.0002, 1.0); veRL's actor.yaml sets ppo_kl_coef: 0.1.
+struct kl_cov_options {
+  double kl_cov_ratio = 0.0002;  // in (0, 1]: max(floor(ratio * valid tokens), 1) are selected
+  double ppo_kl_coef = 1.0;      // finite, >= 0
+  loss_aggregation aggregation = loss_aggregation::token_mean;
+};
+
+}  // namespace cascade_rl

@@ -254,4 +254,13 @@ namespace cascade_rl::presets::verl {
           .sequences = static_cast<double>(layout.sequences())};
 }
 
+// compute_policy_loss_kl_cov: policy_loss.kl_cov_ratio / ppo_kl_coef (veRL's fallbacks
+// 0.0002 and 1.0 when unset; its actor.yaml sets ppo_kl_coef 0.1), the actor's
+// loss_agg_mode. The selection is kl_cov_selection's (veRL's topk up to the order of ties)
+// or the call's token_selection::replay.
+[[nodiscard]] inline kl_cov_options kl_cov(loss_aggregation mode = loss_aggregation::token_mean,
+                                           double kl_cov_ratio = 0.0002, double ppo_kl_coef = 1.0) {
+  return {.kl_cov_ratio = kl_cov_ratio, .ppo_kl_coef = ppo_kl_coef, .aggregation = mode};
+}
+
 }  // namespace cascade_rl::presets::verl

@@ -43,6 +43,10 @@ struct actor_config {
   std::optional<double> clip_cov_ratio{};
   std::optional<double> clip_cov_lb{};
   std::optional<double> clip_cov_ub{};
+  // policy_loss.kl_cov_ratio / ppo_kl_coef: KL-Cov (unset: veRL's fallbacks 0.0002, 1.0;
+  // veRL's actor.yaml sets ppo_kl_coef 0.1).
+  std::optional<double> kl_cov_ratio{};
+  std::optional<double> ppo_kl_coef{};
 };
 
 // The algorithm fields veRL's advantage estimators read, with veRL's defaults.
@@ -55,7 +59,7 @@ struct algorithm_config {
 // What a name can stand for; each loss or estimator added later adds its options here.
 using policy_loss_options =
     std::variant<ppo_clip_options, cispo_options, reinforce_options, dppo_options, dro_options,
-                 sapo_options, gspo_options, geo_mean_options, clip_cov_options>;
+                 sapo_options, gspo_options, geo_mean_options, clip_cov_options, kl_cov_options>;
 using advantage_estimator_options =
     std::variant<grpo_options, rloo_options, reinforce_plus_plus_options,
                  reinforce_plus_plus_baseline_options, gae_options, remax_options, opo_options,
@@ -130,9 +134,14 @@ inline constexpr entry<policy_loss_options, actor_config> policy_losses[] = {
            c.clip_ratio_high.value_or(c.clip_ratio), c.clip_cov_ratio.value_or(0.0002),
            c.clip_cov_lb.value_or(1.0), c.clip_cov_ub.value_or(5.0));
      }},
+    {"kl_cov",
+     [](const actor_config& c) -> policy_loss_options {
+       return verl::kl_cov(loss_agg_mode(c.loss_agg_mode), c.kl_cov_ratio.value_or(0.0002),
+                           c.ppo_kl_coef.value_or(1.0));
+     }},
 };
 // Registered in veRL, not implemented here yet (the issue "Algorithms wave 2").
-inline constexpr std::string_view policy_losses_not_yet[] = {"kl_cov", "bypass_mode"};
+inline constexpr std::string_view policy_losses_not_yet[] = {"bypass_mode"};
 
 inline constexpr entry<advantage_estimator_options, algorithm_config> advantage_estimators[] = {
     {"grpo",

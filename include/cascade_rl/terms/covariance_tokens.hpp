@@ -16,6 +16,14 @@
 //                    not selected, else 0. A token is a candidate for selection where it
 //                    is valid, PPO's clip is not active (l2 > l1 is false) and
 //                    lb < cov < ub (clip_cov_candidate).
+//   kl_cov_token     the unclipped surrogate -A r plus, on a selected token, a KL penalty
+//                    coef |logp - old_logp| (veRL's pg_losses_kl): dl/dlogp = -A r +
+//                    s coef sign(logp - old_logp), sign(0) = 0 as torch's abs backward.
+//
+// selection_count is both losses' number of selected tokens, max(int(ratio * valid), 1).
+// KL-Cov selects the selection_count valid tokens of largest cov: the smallest
+// (covariance_key(cov), index), i.e. largest cov first and among equal cov (+0 and -0
+// equal) the smallest index, the order of a stable descending sort.
 //
 // selection_key gives our seeded selection its order (see covariance_losses.hpp): the key
 // of token t under seed s is the (t + 1)-th output of SplitMix64 started at s, a function
@@ -94,9 +102,10 @@ CASCADE_RL_HD inline ppo_clip_token_result clip_cov_token(double logp, double ol
   return r;
 }
 
-// veRL's clip_num: max(int(clip_cov_ratio * valid), 1) (the truncation of a non-negative
-// product).
-CASCADE_RL_HD inline std::size_t clip_cov_count(double ratio, std::size_t valid) {
+// How many tokens a covariance loss selects among `valid`: veRL's clip_num (Clip-Cov) and
+// k_percent_nums (KL-Cov), max(int(ratio * valid), 1) (the truncation of a non-negative
+// product). veRL's KL-Cov selects none when there is no valid token; callers check that.
+CASCADE_RL_HD inline std::size_t selection_count(double ratio, std::size_t valid) {
   const double scaled = ratio * static_cast<double>(valid);
   return scaled < 1.0 ? 1 : static_cast<std::size_t>(scaled);
 }
@@ -114,5 +123,39 @@ CASCADE_RL_HD inline std::uint64_t selection_key(std::uint64_t seed, std::uint64
 
 // The key that sorts after every candidate's.
 inline constexpr std::uint64_t not_a_candidate = ~std::uint64_t{0};
+
+// KL-Cov's order as an unsigned key: a larger cov has a smaller key, +0 and -0 share one,
+// and no finite cov reaches not_a_candidate (only a NaN's bits could), so a stable
+// ascending sort of (key, index) puts the largest cov first and ties in index order.
+CASCADE_RL_HD inline std::uint64_t covariance_key(double cov) {
+  const double canonical = cov == 0.0 ? 0.0 : cov;  // -0 -> +0
+  const std::uint64_t bits = math::detail::bits_of(canonical);
+  constexpr std::uint64_t sign = std::uint64_t{1} << 63;
+  // Ascending order of doubles as unsigned integers, then reversed.
+  const std::uint64_t ascending = (bits & sign) != 0 ? ~bits : bits | sign;
+  return ~ascending;
+}
+
+// KL-Cov's token: the loss, d/dlogp, approx_kl = |logp - old_logp| (veRL's ppo_kl for
+// kl_cov is its masked mean) and `clipped` set on a selected token. Branch-free.
+CASCADE_RL_HD inline ppo_clip_token_result kl_cov_token(double logp, double old_logp,
+                                                        double advantage, bool selected,
+                                                        double ppo_kl_coef) {
+  using math::detail::blend;
+  using math::detail::mask_of;
+  const double log_ratio = logp - old_logp;
+  const double ratio = math::exp(log_ratio);
+  const double l1 = -advantage * ratio;
+  const std::uint64_t negative = mask_of(log_ratio < 0.0);
+  const double abs_kl = blend(negative, -log_ratio, log_ratio);
+  const double sign = blend(negative, -1.0, blend(mask_of(log_ratio > 0.0), 1.0, 0.0));
+  const std::uint64_t chosen = mask_of(selected);
+  ppo_clip_token_result r;
+  r.value = blend(chosen, l1 + ppo_kl_coef * abs_kl, l1);
+  r.grad = blend(chosen, l1 + ppo_kl_coef * sign, l1);
+  r.approx_kl = abs_kl;
+  r.clipped = selected;
+  return r;
+}
 
 }  // namespace cascade_rl::terms

@@ -18,6 +18,7 @@ struct policy_loss_metrics {
   // PPO: the dual clip bounds the loss, A < 0 and l > -A * c (veRL pg_clipfrac_lower).
   std::size_t dual_clipped = 0;
   // PPO: sum of old_logp - logp after the log-ratio clamp (veRL ppo_kl is its mean).
+  // Each loss sums what veRL's ppo_kl averages for it: KL-Cov sums |logp - old_logp|.
   double approx_kl_sum = 0;
   // Importance correction: tokens whose ratio the cap truncated / the band dropped.
   std::size_t importance_truncated = 0;

@@ -1,5 +1,5 @@
 #pragma once
-// veRL's covariance-selection losses (Clip-Cov) on the GPU, the throwing convenience layer
+// veRL's covariance-selection losses (Clip-Cov, KL-Cov) on the GPU, the throwing convenience layer
 // over device/covariance_losses.cuh (kernel/ the kernels, device/ CUB's shape). Spans point
 // to device memory; each call waits for its stream.
 //
@@ -10,6 +10,10 @@
 //                              write 1 at those tokens of a zeroed mask; the device layer
 //                              takes the mask as given (the host core checks a replayed
 //                              list: in range, valid, unrepeated).
+//   kl_cov_selection           KL-Cov's top-covariance selection (kl_cov_selection of the
+//                              host core: the same tokens) into a selection mask;
+//   kl_cov_loss                KL-Cov over a selection mask (the host's bits for the same
+//                              selection; replay a list as for Clip-Cov).
 //
 // The selection is over the tokens of one call: not partition-invariant (see
 // algorithms/covariance_losses.hpp).
@@ -67,6 +71,48 @@ policy_loss_result clip_cov_loss(exec::cuda_policy policy, const cuda::device_to
         return cuda::clip_cov_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
                                    advantages.data(), weights, selected.data(), grad_out.data(),
                                    normalizer, options, result, policy.stream);
+      });
+}
+
+template <std::floating_point T>
+void kl_cov_selection(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+                      const policy_ratio_inputs<T>& inputs, std::span<std::uint8_t> selected_out,
+                      const kl_cov_options& options = {}) {
+  detail::validate_kl_cov_options(options);
+  cuda::detail::require_tokens(inputs.log_probs.size(), layout, "log_probs");
+  cuda::detail::require_tokens(inputs.advantages.size(), layout, "advantages");
+  cuda::detail::require_tokens(selected_out.size(), layout, "selected_out");
+  const cuda::device_report report =
+      cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
+        return cuda::kl_cov_selection(temp, bytes, layout, inputs.log_probs.data(),
+                                      inputs.advantages.data(), options, selected_out.data(),
+                                      policy.stream);
+      });
+  cuda::detail::throw_if_reported(report, {});
+}
+
+// KL-Cov with the selection mask `selected` (one byte per token, device memory).
+template <std::floating_point T>
+policy_loss_result kl_cov_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+                               const policy_ratio_inputs<T>& inputs,
+                               std::span<const std::uint8_t> selected, std::span<T> grad_out,
+                               const loss_normalizer& normalizer,
+                               const kl_cov_options& options = {}) {
+  const std::span<const T> log_probs = inputs.log_probs, old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  detail::validate_kl_cov_options(options);
+  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
+  cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
+  cuda::detail::require_tokens(advantages.size(), layout, "advantages");
+  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
+  cuda::detail::require_tokens(selected.size(), layout, "selected");
+  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
+  return cuda::detail::run_tokens_throwing<cuda::detail::ratio_loss_arguments>(
+      policy.stream, options.aggregation, normalizer,
+      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
+        return cuda::kl_cov_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
+                                 advantages.data(), weights, selected.data(), grad_out.data(),
+                                 normalizer, options, result, policy.stream);
       });
 }
 

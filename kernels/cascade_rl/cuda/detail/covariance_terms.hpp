@@ -1,10 +1,11 @@
 #pragma once
 // The covariance-selection losses' pieces as the CUDA kernels and the portable Thrust path
 // run them (terms/covariance_tokens.hpp holds the formulas, which the host core calls
-// too): the token term of Clip-Cov over a per-token selection mask, and the steps of our
-// seeded selection: canonical block sums of A, logp and the valid count, their totals in
-// block order, each token's key (candidates only), and after a stable sort by key the
-// marking of the first clip_num candidates.
+// too): the token terms of Clip-Cov and KL-Cov over a per-token selection mask, and the
+// steps of both selections: canonical block sums of A, logp and the valid count, their
+// totals in block order, each token's key (Clip-Cov: its seeded key where a candidate;
+// KL-Cov: terms::covariance_key where valid; terms::not_a_candidate elsewhere), and after
+// a stable sort by key the marking of the first selection_count tokens that hold a key.
 
 #include <array>
 #include <cstddef>
@@ -34,6 +35,35 @@ struct clip_cov_term {
     const terms::ppo_clip_token_result r = terms::clip_cov_token(
         static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
         static_cast<double>(advantages[t]), selected[t] != 0, params);
+    terms::count_clips(r, tally.metrics);
+    tally.metrics.approx_kl_sum += r.approx_kl;
+    return given_weighted(terms::token_loss{r.value, r.grad}, rollout_is_weights, t);
+  }
+  CASCADE_RL_HD void on_masked(std::size_t) const {}
+  static constexpr std::array<const char*, 4> arguments = ratio_loss_arguments::arguments;
+  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
+    nonfinite_hit hit;
+    hit.check(0, log_probs[t]) || hit.check(1, old_log_probs[t]) || hit.check(2, advantages[t]) ||
+        (rollout_is_weights != nullptr && hit.check(3, rollout_is_weights[t]));
+    return hit;
+  }
+};
+
+// KL-Cov's token term over a selection mask (non-zero: the KL penalty applies), as
+// kl_cov_loss of the host core runs it.
+template <class T>
+struct kl_cov_term {
+  const T* log_probs;
+  const T* old_log_probs;
+  const T* advantages;
+  const T* rollout_is_weights;  // null: none
+  const std::uint8_t* selected;
+  double ppo_kl_coef;
+
+  CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
+    const terms::ppo_clip_token_result r = terms::kl_cov_token(
+        static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
+        static_cast<double>(advantages[t]), selected[t] != 0, ppo_kl_coef);
     terms::count_clips(r, tally.metrics);
     tally.metrics.approx_kl_sum += r.approx_kl;
     return given_weighted(terms::token_loss{r.value, r.grad}, rollout_is_weights, t);
@@ -123,17 +153,39 @@ struct clip_cov_keys_functor {
   }
 };
 
+// keys[t] = terms::covariance_key(cov_t) where token t is valid (KL-Cov's order: largest
+// cov first), terms::not_a_candidate elsewhere; indices[t] = t.
+template <class T>
+struct kl_cov_keys_functor {
+  device_token_layout layout;
+  const T* log_probs;
+  const T* advantages;
+  const double* totals;
+  std::uint64_t* keys;
+  std::size_t* indices;
+  CASCADE_RL_HD void operator()(std::size_t t) const {
+    indices[t] = t;
+    std::uint64_t key = terms::not_a_candidate;
+    if (layout.valid(t))
+      key = terms::covariance_key(terms::covariance_term(
+          static_cast<double>(advantages[t]), static_cast<double>(log_probs[t]),
+          totals[0] / totals[2], totals[1] / totals[2]));
+    keys[t] = key;
+  }
+};
+
 // After the keys are sorted (stably, so (key, index) order): selected[indices[k]] = 1 for
-// the first clip_num candidates. `selected` is zeroed before.
+// the first selection_count(ratio, valid) tokens holding a key (Clip-Cov's clip_num,
+// KL-Cov's k). `selected` is zeroed before.
 struct mark_selected_functor {
   const std::uint64_t* sorted_keys;
   const std::size_t* sorted_indices;
   const double* totals;
-  double clip_cov_ratio;
+  double ratio;
   std::uint8_t* selected;
   CASCADE_RL_HD void operator()(std::size_t k) const {
     const std::size_t valid = static_cast<std::size_t>(totals[2]);
-    if (valid == 0 || k >= terms::clip_cov_count(clip_cov_ratio, valid)) return;
+    if (valid == 0 || k >= terms::selection_count(ratio, valid)) return;
     if (sorted_keys[k] != terms::not_a_candidate) selected[sorted_indices[k]] = 1;
   }
 };

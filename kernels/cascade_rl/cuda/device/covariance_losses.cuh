@@ -1,9 +1,9 @@
 #pragma once
-// The CUB-shaped layer of the covariance-selection losses (Clip-Cov): our seeded selection
-// (the block sums, their totals, the keys, cub::DeviceRadixSort::SortPairs, the marking)
-// and the loss over a selection mask (one byte per token, non-zero: selected). Size query
-// with d_temp_storage == nullptr, then the run; the temporary storage starts with the
-// device_report (report_of).
+// The CUB-shaped layer of the covariance-selection losses (Clip-Cov, KL-Cov): the
+// selections (the block sums, their totals, the keys, cub::DeviceRadixSort::SortPairs, the
+// marking) and the losses over a selection mask (one byte per token, non-zero: selected).
+// Size query with d_temp_storage == nullptr, then the run; the temporary storage starts
+// with the device_report (report_of).
 
 #include <cuda_runtime.h>
 
@@ -28,6 +28,58 @@ inline terms::clip_cov_params clip_cov_params_of(const clip_cov_options& o) {
 
 }  // namespace detail
 
+namespace detail {
+
+// Both selections (detail/covariance_terms.hpp's steps): the block sums and their totals,
+// keys_of(totals, keys, indices) per token, every token sorted by key with CUB's stable
+// radix sort (so the order is (key, index)), the first selection_count(ratio, valid) keyed
+// tokens marked in d_selected (zeroed first).
+template <class T, class KeysOf>
+cudaError_t run_covariance_selection(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                                     const device_token_layout& layout, const T* d_log_probs,
+                                     const T* d_advantages, double ratio, std::uint8_t* d_selected,
+                                     cudaStream_t stream, const KeysOf& keys_of) {
+  const std::size_t n = layout.tokens;
+  const std::size_t blocks =
+      (n + cascade_rl::detail::reduce_block_size - 1) / cascade_rl::detail::reduce_block_size;
+  std::size_t sort_bytes = 0;
+  CASCADE_RL_CUDA_TRY(cub::DeviceRadixSort::SortPairs(
+      nullptr, sort_bytes, static_cast<const std::uint64_t*>(nullptr),
+      static_cast<std::uint64_t*>(nullptr), static_cast<const std::size_t*>(nullptr),
+      static_cast<std::size_t*>(nullptr), static_cast<int>(n), 0, 64, stream));
+  temp_carver carve(d_temp_storage);
+  device_report* report = carve.take<device_report>(1);
+  double* sums = carve.take<double>(covariance_sum_entries(n));
+  std::uint64_t* keys = carve.take<std::uint64_t>(n);
+  std::uint64_t* sorted_keys = carve.take<std::uint64_t>(n);
+  std::size_t* indices = carve.take<std::size_t>(n);
+  std::size_t* sorted_indices = carve.take<std::size_t>(n);
+  void* cub_temp = carve.take<unsigned char>(sort_bytes);
+  if (const call_start start =
+          begin_call(d_temp_storage, temp_storage_bytes, carve, report, stream);
+      !start.proceed)
+    return start.status;
+  if (n == 0) return cudaSuccess;
+  CASCADE_RL_CUDA_TRY(cudaMemsetAsync(d_selected, 0, n, stream));
+  const covariance_block_sums_functor<T> block_sums{layout, d_advantages, d_log_probs, sums};
+  CASCADE_RL_CUDA_TRY(launch(for_each_kernel<decltype(block_sums)>, blocks_for(blocks, 64), 64,
+                             stream, blocks, block_sums));
+  const covariance_combine_functor combine{sums, blocks};
+  CASCADE_RL_CUDA_TRY(
+      launch(for_each_kernel<decltype(combine)>, 1, 1, stream, std::size_t{1}, combine));
+  const double* totals = sums + 3 * blocks;
+  const auto key = keys_of(totals, keys, indices);
+  CASCADE_RL_CUDA_TRY(
+      launch(for_each_kernel<decltype(key)>, blocks_for(n, 256), 256, stream, n, key));
+  CASCADE_RL_CUDA_TRY(cub::DeviceRadixSort::SortPairs(cub_temp, sort_bytes, keys, sorted_keys,
+                                                      indices, sorted_indices, static_cast<int>(n),
+                                                      0, 64, stream));
+  const mark_selected_functor mark{sorted_keys, sorted_indices, totals, ratio, d_selected};
+  return launch(for_each_kernel<decltype(mark)>, blocks_for(n, 256), 256, stream, n, mark);
+}
+
+}  // namespace detail
+
 // Our seeded Clip-Cov draw (token_selection::seeded of the host core, the same tokens):
 // d_selected[t] = 1 on the selected tokens, 0 elsewhere. Every token is sorted by its key
 // (non-candidates last) with CUB's stable radix sort, so the order is (key, index).
@@ -37,55 +89,29 @@ cudaError_t clip_cov_seeded_selection(void* d_temp_storage, std::size_t& temp_st
                                       const T* d_old_log_probs, const T* d_advantages,
                                       std::uint64_t seed, const clip_cov_options& options,
                                       std::uint8_t* d_selected, cudaStream_t stream = nullptr) {
-  const std::size_t n = layout.tokens;
-  const std::size_t blocks =
-      (n + cascade_rl::detail::reduce_block_size - 1) / cascade_rl::detail::reduce_block_size;
-  std::size_t sort_bytes = 0;
-  CASCADE_RL_CUDA_TRY(cub::DeviceRadixSort::SortPairs(
-      nullptr, sort_bytes, static_cast<const std::uint64_t*>(nullptr),
-      static_cast<std::uint64_t*>(nullptr), static_cast<const std::size_t*>(nullptr),
-      static_cast<std::size_t*>(nullptr), static_cast<int>(n), 0, 64, stream));
-  detail::temp_carver carve(d_temp_storage);
-  device_report* report = carve.take<device_report>(1);
-  double* sums = carve.take<double>(detail::covariance_sum_entries(n));
-  std::uint64_t* keys = carve.take<std::uint64_t>(n);
-  std::uint64_t* sorted_keys = carve.take<std::uint64_t>(n);
-  std::size_t* indices = carve.take<std::size_t>(n);
-  std::size_t* sorted_indices = carve.take<std::size_t>(n);
-  void* cub_temp = carve.take<unsigned char>(sort_bytes);
-  if (const detail::call_start start =
-          detail::begin_call(d_temp_storage, temp_storage_bytes, carve, report, stream);
-      !start.proceed)
-    return start.status;
-  if (n == 0) return cudaSuccess;
-  CASCADE_RL_CUDA_TRY(cudaMemsetAsync(d_selected, 0, n, stream));
-  const detail::covariance_block_sums_functor<T> block_sums{layout, d_advantages, d_log_probs,
-                                                            sums};
-  CASCADE_RL_CUDA_TRY(detail::launch(detail::for_each_kernel<decltype(block_sums)>,
-                                     detail::blocks_for(blocks, 64), 64, stream, blocks,
-                                     block_sums));
-  const detail::covariance_combine_functor combine{sums, blocks};
-  CASCADE_RL_CUDA_TRY(detail::launch(detail::for_each_kernel<decltype(combine)>, 1, 1, stream,
-                                     std::size_t{1}, combine));
-  const double* totals = sums + 3 * blocks;
-  const detail::clip_cov_keys_functor<T> key{layout,
-                                             d_log_probs,
-                                             d_old_log_probs,
-                                             d_advantages,
-                                             totals,
-                                             seed,
-                                             detail::clip_cov_params_of(options),
-                                             keys,
-                                             indices};
-  CASCADE_RL_CUDA_TRY(detail::launch(detail::for_each_kernel<decltype(key)>,
-                                     detail::blocks_for(n, 256), 256, stream, n, key));
-  CASCADE_RL_CUDA_TRY(cub::DeviceRadixSort::SortPairs(cub_temp, sort_bytes, keys, sorted_keys,
-                                                      indices, sorted_indices, static_cast<int>(n),
-                                                      0, 64, stream));
-  const detail::mark_selected_functor mark{sorted_keys, sorted_indices, totals,
-                                           options.clip_cov_ratio, d_selected};
-  return detail::launch(detail::for_each_kernel<decltype(mark)>, detail::blocks_for(n, 256), 256,
-                        stream, n, mark);
+  const terms::clip_cov_params params = detail::clip_cov_params_of(options);
+  return detail::run_covariance_selection(
+      d_temp_storage, temp_storage_bytes, layout, d_log_probs, d_advantages, options.clip_cov_ratio,
+      d_selected, stream, [&](const double* totals, std::uint64_t* keys, std::size_t* indices) {
+        return detail::clip_cov_keys_functor<T>{layout,       d_log_probs, d_old_log_probs,
+                                                d_advantages, totals,      seed,
+                                                params,       keys,        indices};
+      });
+}
+
+// KL-Cov's selection (kl_cov_selection of the host core, the same tokens): d_selected[t] =
+// 1 on the k valid tokens of largest cov (ties to the smaller index), 0 elsewhere.
+template <class T>
+cudaError_t kl_cov_selection(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                             const device_token_layout& layout, const T* d_log_probs,
+                             const T* d_advantages, const kl_cov_options& options,
+                             std::uint8_t* d_selected, cudaStream_t stream = nullptr) {
+  return detail::run_covariance_selection(
+      d_temp_storage, temp_storage_bytes, layout, d_log_probs, d_advantages, options.kl_cov_ratio,
+      d_selected, stream, [&](const double* totals, std::uint64_t* keys, std::size_t* indices) {
+        return detail::kl_cov_keys_functor<T>{layout, d_log_probs, d_advantages,
+                                              totals, keys,        indices};
+      });
 }
 
 // Clip-Cov over a selection mask, as cascade_rl::clip_cov_loss with that selection;
@@ -101,6 +127,22 @@ cudaError_t clip_cov_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
   const detail::clip_cov_term<T> term{d_log_probs,  d_old_log_probs,
                                       d_advantages, d_rollout_is_weights,
                                       d_selected,   detail::clip_cov_params_of(options)};
+  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
+                            options.aggregation, normalizer, d_result, stream);
+}
+
+// KL-Cov over a selection mask, as cascade_rl::kl_cov_loss with that selection;
+// d_rollout_is_weights may be null. d_result: one loss_tally.
+template <class T>
+cudaError_t kl_cov_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                        const device_token_layout& layout, const T* d_log_probs,
+                        const T* d_old_log_probs, const T* d_advantages,
+                        const T* d_rollout_is_weights, const std::uint8_t* d_selected,
+                        T* d_grad_out, const loss_normalizer& normalizer,
+                        const kl_cov_options& options, loss_tally* d_result,
+                        cudaStream_t stream = nullptr) {
+  const detail::kl_cov_term<T> term{d_log_probs,          d_old_log_probs, d_advantages,
+                                    d_rollout_is_weights, d_selected,      options.ppo_kl_coef};
   return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
                             options.aggregation, normalizer, d_result, stream);
 }
