@@ -28,6 +28,7 @@
 // Policy losses, aggregation, KL estimators, log-probs from logits. (The fused
 // linear -> log-prob path needs Eigen: include algorithms/fused_linear_log_probs.hpp.)
 #include "cascade_rl/algorithms/covariance_losses.hpp"
+#include "cascade_rl/algorithms/entropy_loss.hpp"
 #include "cascade_rl/algorithms/kl_estimators.hpp"
 #include "cascade_rl/algorithms/log_probs.hpp"
 #include "cascade_rl/algorithms/log_probs_backward.hpp"

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cascade_rl/algorithms/entropy_loss.hpp"
 #include "cascade_rl/algorithms/log_probs.hpp"
 #include "cascade_rl/algorithms/log_probs_backward.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
@@ -229,8 +230,8 @@ void expect_within(std::span<const float> ours, const std::vector<double>& their
 // veRL's compute_entropy_loss(logits, mask, mode) = agg_loss(entropy_from_logits(logits),
 // mask, mode) (seq-mean-token-sum-norm divides by T) and its gradient w.r.t. the logits;
 // the trainer's actor/entropy metric divides by its loss_scale_factor instead. Ours:
-// log_probs_from_logits' entropy, aggregate_token_losses (which gives dL/dH per token)
-// and log_probs_backward with those seeds.
+// log_probs_from_logits' entropy, entropy_loss (which gives dL/dH per token) and
+// log_probs_backward with those seeds.
 TEST(LogProbsBackward, VerlEntropyLossValueGradientAndMetric) {
   namespace verl = cr::presets::verl;
   const auto reference = cr::testing::load_reference("verl_core_algos_v2.json");
@@ -255,11 +256,20 @@ TEST(LogProbsBackward, VerlEntropyLossValueGradientAndMetric) {
                   context + " token entropy");
 
     const auto mode = verl::loss_agg_mode(c["loss_agg_mode"].get<std::string>());
-    const std::vector<float> ones(rows, 1.0f);
     std::vector<float> dloss_dentropy(rows);
-    const double loss = cr::aggregate_token_losses(
-        exec::seq, layout, {.token_losses = token_entropy, .token_grads = ones}, dloss_dentropy,
-        verl::single_rank_normalizer(exec::seq, layout, mode, batch.width), mode);
+    const auto normalizer = verl::single_rank_normalizer(exec::seq, layout, mode, batch.width);
+    const double loss = cr::entropy_loss(exec::seq, layout, std::span<const float>(token_entropy),
+                                         dloss_dentropy, normalizer, mode);
+    // veRL's bonus, -entropy_coeff times the loss: its seed is the coefficient times c_t,
+    // the value unchanged.
+    std::vector<float> bonus_seed(rows);
+    EXPECT_EQ(cr::entropy_loss(exec::seq, layout, std::span<const float>(token_entropy), bonus_seed,
+                               normalizer, mode, -0.01),
+              loss);
+    for (std::size_t t = 0; t < rows; ++t)
+      EXPECT_EQ(bonus_seed[t], static_cast<float>(static_cast<double>(dloss_dentropy[t]) *
+                                                  static_cast<double>(-0.01f)))
+          << context << " token " << t;
     double loss_bound = 0;
     for (std::size_t t = 0; t < rows; ++t)
       loss_bound += std::abs(dloss_dentropy[t]) * rounding.entropy[t];
@@ -278,8 +288,8 @@ TEST(LogProbsBackward, VerlEntropyLossValueGradientAndMetric) {
 
     const auto& metric = c["actor_entropy_metric"];
     std::vector<float> metric_weights(rows);
-    const double value = cr::aggregate_token_losses(
-        exec::seq, layout, {.token_losses = token_entropy, .token_grads = ones}, metric_weights,
+    const double value = cr::entropy_loss(
+        exec::seq, layout, std::span<const float>(token_entropy), metric_weights,
         verl::single_rank_normalizer(exec::seq, layout, mode,
                                      metric["loss_scale_factor"].get<std::size_t>()),
         mode);
@@ -294,6 +304,28 @@ TEST(LogProbsBackward, VerlEntropyLossValueGradientAndMetric) {
   EXPECT_EQ(cases, 10u);
   // The peaked row is where the bound matters; elsewhere it is below the file's atol.
   EXPECT_GT(largest_bound, cr::testing::reference_atol);
+}
+
+// entropy_loss on a hand-computed batch; it names a bad coefficient, and a bad entropy by
+// its first index.
+TEST(EntropyLoss, RefusesNamingArgumentAndIndex) {
+  using cr::testing::expect_error_naming;
+  const std::vector<std::int64_t> offsets{0, 2, 4};
+  const cr::token_layout layout(offsets);
+  const auto normalizer =
+      cr::local_loss_counts(exec::seq, layout).normalizer(cr::loss_aggregation::token_mean);
+  std::vector<float> entropy{0.5f, 0.25f, 1.0f, 2.0f}, seed(4);
+  const auto run = [&](double coefficient) {
+    return cr::entropy_loss(exec::seq, layout, std::span<const float>(entropy), seed, normalizer,
+                            cr::loss_aggregation::token_mean, coefficient);
+  };
+  EXPECT_EQ(run(2.0), (0.5 + 0.25 + 1.0 + 2.0) / 4);
+  EXPECT_EQ(seed, std::vector<float>(4, 0.5f));  // 2 * c_t, c_t = 1/4
+  expect_error_naming([&] { run(NAN); }, "coefficient");
+  entropy[2] = INFINITY;
+  expect_error_naming([&] { run(1.0); }, "entropy[2]");
+  entropy.pop_back();
+  expect_error_naming([&] { run(1.0); }, "entropy", "one per token");
 }
 
 }  // namespace

@@ -2,9 +2,10 @@
 // The output projection, log-softmax and its backward pass without the [T, V] logits:
 //   logits = hidden [T, H] x weight [H, V] / temperature,
 //   log_probs[t] = log softmax(logits[t])[labels[t]], entropy[t], lse[t];
-// and, given dL/dlogp (the grad_out of any loss here), the gradients of L with respect
-// to hidden and weight:
-//   dL/dlogits[t, v] = g_t (1[v == label_t] - p_tv),
+// and, given the seeds g_t = dL/dlogp (the grad_out of any loss here) and optionally
+// h_t = dL/dH_t (an entropy bonus or loss aggregated by aggregate_token_losses), the
+// gradients of L with respect to hidden and weight:
+//   dL/dlogits[t, v] = g_t (1[v == label_t] - p_tv) - h_t p_tv (log p_tv + H_t),
 //   grad_hidden = dL/dlogits x weight^T / temperature,
 //   grad_weight = hidden^T x dL/dlogits / temperature.
 // Only small blocks of logits exist at a time, never [T, V]:
@@ -40,6 +41,7 @@
 #include <vector>
 
 #include "cascade_rl/algorithms/log_probs.hpp"
+#include "cascade_rl/algorithms/log_probs_backward.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
@@ -140,28 +142,41 @@ void fused_linear_log_probs(const Policy& policy, std::span<const float> hidden,
   });
 }
 
-// The backward pass: grad_log_probs[t] = dL/dlogp_t (masked tokens: 0); lse from the
-// forward pass. Writes grad_hidden [tokens, hidden_size] and grad_weight [hidden_size,
-// vocab] (overwritten, not accumulated).
+// The backward pass from both seeds: seeds.log_probs[t] = dL/dlogp_t (masked tokens: 0)
+// and seeds.entropy[t] = dL/dH_t (empty: no entropy term); lse and, with an entropy
+// seed, entropy from the forward pass (empty otherwise). Writes grad_hidden [tokens,
+// hidden_size] and grad_weight [hidden_size, vocab] (overwritten, not accumulated).
 template <exec::host_policy Policy>
 void fused_linear_log_probs_backward(const Policy& policy, std::span<const float> hidden,
                                      std::span<const float> weight, std::size_t hidden_size,
                                      std::size_t vocab, std::span<const std::int64_t> labels,
-                                     std::span<const float> lse,
-                                     std::span<const float> grad_log_probs,
-                                     std::span<float> grad_hidden, std::span<float> grad_weight,
+                                     std::span<const float> lse, std::span<const float> entropy,
+                                     const log_prob_seeds& seeds, std::span<float> grad_hidden,
+                                     std::span<float> grad_weight,
                                      const fused_linear_options& options = {}) {
   const std::size_t tokens = labels.size();
+  const std::span<const float> grad_log_probs = seeds.log_probs;
+  const std::span<const float> grad_entropy = seeds.entropy;
+  const bool entropy_term = !grad_entropy.empty();
   detail::validate_fused_linear(tokens, hidden_size, vocab, hidden, weight, options);
   detail::require_size(lse.size(), tokens, "lse", "one per label (from the forward pass)");
-  detail::require_size(grad_log_probs.size(), tokens, "grad_log_probs", "one per label");
+  detail::require_size(grad_log_probs.size(), tokens, "seeds.log_probs", "one per label");
+  if (entropy_term) {
+    detail::require_size(grad_entropy.size(), tokens, "seeds.entropy", "one per label, or empty");
+    detail::require_size(entropy.size(), tokens, "entropy",
+                         "one per label (from the forward pass) with an entropy seed");
+  } else if (!entropy.empty()) {
+    detail::fail("entropy", "is given without seeds.entropy: pass both or neither");
+  }
   detail::require_size(grad_hidden.size(), tokens * hidden_size, "grad_hidden",
                        "tokens x hidden_size, row-major");
   detail::require_size(grad_weight.size(), hidden_size * vocab, "grad_weight",
                        "hidden_size x vocab, row-major");
   detail::require_labels_in_range(policy, labels, vocab);
   detail::require_finite(policy, lse, "lse");
-  detail::require_finite(policy, grad_log_probs, "grad_log_probs");
+  detail::require_finite(policy, grad_log_probs, "seeds.log_probs");
+  detail::require_finite(policy, grad_entropy, "seeds.entropy");
+  detail::require_finite(policy, entropy, "entropy");
 
   const auto h = static_cast<Eigen::Index>(hidden_size);
   const auto v = static_cast<Eigen::Index>(vocab);
@@ -199,10 +214,23 @@ void fused_linear_log_probs_backward(const Policy& policy, std::span<const float
             float* z = scratch.data() + i * vocab + v0;
             const float g = grad_log_probs[t] * inverse;
             const float row_lse = lse[t];
-            for (std::size_t j = 0; j < width; ++j) {
-              float clamped;
-              const float p = detail::exp_nonpositive(z[j] * inverse - row_lse, clamped);
-              z[j] = -g * p;
+            if (entropy_term) {
+              // -h p (log p + H), the entropy's own term; log p is this column's
+              // log-softmax, the forward's shift z - lse.
+              const float e = grad_entropy[t] * inverse;
+              const float row_entropy = entropy[t];
+              for (std::size_t j = 0; j < width; ++j) {
+                float clamped;
+                const float log_p = z[j] * inverse - row_lse;
+                const float p = detail::exp_nonpositive(log_p, clamped);
+                z[j] = -g * p - e * p * (log_p + row_entropy);
+              }
+            } else {
+              for (std::size_t j = 0; j < width; ++j) {
+                float clamped;
+                const float p = detail::exp_nonpositive(z[j] * inverse - row_lse, clamped);
+                z[j] = -g * p;
+              }
             }
             const auto label = static_cast<std::size_t>(labels[t]);
             if (label >= v0 && label < v0 + width) z[label - v0] += g;
@@ -228,6 +256,20 @@ void fused_linear_log_probs_backward(const Policy& policy, std::span<const float
         },
         /*min_parallel=*/2);
   }
+}
+
+// The backward pass from dL/dlogp alone (no entropy term).
+template <exec::host_policy Policy>
+void fused_linear_log_probs_backward(const Policy& policy, std::span<const float> hidden,
+                                     std::span<const float> weight, std::size_t hidden_size,
+                                     std::size_t vocab, std::span<const std::int64_t> labels,
+                                     std::span<const float> lse,
+                                     std::span<const float> grad_log_probs,
+                                     std::span<float> grad_hidden, std::span<float> grad_weight,
+                                     const fused_linear_options& options = {}) {
+  fused_linear_log_probs_backward(policy, hidden, weight, hidden_size, vocab, labels, lse,
+                                  std::span<const float>{}, {.log_probs = grad_log_probs},
+                                  grad_hidden, grad_weight, options);
 }
 
 }  // namespace cascade_rl
