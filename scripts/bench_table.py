@@ -29,6 +29,9 @@ TARGETS = {
     "log_probs_bf16": ("read", 0.35),
     "reinforce_loss_token_mean": ("triad", 0.7),
     "ppo_clip_loss_token_mean": ("triad", 0.5),
+    # issue 20's ratio losses: PPO's target, the same four arrays and one exp per token
+    "cispo_loss_token_mean": ("triad", 0.5),
+    "gspo_loss_seq_mean_token_mean": ("triad", 0.5),
     "grpo_advantages_group16": ("copy", 0.6),
 }
 # kernel name prefix -> the run whose data stay in the last-level cache
@@ -37,6 +40,8 @@ IN_CACHE = {
     "log_probs_bf16": "log_probs_bf16_in_cache/32768",
     "reinforce_loss_token_mean": "reinforce_loss_token_mean/1048576",
     "ppo_clip_loss_token_mean": "ppo_clip_loss_token_mean/1048576",
+    "cispo_loss_token_mean": "cispo_loss_token_mean/1048576",
+    "gspo_loss_seq_mean_token_mean": "gspo_loss_seq_mean_token_mean/1048576",
     "grpo_advantages_group16": "grpo_advantages_group16/1048576",
 }
 SPEEDUP_TARGET = 3.0
