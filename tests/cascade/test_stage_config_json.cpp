@@ -323,7 +323,7 @@ TEST(StageConfigJsonErrors, RemovedUpdateFieldsSayWhereTheyLiveNow) {
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": "ppo_clip"})")),
             "cascade_rl: stages[2].update.rule: expected an object with one key naming the "
             "alternative (one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, gspo, "
-            "geo_mean), got "
+            "geo_mean, clip_cov, kl_cov), got "
             "string \"ppo_clip\"; write "
             "{\"ppo_clip\": {}}");
 }
@@ -334,22 +334,23 @@ TEST(StageConfigJsonErrors, RuleNamesExactlyOneKnownAlternative) {
                 R"("update": {"rule": {"on_policy": {}, "ppo_clip": {"epochs": 2}}})")),
             "cascade_rl: stages[2].update.rule: has 2 keys (on_policy, ppo_clip); expected exactly "
             "one, naming the alternative chosen (one of: on_policy, ppo_clip, cispo, dppo_tv, "
-            "dppo_kl, dro, sapo, gspo, geo_mean)");
+            "dppo_kl, dro, sapo, gspo, geo_mean, clip_cov, kl_cov)");
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {}})")),
             "cascade_rl: stages[2].update.rule: has no key; expected exactly one, naming the "
             "alternative chosen (one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, "
-            "gspo, geo_mean)");
+            "gspo, geo_mean, clip_cov, kl_cov)");
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"ppo_clp": {"epochs": 2}}})")),
             "cascade_rl: stages[2].update.rule.ppo_clp: unknown alternative (did you mean "
             "ppo_clip?); expected one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, "
-            "gspo, geo_mean");
+            "gspo, geo_mean, clip_cov, kl_cov");
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"reinforce": {}}})")),
             "cascade_rl: stages[2].update.rule.reinforce: unknown alternative; expected one of: "
-            "on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, gspo, geo_mean");
+            "on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, gspo, geo_mean, clip_cov, "
+            "kl_cov");
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": [1]})")),
             "cascade_rl: stages[2].update.rule: expected an object with one key naming the "
             "alternative (one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, gspo, "
-            "geo_mean), got array");
+            "geo_mean, clip_cov, kl_cov), got array");
   // Inside the alternative, its own fields only: epochs mean nothing on policy.
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"on_policy": {"epochs": 2}}})")),
             "cascade_rl: stages[2].update.rule.on_policy.epochs: unknown key");
@@ -429,6 +430,13 @@ TEST(StageConfigJson, RatioLossRulesReadByVerlNames) {
   EXPECT_EQ(std::get<cr::gspo_update>(rule_of(R"({"gspo": {"clip_high": 4e-4}})")).clip_high, 4e-4);
   EXPECT_EQ(std::get<cr::geo_mean_update>(rule_of(R"({"geo_mean": {"clip_low": 0.4}})")).clip_low,
             0.4);
+  const auto clip_cov = std::get<cr::clip_cov_update>(
+      rule_of(R"({"clip_cov": {"clip_cov_ratio": 0.001, "clip_cov_ub": 4}})"));
+  EXPECT_EQ(clip_cov.clip_cov_ratio, 0.001);
+  EXPECT_EQ(clip_cov.clip_cov_ub, 4.0);
+  EXPECT_EQ(clip_cov.clip_cov_lb, cr::clip_cov_options{}.clip_cov_lb);
+  EXPECT_EQ(std::get<cr::kl_cov_update>(rule_of(R"({"kl_cov": {"ppo_kl_coef": 0.1}})")).ppo_kl_coef,
+            0.1);
   const auto sapo = std::get<cr::sapo_update>(rule_of(R"({"sapo": {"tau_neg": 1.2}})"));
   EXPECT_EQ(sapo.tau_neg, 1.2);
   EXPECT_EQ(sapo.loss_options(cr::loss_aggregation::seq_mean_token_mean).aggregation,
@@ -438,7 +446,8 @@ TEST(StageConfigJson, RatioLossRulesReadByVerlNames) {
   for (const auto& rule : std::vector<decltype(cr::update_options{}.rule)>{
            cr::cispo_update{.mini_batches = 2}, cr::dppo_tv_update{.clip_high = 0.1},
            cr::dppo_kl_update{}, cr::dro_update{.beta = 0.5}, cr::sapo_update{.epochs = 3},
-           cr::gspo_update{.log_ratio_bound = 5}, cr::geo_mean_update{.clip_high = 0.3}})
+           cr::gspo_update{.log_ratio_bound = 5}, cr::geo_mean_update{.clip_high = 0.3},
+           cr::clip_cov_update{.clip_cov_ratio = 0.01}, cr::kl_cov_update{.epochs = 2}})
     stages.push_back({.name = std::string(1, static_cast<char>('a' + stages.size())),
                       .steps = 1,
                       .update = {.rule = rule}});
@@ -452,6 +461,10 @@ TEST(StageConfigJson, RatioLossRulesReadByVerlNames) {
   cr::stage_config no_beta{.name = "d", .steps = 1, .update = {.rule = cr::dro_update{}}};
   cr::testing::expect_error_naming([&] { cr::detail::validate_grpo_config(no_beta); },
                                    "update.rule.dro.beta", "DRO's penalty has no default");
+  cr::stage_config bad_ratio{
+      .name = "d", .steps = 1, .update = {.rule = cr::kl_cov_update{.kl_cov_ratio = 2}}};
+  cr::testing::expect_error_naming([&] { cr::detail::validate_grpo_config(bad_ratio); },
+                                   "update.rule.kl_cov.kl_cov_ratio");
   cr::stage_config too_many{.name = "e",
                             .prompts_per_step = 2,
                             .steps = 1,

@@ -151,8 +151,9 @@ TEST(GrpoStep, PpoTakesOneOptimizerStepPerMiniBatchAndEpoch) {
 // first update the policy is the sampler, so every ratio is 1, and each loss's dL/dlogp
 // is REINFORCE's -A (CISPO and DPPO's weight 1, DRO's penalty 0, SAPO's 4 s (1 - s) at
 // s = 1/2, GSPO's sequence ratio 1, GMPO's row of n tokens each carrying -A exp(0) with a
-// 1/n derivative): the first update equals the PPO rule's, which is equally -A there. Later
-// updates see the changed policy, where the losses part ways.
+// 1/n derivative, KL-Cov's penalty |logp - old| with its zero gradient at 0, Clip-Cov with
+// a covariance band no token reaches): the first update equals the PPO rule's, which is
+// equally -A there. Later updates see the changed policy, where the losses part ways.
 TEST(GrpoStep, RatioLossRulesRunPpoScheduleAndAgreeAtRatioOne) {
   const auto run = [](cr::update_options update) {
     auto c = config(4, 6);
@@ -176,7 +177,10 @@ TEST(GrpoStep, RatioLossRulesRunPpoScheduleAndAgreeAtRatioOne) {
            cr::dro_update{.epochs = 2, .mini_batches = 3, .beta = 5.0},
            cr::sapo_update{.epochs = 2, .mini_batches = 3},
            cr::gspo_update{.epochs = 2, .mini_batches = 3},
-           cr::geo_mean_update{.epochs = 2, .mini_batches = 3}}) {
+           cr::geo_mean_update{.epochs = 2, .mini_batches = 3},
+           cr::kl_cov_update{.epochs = 2, .mini_batches = 3, .kl_cov_ratio = 0.5},
+           cr::clip_cov_update{
+               .epochs = 2, .mini_batches = 3, .clip_cov_lb = 1e9, .clip_cov_ub = 2e9}}) {
     const auto [m, calls] = run({.rule = rule});
     const std::string name = std::visit(
         []<class Rule>(const Rule&) { return std::string(cr::update_rule_name<Rule>()); }, rule);
@@ -191,6 +195,32 @@ TEST(GrpoStep, RatioLossRulesRunPpoScheduleAndAgreeAtRatioOne) {
   // After five updates the losses differ (DRO's penalty and SAPO's gate act on r != 1).
   EXPECT_NE(later_sums[3], later_sums[0]);
   EXPECT_NE(later_sums[4], later_sums[0]);
+}
+
+// The covariance losses select in each mini-batch's call: Clip-Cov with every token a
+// candidate stops the gradient of half of them (so the first update is no longer PPO's),
+// with a seed drawn from the stage's generator: the same generator, the same run.
+TEST(GrpoStep, ClipCovRuleSelectsPerMiniBatchFromTheStageGenerator) {
+  const auto run = [](cr::update_options update, std::uint64_t seed) {
+    auto c = config(4, 6);
+    c.update = update;
+    c.filters.drop_zero_variance_groups = false;
+    auto stage =
+        cr::make_grpo_stage(c, cr::prompt_pool(domain_prompts("a", 0, 6)), exact_answer_reward{});
+    tabular_policy policy;
+    cr::rng_type rng(seed);
+    step(stage, policy, rng);
+    return policy.update_calls;
+  };
+  const auto ppo = run({.rule = cr::ppo_clip_update{.mini_batches = 3}}, 2);
+  const cr::clip_cov_update every_candidate{
+      .mini_batches = 3, .clip_cov_ratio = 0.5, .clip_cov_lb = -1e9, .clip_cov_ub = 1e9};
+  const auto first = run({.rule = every_candidate}, 2);
+  const auto again = run({.rule = every_candidate}, 2);
+  ASSERT_EQ(first.size(), 3u);
+  ASSERT_EQ(again.size(), 3u);
+  EXPECT_NE(first[0].dlogp_sum, ppo[0].dlogp_sum);
+  for (std::size_t k = 0; k < first.size(); ++k) EXPECT_EQ(first[k].dlogp_sum, again[k].dlogp_sum);
 }
 
 TEST(GrpoStep, TrainingImprovesTheReward) {

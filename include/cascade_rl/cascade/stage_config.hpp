@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "cascade_rl/algorithms/covariance_losses.hpp"
 #include "cascade_rl/algorithms/length_filters.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
@@ -188,6 +189,41 @@ struct geo_mean_update {
   }
 };
 
+// veRL's covariance-selection losses under the same schedule ("clip_cov", "kl_cov"): the
+// tokens are selected in each mini-batch's loss call, on each rank, as veRL selects them
+// in each micro-batch's; Clip-Cov's draw is token_selection::seeded with a seed the
+// stage's generator gives each mini-batch (every rank draws it, so their shuffles stay
+// the same).
+struct clip_cov_update {
+  std::size_t epochs = 1;
+  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
+  double clip_low = clip_cov_options{}.clip_low;
+  double clip_high = clip_cov_options{}.clip_high;
+  double clip_cov_ratio = clip_cov_options{}.clip_cov_ratio;
+  double clip_cov_lb = clip_cov_options{}.clip_cov_lb;
+  double clip_cov_ub = clip_cov_options{}.clip_cov_ub;
+
+  [[nodiscard]] clip_cov_options loss_options(loss_aggregation aggregation) const {
+    return {.clip_low = clip_low,
+            .clip_high = clip_high,
+            .clip_cov_ratio = clip_cov_ratio,
+            .clip_cov_lb = clip_cov_lb,
+            .clip_cov_ub = clip_cov_ub,
+            .aggregation = aggregation};
+  }
+};
+
+struct kl_cov_update {
+  std::size_t epochs = 1;
+  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
+  double kl_cov_ratio = kl_cov_options{}.kl_cov_ratio;
+  double ppo_kl_coef = kl_cov_options{}.ppo_kl_coef;
+
+  [[nodiscard]] kl_cov_options loss_options(loss_aggregation aggregation) const {
+    return {.kl_cov_ratio = kl_cov_ratio, .ppo_kl_coef = ppo_kl_coef, .aggregation = aggregation};
+  }
+};
+
 // The rules that take optimizer steps over mini-batches and epochs.
 template <class Rule>
 concept mini_batch_rule = requires(const Rule& rule) {
@@ -203,7 +239,8 @@ concept mini_batch_rule = requires(const Rule& rule) {
 struct update_options {
   loss_aggregation aggregation = loss_aggregation::token_mean;  // every rule
   std::variant<on_policy_update, ppo_clip_update, cispo_update, dppo_tv_update, dppo_kl_update,
-               dro_update, sapo_update, gspo_update, geo_mean_update>
+               dro_update, sapo_update, gspo_update, geo_mean_update, clip_cov_update,
+               kl_cov_update>
       rule{};
 
   // The options of ppo_clip_loss; the rule must be ppo_clip_update.
@@ -229,6 +266,8 @@ constexpr std::string_view update_rule_name() {
   if constexpr (std::is_same_v<Rule, sapo_update>) return "sapo";
   if constexpr (std::is_same_v<Rule, gspo_update>) return "gspo";
   if constexpr (std::is_same_v<Rule, geo_mean_update>) return "geo_mean";
+  if constexpr (std::is_same_v<Rule, clip_cov_update>) return "clip_cov";
+  if constexpr (std::is_same_v<Rule, kl_cov_update>) return "kl_cov";
 }
 
 struct filter_options {
@@ -372,6 +411,10 @@ inline void validate_grpo_config(const stage_config& c, std::string_view at = {}
               validate_gspo_options(options);
             else if constexpr (std::is_same_v<Rule, geo_mean_update>)
               validate_geo_mean_options(options);
+            else if constexpr (std::is_same_v<Rule, clip_cov_update>)
+              validate_clip_cov_options(options);
+            else if constexpr (std::is_same_v<Rule, kl_cov_update>)
+              validate_kl_cov_options(options);
             else
               validate_ratio_options(options);
           });

@@ -234,6 +234,28 @@ struct config_fields<geo_mean_update> {
 };
 
 template <>
+struct config_fields<clip_cov_update> {
+  using T = clip_cov_update;
+  static constexpr std::string_view alternative = update_rule_name<T>();
+  static constexpr std::tuple list{config_field{"epochs", &T::epochs},
+                                   config_field{"mini_batches", &T::mini_batches},
+                                   config_field{"clip_low", &T::clip_low},
+                                   config_field{"clip_high", &T::clip_high},
+                                   config_field{"clip_cov_ratio", &T::clip_cov_ratio},
+                                   config_field{"clip_cov_lb", &T::clip_cov_lb},
+                                   config_field{"clip_cov_ub", &T::clip_cov_ub}};
+};
+
+template <>
+struct config_fields<kl_cov_update> {
+  using T = kl_cov_update;
+  static constexpr std::string_view alternative = update_rule_name<T>();
+  static constexpr std::tuple list{
+      config_field{"epochs", &T::epochs}, config_field{"mini_batches", &T::mini_batches},
+      config_field{"kl_cov_ratio", &T::kl_cov_ratio}, config_field{"ppo_kl_coef", &T::ppo_kl_coef}};
+};
+
+template <>
 struct config_fields<update_options> {
   using T = update_options;
   static constexpr std::tuple list{config_field{"aggregation", &T::aggregation},
@@ -363,6 +385,7 @@ static_assert(lists_every_member<sampling_params> && lists_every_member<prompt> 
                   lists_every_member<dppo_tv_update> && lists_every_member<dppo_kl_update> &&
                   lists_every_member<dro_update> && lists_every_member<sapo_update> &&
                   lists_every_member<gspo_update> && lists_every_member<geo_mean_update> &&
+                  lists_every_member<clip_cov_update> && lists_every_member<kl_cov_update> &&
                   lists_every_member<update_options> && lists_every_member<overlong_options> &&
                   lists_every_member<filter_options> && lists_every_member<mopd_settings> &&
                   lists_every_member<eval_set> && lists_every_member<stage_config>,

@@ -10,7 +10,9 @@
 //                     step with PPO's clipped surrogate against the behaviour log-probs,
 //                     normalised over that mini-batch (its own optimizer step).
 //   cispo_update, dppo_tv_update, dppo_kl_update, dro_update, sapo_update, gspo_update,
-//   geo_mean_update   the same schedule with veRL's ratio losses (mini_batch_steps).
+//   geo_mean_update, clip_cov_update, kl_cov_update
+//                     the same schedule with veRL's ratio losses (mini_batch_steps); the
+//                     covariance losses select their tokens in each mini-batch's call.
 //
 // Data-parallel (comm of size R): the batch is this rank's shard of whole groups. The
 // normalisers count the tokens of every rank (integers, exact), so each token's
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "cascade_rl/algorithms/broadcast.hpp"
+#include "cascade_rl/algorithms/covariance_losses.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
 #include "cascade_rl/cascade/concepts.hpp"
@@ -114,7 +117,8 @@ template <class Options>
 policy_loss_result mini_batch_loss(const token_layout& layout, std::span<const float> log_probs,
                                    std::span<const float> old_log_probs,
                                    std::span<const float> advantages, std::span<float> dlogp,
-                                   const loss_normalizer& normalizer, const Options& options) {
+                                   const loss_normalizer& normalizer, const Options& options,
+                                   std::uint64_t selection_seed) {
   const policy_ratio_inputs<float> inputs{
       .log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages};
   if constexpr (std::is_same_v<Options, ppo_clip_options>)
@@ -126,6 +130,11 @@ policy_loss_result mini_batch_loss(const token_layout& layout, std::span<const f
     return gspo_loss(exec::par, layout, inputs, dlogp, normalizer, options);
   else if constexpr (std::is_same_v<Options, geo_mean_options>)
     return geo_mean_loss(exec::par, layout, inputs, dlogp, normalizer, options);
+  else if constexpr (std::is_same_v<Options, clip_cov_options>)
+    return clip_cov_loss(exec::par, layout, inputs, token_selection::seeded(selection_seed), dlogp,
+                         normalizer, options);
+  else if constexpr (std::is_same_v<Options, kl_cov_options>)
+    return kl_cov_loss(exec::par, layout, inputs, dlogp, normalizer, options);
   else
     return policy_ratio_loss(exec::par, layout, inputs, dlogp, normalizer, options);
 }
@@ -165,12 +174,16 @@ void mini_batch_steps(P& policy, const rollout_batch& batch, std::span<const flo
           step_normalizer(layout, config.update.aggregation, config, comm);
       std::vector<float> token_advantages(mini.token_count()), log_probs(mini.token_count()),
           dlogp(mini.token_count());
+      // Clip-Cov's draw: a seed per mini-batch, drawn on every rank (responses or not) so
+      // that the ranks' generators, and so their shuffles, stay the same.
+      std::uint64_t selection_seed = 0;
+      if constexpr (std::is_same_v<Rule, clip_cov_update>) selection_seed = rng();
       policy_loss_result result;
       if (mini.response_count() != 0) {
         broadcast_to_tokens(exec::par, layout, mini_advantages, token_advantages);
         policy.log_probs(mini, std::span<float>(log_probs));
         result = mini_batch_loss(layout, log_probs, mini.behaviour_log_probs, token_advantages,
-                                 dlogp, normalizer, options);
+                                 dlogp, normalizer, options, selection_seed);
       }
       totals.add(comm, result);
       policy.apply_gradient(mini, std::span<const float>(dlogp), lr);
