@@ -113,7 +113,8 @@ TEST(VerlNames, SapoAlwaysAggregatesSeqMeanTokenMean) {
 TEST(VerlNames, UnknownAndNotYetImplementedLossesAreRefusedWithTheList) {
   expect_error_naming(
       [] { (void)verl::policy_loss("ppo"); }, "loss_mode", "\"ppo\"", "not a veRL name",
-      "implemented: vanilla, dppo_tv, dppo_kl, sapo, dro, cispo, gspo, geo_mean, gpg, clip_cov",
+      "implemented: vanilla, dppo_tv, dppo_kl, sapo, dro, cispo, gspo, geo_mean, gpg, clip_cov, "
+      "bypass_mode",
       "kl_cov");
   expect_error_naming([] { (void)verl::policy_loss("kl_cov"); }, "loss_mode",
                       "does not implement yet", "implemented: vanilla");

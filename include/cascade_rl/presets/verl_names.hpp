@@ -19,6 +19,7 @@
 
 #include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/policy_loss_options.hpp"
+#include "cascade_rl/algorithms/rollout_correction_options.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/presets/verl_advantages.hpp"
 #include "cascade_rl/presets/verl_losses.hpp"
@@ -43,6 +44,15 @@ struct actor_config {
   std::optional<double> clip_cov_ratio{};
   std::optional<double> clip_cov_lb{};
   std::optional<double> clip_cov_ub{};
+  // policy_loss.rollout_correction.*: the bypass mode (loss_type, rollout_is,
+  // rollout_is_threshold as text: "2.0" or "lower_upper", rollout_is_batch_normalize,
+  // rollout_rs, rollout_rs_threshold); see verl::rollout_correction.
+  std::string_view rollout_correction_loss_type = "ppo_clip";
+  std::optional<std::string_view> rollout_is{};
+  std::optional<std::string_view> rollout_is_threshold = "2.0";
+  bool rollout_is_batch_normalize = false;
+  std::optional<std::string_view> rollout_rs{};
+  std::optional<std::string_view> rollout_rs_threshold{};
 };
 
 // The algorithm fields veRL's advantage estimators read, with veRL's defaults.
@@ -55,7 +65,8 @@ struct algorithm_config {
 // What a name can stand for; each loss or estimator added later adds its options here.
 using policy_loss_options =
     std::variant<ppo_clip_options, cispo_options, reinforce_options, dppo_options, dro_options,
-                 sapo_options, gspo_options, geo_mean_options, clip_cov_options>;
+                 sapo_options, gspo_options, geo_mean_options, clip_cov_options,
+                 bypass_mode_options>;
 using advantage_estimator_options =
     std::variant<grpo_options, rloo_options, reinforce_plus_plus_options,
                  reinforce_plus_plus_baseline_options, gae_options, remax_options, opo_options,
@@ -130,9 +141,18 @@ inline constexpr entry<policy_loss_options, actor_config> policy_losses[] = {
            c.clip_ratio_high.value_or(c.clip_ratio), c.clip_cov_ratio.value_or(0.0002),
            c.clip_cov_lb.value_or(1.0), c.clip_cov_ub.value_or(5.0));
      }},
+    {"bypass_mode",
+     [](const actor_config& c) -> policy_loss_options {
+       return verl::bypass_mode(
+           rollout_correction(c.rollout_is, c.rollout_is_threshold, c.rollout_is_batch_normalize,
+                              c.rollout_rs, c.rollout_rs_threshold),
+           c.rollout_correction_loss_type, loss_agg_mode(c.loss_agg_mode),
+           c.clip_ratio_low.value_or(c.clip_ratio), c.clip_ratio_high.value_or(c.clip_ratio),
+           c.clip_ratio_c);
+     }},
 };
 // Registered in veRL, not implemented here yet (the issue "Algorithms wave 2").
-inline constexpr std::string_view policy_losses_not_yet[] = {"kl_cov", "bypass_mode"};
+inline constexpr std::string_view policy_losses_not_yet[] = {"kl_cov"};
 
 inline constexpr entry<advantage_estimator_options, algorithm_config> advantage_estimators[] = {
     {"grpo",
