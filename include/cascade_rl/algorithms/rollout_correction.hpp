@@ -37,6 +37,7 @@
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
 #include "cascade_rl/terms/policy_loss_metrics.hpp"
+#include "cascade_rl/terms/rollout_correction_passes.hpp"
 #include "cascade_rl/terms/rollout_correction_terms.hpp"
 
 namespace cascade_rl {
@@ -135,24 +136,6 @@ inline void validate_rollout_correction_options(const rollout_correction_options
   }
 }
 
-// The canonical sums of C channels of per-token terms: term(i, v) writes token i's terms
-// into v[0..C) (0 where the token does not count).
-template <std::size_t C, class Policy, class Term>
-std::array<double, C> token_channel_sums(const Policy& policy, std::size_t n, Term&& term) {
-  struct no_state {};
-  return chunked_blocked_sum<C>(
-             policy, n, no_state{},
-             [&](no_state&, std::size_t first, std::size_t last, double* out) {
-               for (std::size_t i = first; i < last; ++i) {
-                 double v[C];
-                 term(i, v);
-                 for (std::size_t c = 0; c < C; ++c) out[c * sum_chunk + i - first] = v[c];
-               }
-             },
-             [](no_state&, const no_state&) {})
-      .sums;
-}
-
 // Mean, unbiased standard deviation (torch.std), max and min of values[0, n), n > 0;
 // the sums in the canonical order over indices.
 struct row_statistics {
@@ -175,6 +158,215 @@ row_statistics statistics_of(const Policy& policy, std::span<const double> value
   r.max = *std::max_element(values.begin(), values.end());
   r.min = *std::min_element(values.begin(), values.end());
   return r;
+}
+
+}  // namespace detail
+
+namespace detail {
+
+// The options as the passes' plain values (validate them first).
+inline terms::rollout_correction_params rollout_params_of(const rollout_correction_options& o) {
+  terms::rollout_correction_params p;
+  p.is_level = o.is_level == rollout_is_level::none    ? 0
+               : o.is_level == rollout_is_level::token ? 1
+                                                       : 2;
+  p.icepop = o.is_lower.has_value();
+  p.is_upper = o.is_upper;
+  p.is_lower = p.icepop ? *o.is_lower : 1.0 / o.is_upper;
+  p.criteria = static_cast<int>(o.rejection_count);
+  for (std::size_t c = 0; c < o.rejection_count; ++c) {
+    const rollout_rs_criterion& r = o.rejection[c];
+    p.level[c] = static_cast<int>(r.level);
+    p.statistic[c] = static_cast<int>(r.statistic);
+    p.two_sided[c] = r.statistic == rollout_rs_statistic::k1;
+    p.low[c] = p.two_sided[c] ? std::log(r.lower) : 0.0;
+    p.high[c] = p.two_sided[c] ? std::log(r.upper) : r.upper;
+  }
+  return p;
+}
+
+// Entries of the row scratch for `rows` rows.
+[[nodiscard]] inline std::size_t rollout_row_scratch(std::size_t rows) {
+  return (terms::rollout_row_fields + terms::rollout_criteria_max) * rows;
+}
+
+// The metrics from the row scratch (host memory), the channel totals (canonical sums over
+// tokens) and the extremes over tokens; `factor` receives the batch normalisation's
+// divisor (1 when none). Sums over rows run in the canonical order over row indices.
+inline rollout_correction_metrics finish_rollout_correction(
+    const rollout_correction_options& options, const terms::rollout_correction_params& p,
+    const double* row, std::size_t rows, const double* totals, const double* extremes,
+    double& factor) {
+  using namespace terms;
+  const auto field = [&](int f, std::size_t s) {
+    return row[static_cast<std::size_t>(f) * rows + s];
+  };
+  const auto count = [&](std::size_t s) { return field(rollout_row_count, s); };
+  const auto row_mean = [&](double sum, std::size_t s) {
+    return count(s) > 0 ? sum / count(s) : 0.0;
+  };
+  const auto row_sum = [&](auto&& term) { return blocked_sum(exec::seq, rows, term); };
+  const double r = static_cast<double>(rows);
+  const double valid_tokens = row_sum([&](std::size_t s) { return count(s); });
+  const double valid_rows = row_sum([&](std::size_t s) { return count(s) > 0 ? 1.0 : 0.0; });
+  if (!(valid_tokens > 0))
+    fail("layout", "has no valid token (the rollout correction needs at least one)");
+  factor = 1.0;
+
+  rollout_correction_metrics metrics;
+  metrics.has_importance = p.is_level != 0;
+  metrics.rejection_count = static_cast<std::size_t>(p.criteria);
+
+  if (metrics.has_importance) {
+    rollout_is_metrics& m = metrics.importance;
+    const double upper = p.is_upper, lower = p.is_lower;
+    m.mean = totals[rc_is_applied] / valid_tokens;
+    if (p.is_level == 2) {
+      // Over all rows (veRL's log_ratio_for_metrics has one entry per row, empty ones 0).
+      double log_max = -std::numeric_limits<double>::infinity();
+      double log_min = std::numeric_limits<double>::infinity();
+      for (std::size_t s = 0; s < rows; ++s) {
+        log_max = std::max(log_max, field(rollout_row_log_ratio, s));
+        log_min = std::min(log_min, field(rollout_row_log_ratio, s));
+      }
+      m.max = std::exp(std::min(log_max, rollout_safety_bound));
+      m.min = std::exp(log_min);
+      const double log_upper = std::log(upper), log_lower = std::log(lower);
+      m.ratio_fraction_high = row_sum([&](std::size_t s) {
+                                return field(rollout_row_log_ratio, s) > log_upper ? 1.0 : 0.0;
+                              }) /
+                              r;
+      m.ratio_fraction_low = row_sum([&](std::size_t s) {
+                               return field(rollout_row_log_ratio, s) < log_lower ? 1.0 : 0.0;
+                             }) /
+                             r;
+    } else {
+      m.ratio_fraction_high = totals[rc_is_high] / valid_tokens;
+      m.ratio_fraction_low = totals[rc_is_low] / valid_tokens;
+      m.max = extremes[0];
+      m.min = extremes[1];
+    }
+    const double mean_clamped = totals[rc_is_clamped] / valid_tokens;
+    if (valid_tokens > 1) {
+      const double var = totals[rc_is_clamped_sq] / valid_tokens - mean_clamped * mean_clamped;
+      m.std = std::sqrt(std::max(var, 0.0));
+    }
+    const double scale = mean_clamped + 1e-8;
+    m.eff_sample_size = 1.0 / (totals[rc_is_clamped_sq] / (scale * scale) / valid_tokens);
+    // Row means of the applied weights over all rows (empty rows 0).
+    std::vector<double> seq_weights(rows), raw_seq(rows);
+    for (std::size_t s = 0; s < rows; ++s) {
+      seq_weights[s] = row_mean(field(rollout_row_applied, s), s);
+      raw_seq[s] = row_mean(field(rollout_row_raw, s), s);
+    }
+    const row_statistics st = statistics_of(exec::seq, std::span<const double>(seq_weights));
+    m.seq_mean = st.mean;
+    m.seq_std = st.std;
+    m.seq_max = st.max;
+    m.seq_min = st.min;
+    double deviation = 0;
+    for (const double w : seq_weights) deviation = std::max(deviation, std::abs(w - 1.0));
+    m.seq_max_deviation = deviation;
+    m.seq_fraction_high =
+        row_sum([&](std::size_t s) { return raw_seq[s] > upper ? 1.0 : 0.0; }) / r;
+    m.seq_fraction_low = row_sum([&](std::size_t s) { return raw_seq[s] < lower ? 1.0 : 0.0; }) / r;
+    if (p.icepop) m.oob_ratio = totals[rc_is_oob] / valid_tokens;
+    if (options.batch_normalize) {
+      const double mean = p.is_level == 2 ? row_sum([&](std::size_t s) {
+                                              return count(s) > 0 ? seq_weights[s] : 0.0;
+                                            }) / std::max(valid_rows, 1e-8)
+                                          : m.mean;
+      if (mean > 1e-8) factor = mean;
+      m.batch_norm_factor = factor;
+    }
+  }
+
+  for (int c = 0; c < p.criteria; ++c) {
+    rollout_rs_metrics& m = metrics.rejection[static_cast<std::size_t>(c)];
+    const double* w = totals + rc_criteria_base + rollout_criterion_channels * c;
+    const double lo = p.low[c], hi = p.high[c];
+    const unsigned bit = 1u << c;
+    m.mean = w[0] / valid_tokens;
+    // veRL's seq_values over the rows holding a valid token.
+    std::vector<double> values;
+    values.reserve(rows);
+    for (std::size_t s = 0; s < rows; ++s)
+      if (count(s) > 0) values.push_back(field(rollout_row_fields + c, s));
+    const row_statistics st = statistics_of(exec::seq, std::span<const double>(values));
+    const double n_values = static_cast<double>(values.size());
+    const auto fraction_of = [&](auto&& predicate) {
+      return blocked_sum(exec::seq, values.size(),
+                         [&](std::size_t i) { return predicate(values[i]) ? 1.0 : 0.0; }) /
+             n_values;
+    };
+    const double seq_high = fraction_of([&](double v) { return v > hi; });
+    const double seq_low = p.two_sided[c] ? fraction_of([&](double v) { return v < lo; }) : 0.0;
+    if (p.level[c] != 0) {
+      m.max = st.max;
+      m.min = st.min;
+      m.fraction_high = seq_high;
+      m.fraction_low = seq_low;
+    } else {
+      m.max = extremes[2 + 2 * c];
+      m.min = extremes[3 + 2 * c];
+      m.fraction_high = w[1] / valid_tokens;
+      m.fraction_low = w[2] / valid_tokens;
+    }
+    if (valid_tokens > 1) {
+      const double mean_clamped = w[3] / valid_tokens;
+      m.std = std::sqrt(std::max(w[4] / valid_tokens - mean_clamped * mean_clamped, 0.0));
+    }
+    m.seq_mean = st.mean;
+    m.seq_std = st.std;
+    m.seq_max = st.max;
+    m.seq_min = st.min;
+    double deviation = 0;
+    for (const double v : values) deviation = std::max(deviation, std::abs(v));
+    m.seq_max_deviation = deviation;
+    m.seq_fraction_high = seq_high;
+    if (p.two_sided[c]) m.seq_fraction_low = seq_low;
+    m.masked_fraction = w[5] / valid_tokens;
+    m.seq_masked_fraction = row_sum([&](std::size_t s) {
+                              const auto bits =
+                                  static_cast<unsigned>(field(rollout_row_rejected, s));
+                              return count(s) > 0 && (bits & bit) != 0 ? 1.0 : 0.0;
+                            }) /
+                            valid_rows;
+  }
+  if (p.criteria > 0) {
+    metrics.rs_masked_fraction = totals[rc_rejected] / valid_tokens;
+    metrics.rs_seq_masked_fraction =
+        row_sum([&](std::size_t s) { return field(rollout_row_rejected, s) != 0 ? 1.0 : 0.0; }) / r;
+  }
+
+  rollout_offpolicy_metrics& m = metrics.offpolicy;
+  m.kl = totals[rc_kl] / valid_tokens;
+  m.k3_kl = totals[rc_k3] / valid_tokens;
+  m.chi2_token = totals[rc_rho_sq] / valid_tokens - 1.0;
+  const auto mean_over_rows = [&](auto&& term) { return row_sum(term) / r; };
+  const auto train = [&](std::size_t s) { return row_mean(field(rollout_row_logp, s), s); };
+  const auto roll = [&](std::size_t s) { return row_mean(field(rollout_row_rollout, s), s); };
+  m.training_ppl = mean_over_rows([&](std::size_t s) { return std::exp(-train(s)); });
+  m.training_log_ppl = mean_over_rows([&](std::size_t s) { return -train(s); });
+  m.rollout_ppl = mean_over_rows([&](std::size_t s) { return std::exp(-roll(s)); });
+  m.rollout_log_ppl = mean_over_rows([&](std::size_t s) { return -roll(s); });
+  m.log_ppl_diff = mean_over_rows([&](std::size_t s) { return roll(s) - train(s); });
+  m.log_ppl_abs_diff = mean_over_rows([&](std::size_t s) { return std::abs(roll(s) - train(s)); });
+  m.ppl_ratio = mean_over_rows([&](std::size_t s) { return std::exp(roll(s) - train(s)); });
+  double mx = -std::numeric_limits<double>::infinity();
+  double mn = std::numeric_limits<double>::infinity();
+  for (std::size_t s = 0; s < rows; ++s) {
+    mx = std::max(mx, roll(s) - train(s));
+    mn = std::min(mn, roll(s) - train(s));
+  }
+  m.log_ppl_diff_max = mx;
+  m.log_ppl_diff_min = mn;
+  m.chi2_seq = mean_over_rows([&](std::size_t s) {
+                 const double w = rollout_raw_weight(field(rollout_row_log_ratio, s));
+                 return w * w;
+               }) -
+               1.0;
+  return metrics;
 }
 
 }  // namespace detail
@@ -202,359 +394,57 @@ rollout_correction_metrics rollout_correction(const Policy& policy, const token_
   if (weighted) require_size(is_weights_out.size(), n, "is_weights_out", "one per token");
   require_finite_where_valid(policy, inputs.log_probs, layout, "log_probs");
   require_finite_where_valid(policy, inputs.rollout_log_probs, layout, "rollout_log_probs");
-  const std::span<const T> logp = inputs.log_probs;
-  const std::span<const T> rollout = inputs.rollout_log_probs;
-  const auto log_ratio = [&](std::size_t t) {
-    return static_cast<double>(logp[t]) - static_cast<double>(rollout[t]);
-  };
+  const T* logp = inputs.log_probs.data();
+  const T* rollout = inputs.rollout_log_probs.data();
+  const std::uint8_t* mask = layout.has_mask() ? layout.mask().data() : nullptr;
+  const terms::rollout_correction_params p = rollout_params_of(options);
+  T* weights = weighted ? is_weights_out.data() : nullptr;
 
-  const std::size_t criteria = options.rejection_count;
-  // Each criterion's bounds as its statistic compares them (logs for k1), and as veRL's
-  // metrics read them (lower 0 and one-sided for k2 / k3).
-  std::array<double, max_rollout_rs_criteria> bound_low{}, bound_high{};
-  std::array<bool, max_rollout_rs_criteria> two_sided{};
-  for (std::size_t c = 0; c < criteria; ++c) {
-    const rollout_rs_criterion& r = options.rejection[c];
-    two_sided[c] = r.statistic == rollout_rs_statistic::k1;
-    bound_low[c] = two_sided[c] ? std::log(r.lower) : 0.0;
-    bound_high[c] = two_sided[c] ? std::log(r.upper) : r.upper;
-  }
-  const auto statistic_of = [&](std::size_t c, double d) {
-    return terms::rollout_rs_token_statistic(d, static_cast<int>(options.rejection[c].statistic));
-  };
-
-  // Pass 1, per row in index order: valid count, sums of d, logp and rollout logp, and
-  // each criterion's row sum and max of its token statistic.
-  std::vector<double> row_count(rows), row_log_ratio(rows), row_logp(rows), row_rollout(rows);
-  std::vector<double> row_stat_sum(criteria * rows), row_stat_max(criteria * rows);
+  std::vector<double> row(rollout_row_scratch(rows));
+  std::vector<std::size_t> row_of(n);
   for_each_index(
       policy, rows,
       [&](std::size_t s) {
-        double count = 0, sum_d = 0, sum_logp = 0, sum_rollout = 0;
-        std::array<double, max_rollout_rs_criteria> sum{}, max{};
-        max.fill(-std::numeric_limits<double>::infinity());
-        for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) {
-          if (!layout.valid(t)) continue;
-          const double d = log_ratio(t);
-          count += 1;
-          sum_d += d;
-          sum_logp += static_cast<double>(logp[t]);
-          sum_rollout += static_cast<double>(rollout[t]);
-          for (std::size_t c = 0; c < criteria; ++c) {
-            const double k = statistic_of(c, d);
-            sum[c] += k;
-            max[c] = std::max(max[c], k);
-          }
-        }
-        row_count[s] = count;
-        row_log_ratio[s] = sum_d;
-        row_logp[s] = sum_logp;
-        row_rollout[s] = sum_rollout;
-        for (std::size_t c = 0; c < criteria; ++c) {
-          row_stat_sum[c * rows + s] = sum[c];
-          row_stat_max[c * rows + s] = count > 0 ? max[c] : 0.0;
-        }
+        terms::rollout_row_prepass(p, logp, rollout, mask, layout.begin(s), layout.end(s), s, rows,
+                                   row.data());
       },
       /*min_parallel=*/64);
-
-  const double valid_rows_count =
-      blocked_sum(policy, rows, [&](std::size_t s) { return row_count[s] > 0 ? 1.0 : 0.0; });
-  const double valid_tokens =
-      blocked_sum(policy, rows, [&](std::size_t s) { return row_count[s]; });
-  if (!(valid_tokens > 0))
-    fail("layout", "has no valid token (the rollout correction needs at least one)");
-  const auto row_mean = [&](double sum, std::size_t s) {
-    return row_count[s] > 0 ? sum / row_count[s] : 0.0;
-  };
-  // Each criterion's row statistic (seq levels) or row mean of the token statistic (token
-  // level): veRL's seq_values.
-  std::vector<double> row_stat(criteria * rows);
-  for (std::size_t c = 0; c < criteria; ++c)
-    for (std::size_t s = 0; s < rows; ++s) {
-      const double sum = row_stat_sum[c * rows + s];
-      const rollout_rs_level level = options.rejection[c].level;
-      row_stat[c * rows + s] = level == rollout_rs_level::seq_sum   ? sum
-                               : level == rollout_rs_level::seq_max ? row_stat_max[c * rows + s]
-                                                                    : row_mean(sum, s);
-    }
-  const auto token_stat = [&](std::size_t c, std::size_t s, double d) {
-    return options.rejection[c].level == rollout_rs_level::token ? statistic_of(c, d)
-                                                                 : row_stat[c * rows + s];
-  };
-
-  // Pass 2, per row: the weights (raw and applied), each criterion's verdicts, the
-  // effective mask, and the row sums of the weights.
-  const bool icepop = options.is_lower.has_value();
-  const double is_upper = options.is_upper;
-  const double is_lower_metric = icepop ? *options.is_lower : 1.0 / is_upper;
-  const bool sequence_level = options.is_level == rollout_is_level::sequence;
-  std::vector<double> raw(weighted ? n : 0), applied(weighted ? n : 0);
-  std::vector<std::uint16_t> rejected_by(criteria > 0 ? n : 0);  // bit c: criterion c rejects
-  std::vector<double> row_applied(rows), row_raw(rows);
-  std::vector<std::uint16_t> row_rejected(rows);  // bit c: c rejects a valid token of the row
-  for_each_index(
-      policy, rows,
-      [&](std::size_t s) {
-        const double row_weight = terms::rollout_raw_weight(row_log_ratio[s]);
-        double sum_applied = 0, sum_raw = 0;
-        std::uint16_t row_bits = 0;
-        for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) {
-          const bool valid = layout.valid(t);
-          const double d = valid ? log_ratio(t) : 0.0;
-          if (weighted) {
-            const double w =
-                valid ? (sequence_level ? row_weight : terms::rollout_raw_weight(d)) : 0.0;
-            const double a = terms::rollout_applied_weight(w, is_lower_metric, is_upper, icepop);
-            raw[t] = w;
-            applied[t] = valid ? a : 0.0;
-            sum_applied += applied[t];
-            sum_raw += w;
-          }
-          std::uint16_t bits = 0;
-          for (std::size_t c = 0; c < criteria; ++c) {
-            const double k = token_stat(c, s, d);
-            if (!terms::rollout_rs_keeps(k, bound_low[c], bound_high[c], two_sided[c]))
-              bits = static_cast<std::uint16_t>(bits | (1u << c));
-          }
-          if (criteria > 0) rejected_by[t] = bits;
-          if (valid) row_bits = static_cast<std::uint16_t>(row_bits | bits);
-          keep_out[t] = static_cast<std::uint8_t>(valid && bits == 0);
-        }
-        row_applied[s] = sum_applied;
-        row_raw[s] = sum_raw;
-        row_rejected[s] = row_bits;
-      },
-      /*min_parallel=*/64);
-
-  rollout_correction_metrics metrics;
-  metrics.has_importance = weighted;
-  metrics.rejection_count = criteria;
-
-  // ---- importance weights ----
-  if (weighted) {
-    rollout_is_metrics& m = metrics.importance;
-    const auto sums = token_channel_sums<6>(policy, n, [&](std::size_t t, double* v) {
-      const bool valid = layout.valid(t);
-      const double c = std::min(std::max(applied[t], 0.0), is_upper);
-      v[0] = valid ? applied[t] : 0.0;
-      v[1] = valid && raw[t] > is_upper ? 1.0 : 0.0;
-      v[2] = valid && raw[t] < is_lower_metric ? 1.0 : 0.0;
-      v[3] = valid ? c : 0.0;
-      v[4] = valid ? c * c : 0.0;
-      v[5] = valid && (raw[t] < is_lower_metric || raw[t] > is_upper) ? 1.0 : 0.0;
-    });
-    m.mean = sums[0] / valid_tokens;
-    if (sequence_level) {
-      // Over all rows (veRL's log_ratio_for_metrics has one entry per row, empty ones 0).
-      double log_max = -std::numeric_limits<double>::infinity();
-      double log_min = std::numeric_limits<double>::infinity();
-      for (std::size_t s = 0; s < rows; ++s) {
-        log_max = std::max(log_max, row_log_ratio[s]);
-        log_min = std::min(log_min, row_log_ratio[s]);
-      }
-      m.max = std::exp(std::min(log_max, terms::rollout_safety_bound));
-      m.min = std::exp(log_min);
-      const double log_upper = std::log(is_upper), log_lower = std::log(is_lower_metric);
-      m.ratio_fraction_high =
-          blocked_sum(policy, rows,
-                      [&](std::size_t s) { return row_log_ratio[s] > log_upper ? 1.0 : 0.0; }) /
-          static_cast<double>(rows);
-      m.ratio_fraction_low =
-          blocked_sum(policy, rows,
-                      [&](std::size_t s) { return row_log_ratio[s] < log_lower ? 1.0 : 0.0; }) /
-          static_cast<double>(rows);
-    } else {
-      m.ratio_fraction_high = sums[1] / valid_tokens;
-      m.ratio_fraction_low = sums[2] / valid_tokens;
-      double mx = -std::numeric_limits<double>::infinity();
-      double mn = std::numeric_limits<double>::infinity();
-      for (std::size_t t = 0; t < n; ++t)
-        if (layout.valid(t)) {
-          mx = std::max(mx, applied[t]);
-          mn = std::min(mn, applied[t]);
-        }
-      m.max = mx;
-      m.min = mn;
-    }
-    const double mean_clamped = sums[3] / valid_tokens;
-    if (valid_tokens > 1) {
-      const double var = sums[4] / valid_tokens - mean_clamped * mean_clamped;
-      m.std = std::sqrt(std::max(var, 0.0));
-    }
-    const double scale = mean_clamped + 1e-8;
-    m.eff_sample_size = 1.0 / (sums[4] / (scale * scale) / valid_tokens);
-    // Row means of the applied weights over all rows (empty rows 0).
-    std::vector<double> seq_weights(rows), raw_seq(rows);
-    for (std::size_t s = 0; s < rows; ++s) {
-      seq_weights[s] = row_mean(row_applied[s], s);
-      raw_seq[s] = row_mean(row_raw[s], s);
-    }
-    const row_statistics st = statistics_of(policy, std::span<const double>(seq_weights));
-    m.seq_mean = st.mean;
-    m.seq_std = st.std;
-    m.seq_max = st.max;
-    m.seq_min = st.min;
-    double deviation = 0;
-    for (const double w : seq_weights) deviation = std::max(deviation, std::abs(w - 1.0));
-    m.seq_max_deviation = deviation;
-    m.seq_fraction_high =
-        blocked_sum(policy, rows,
-                    [&](std::size_t s) { return raw_seq[s] > is_upper ? 1.0 : 0.0; }) /
-        static_cast<double>(rows);
-    m.seq_fraction_low =
-        blocked_sum(policy, rows,
-                    [&](std::size_t s) { return raw_seq[s] < is_lower_metric ? 1.0 : 0.0; }) /
-        static_cast<double>(rows);
-    if (icepop) m.oob_ratio = sums[5] / valid_tokens;
-    double factor = 1.0;
-    if (options.batch_normalize) {
-      const double mean = sequence_level
-                              ? blocked_sum(policy, rows,
-                                            [&](std::size_t s) {
-                                              return row_count[s] > 0 ? seq_weights[s] : 0.0;
-                                            }) /
-                                    std::max(valid_rows_count, 1e-8)
-                              : m.mean;
-      if (mean > 1e-8) factor = mean;
-      m.batch_norm_factor = factor;
-    }
-    for_each_index(policy, n, [&](std::size_t t) {
-      is_weights_out[t] = static_cast<T>(
-          options.batch_normalize && factor != 1.0 ? applied[t] / factor : applied[t]);
-    });
-  }
-
-  // ---- rejection ----
-  for (std::size_t c = 0; c < criteria; ++c) {
-    rollout_rs_metrics& m = metrics.rejection[c];
-    const bool seq = options.rejection[c].level != rollout_rs_level::token;
-    const double lo = bound_low[c], hi = bound_high[c];
-    const std::uint16_t bit = static_cast<std::uint16_t>(1u << c);
-    // The token statistic as veRL broadcasts it (seq levels: the row's), per valid token.
-    std::vector<double> stat(n);
+  const auto token_pass = [&](double factor) {
     for_each_index(
         policy, rows,
         [&](std::size_t s) {
-          for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
-            stat[t] = layout.valid(t) ? token_stat(c, s, log_ratio(t)) : 0.0;
+          terms::rollout_row_tokens(p, logp, rollout, mask, layout.begin(s), layout.end(s), s, rows,
+                                    row.data(), factor, weights, keep_out.data(), row_of.data());
         },
         /*min_parallel=*/64);
-    const auto sums = token_channel_sums<6>(policy, n, [&](std::size_t t, double* v) {
-      const bool valid = layout.valid(t);
-      const double k = stat[t];
-      const double clamped = std::min(std::max(k, lo), hi);
-      v[0] = valid ? k : 0.0;
-      v[1] = valid && k > hi ? 1.0 : 0.0;
-      v[2] = valid && two_sided[c] && k < lo ? 1.0 : 0.0;
-      v[3] = valid ? clamped : 0.0;
-      v[4] = valid ? clamped * clamped : 0.0;
-      v[5] = valid && (rejected_by[t] & bit) != 0 ? 1.0 : 0.0;
-    });
-    m.mean = sums[0] / valid_tokens;
-    // seq_values over the rows holding a valid token.
-    std::vector<double> values;
-    values.reserve(rows);
-    for (std::size_t s = 0; s < rows; ++s)
-      if (row_count[s] > 0) values.push_back(row_stat[c * rows + s]);
-    const row_statistics st = statistics_of(policy, std::span<const double>(values));
-    const double valid_row_n = static_cast<double>(values.size());
-    const auto fraction_of = [&](auto&& predicate) {
-      return blocked_sum(policy, values.size(),
-                         [&](std::size_t i) { return predicate(values[i]) ? 1.0 : 0.0; }) /
-             valid_row_n;
-    };
-    const double seq_high = fraction_of([&](double v) { return v > hi; });
-    const double seq_low = two_sided[c] ? fraction_of([&](double v) { return v < lo; }) : 0.0;
-    if (seq) {
-      m.max = st.max;
-      m.min = st.min;
-      m.fraction_high = seq_high;
-      m.fraction_low = seq_low;
-    } else {
-      double mx = -std::numeric_limits<double>::infinity();
-      double mn = std::numeric_limits<double>::infinity();
-      for (std::size_t t = 0; t < n; ++t)
-        if (layout.valid(t)) {
-          mx = std::max(mx, stat[t]);
-          mn = std::min(mn, stat[t]);
-        }
-      m.max = mx;
-      m.min = mn;
-      m.fraction_high = sums[1] / valid_tokens;
-      m.fraction_low = sums[2] / valid_tokens;
-    }
-    if (valid_tokens > 1) {
-      const double mean_clamped = sums[3] / valid_tokens;
-      m.std = std::sqrt(std::max(sums[4] / valid_tokens - mean_clamped * mean_clamped, 0.0));
-    }
-    m.seq_mean = st.mean;
-    m.seq_std = st.std;
-    m.seq_max = st.max;
-    m.seq_min = st.min;
-    double deviation = 0;
-    for (const double v : values) deviation = std::max(deviation, std::abs(v));
-    m.seq_max_deviation = deviation;
-    m.seq_fraction_high = seq_high;
-    if (two_sided[c]) m.seq_fraction_low = seq_low;
-    m.masked_fraction = sums[5] / valid_tokens;
-    m.seq_masked_fraction =
-        blocked_sum(policy, rows,
-                    [&](std::size_t s) {
-                      return row_count[s] > 0 && (row_rejected[s] & bit) != 0 ? 1.0 : 0.0;
-                    }) /
-        valid_rows_count;
-  }
-  if (criteria > 0) {
-    metrics.rs_masked_fraction =
-        blocked_sum(
-            policy, n,
-            [&](std::size_t t) { return layout.valid(t) && rejected_by[t] != 0 ? 1.0 : 0.0; }) /
-        valid_tokens;
-    metrics.rs_seq_masked_fraction =
-        blocked_sum(policy, rows, [&](std::size_t s) { return row_rejected[s] != 0 ? 1.0 : 0.0; }) /
-        static_cast<double>(rows);
-  }
+  };
+  token_pass(1.0);
 
-  // ---- off-policy diagnostics ----
-  {
-    rollout_offpolicy_metrics& m = metrics.offpolicy;
-    const auto sums = token_channel_sums<3>(policy, n, [&](std::size_t t, double* v) {
-      const bool valid = layout.valid(t);
-      const double d = valid ? log_ratio(t) : 0.0;
-      const double rho = terms::rollout_raw_weight(d);
-      v[0] = valid ? -d : 0.0;
-      v[1] = valid ? std::exp(d) - d - 1.0 : 0.0;
-      v[2] = valid ? rho * rho : 0.0;
-    });
-    m.kl = sums[0] / valid_tokens;
-    m.k3_kl = sums[1] / valid_tokens;
-    m.chi2_token = sums[2] / valid_tokens - 1.0;
-    const double r = static_cast<double>(rows);
-    const auto mean_over_rows = [&](auto&& term) { return blocked_sum(policy, rows, term) / r; };
-    const auto train = [&](std::size_t s) { return row_mean(row_logp[s], s); };
-    const auto roll = [&](std::size_t s) { return row_mean(row_rollout[s], s); };
-    m.training_ppl = mean_over_rows([&](std::size_t s) { return std::exp(-train(s)); });
-    m.training_log_ppl = mean_over_rows([&](std::size_t s) { return -train(s); });
-    m.rollout_ppl = mean_over_rows([&](std::size_t s) { return std::exp(-roll(s)); });
-    m.rollout_log_ppl = mean_over_rows([&](std::size_t s) { return -roll(s); });
-    m.log_ppl_diff = mean_over_rows([&](std::size_t s) { return roll(s) - train(s); });
-    m.log_ppl_abs_diff =
-        mean_over_rows([&](std::size_t s) { return std::abs(roll(s) - train(s)); });
-    m.ppl_ratio = mean_over_rows([&](std::size_t s) { return std::exp(roll(s) - train(s)); });
-    double mx = -std::numeric_limits<double>::infinity();
-    double mn = std::numeric_limits<double>::infinity();
-    for (std::size_t s = 0; s < rows; ++s) {
-      mx = std::max(mx, roll(s) - train(s));
-      mn = std::min(mn, roll(s) - train(s));
-    }
-    m.log_ppl_diff_max = mx;
-    m.log_ppl_diff_min = mn;
-    m.chi2_seq = mean_over_rows([&](std::size_t s) {
-                   const double w = terms::rollout_raw_weight(row_log_ratio[s]);
-                   return w * w;
-                 }) -
-                 1.0;
+  using extremes_t = std::array<double, terms::rollout_extremes>;
+  extremes_t none;
+  for (int c = 0; c < terms::rollout_extremes; c += 2) {
+    none[c] = -std::numeric_limits<double>::infinity();
+    none[c + 1] = std::numeric_limits<double>::infinity();
   }
+  const auto sums = chunked_blocked_sum<terms::rollout_channels>(
+      policy, n, none,
+      [&](extremes_t& e, std::size_t first, std::size_t last, double* out) {
+        for (std::size_t t = first; t < last; ++t) {
+          double v[terms::rollout_channels];
+          extremes_t x;
+          terms::rollout_token_channels(p, logp, rollout, mask, row.data(), rows, row_of.data(), t,
+                                        v, x.data());
+          for (int c = 0; c < terms::rollout_channels; ++c) out[c * sum_chunk + t - first] = v[c];
+          terms::rollout_join_extremes(e.data(), x.data());
+        }
+      },
+      [](extremes_t& total, const extremes_t& part) {
+        terms::rollout_join_extremes(total.data(), part.data());
+      });
+  double factor = 1.0;
+  rollout_correction_metrics metrics = finish_rollout_correction(
+      options, p, row.data(), rows, sums.sums.data(), sums.state.data(), factor);
+  if (weighted && factor != 1.0) token_pass(factor);
   return metrics;
 }
 
