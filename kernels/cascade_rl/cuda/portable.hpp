@@ -728,3 +728,162 @@ void clip_cov_loss(ExecPolicy&& exec, const device_token_layout& layout, const T
 }
 
 }  // namespace cascade_rl::cuda::portable
+
+// ---- the rollout correction (algorithms/rollout_correction.hpp) ------------------------
+
+#include "cascade_rl/algorithms/rollout_correction_metrics.hpp"
+#include "cascade_rl/terms/rollout_correction_passes.hpp"
+
+namespace cascade_rl::cuda::portable {
+
+namespace detail {
+
+template <class T>
+struct rollout_prepass_functor {
+  terms::rollout_correction_params params;
+  device_token_layout layout;
+  const T* log_probs;
+  const T* rollout_log_probs;
+  double* row;
+  CASCADE_RL_HD void operator()(std::size_t s) const {
+    terms::rollout_row_prepass(params, log_probs, rollout_log_probs, layout.mask, layout.begin(s),
+                               layout.end(s), s, layout.sequences, row);
+  }
+};
+
+template <class T>
+struct rollout_tokens_functor {
+  terms::rollout_correction_params params;
+  device_token_layout layout;
+  const T* log_probs;
+  const T* rollout_log_probs;
+  double* row;
+  double factor;
+  T* weights;
+  std::uint8_t* keep;
+  std::size_t* row_of;
+  CASCADE_RL_HD void operator()(std::size_t s) const {
+    terms::rollout_row_tokens(params, log_probs, rollout_log_probs, layout.mask, layout.begin(s),
+                              layout.end(s), s, layout.sequences, row, factor, weights, keep,
+                              row_of);
+  }
+};
+
+// Block b's canonical sum of every channel (token t in lane (t - first) mod 32, the tree
+// fold) and its extremes.
+template <class T>
+struct rollout_block_functor {
+  terms::rollout_correction_params params;
+  device_token_layout layout;
+  const T* log_probs;
+  const T* rollout_log_probs;
+  const double* row;
+  const std::size_t* row_of;
+  double* block_sums;
+  double* block_extremes;
+  CASCADE_RL_HD void operator()(std::size_t b) const {
+    constexpr int channels = terms::rollout_channels;
+    constexpr int extremes = terms::rollout_extremes;
+    const std::size_t first = b * cascade_rl::detail::reduce_block_size;
+    const std::size_t last = first + cascade_rl::detail::reduce_block_size < layout.tokens
+                                 ? first + cascade_rl::detail::reduce_block_size
+                                 : layout.tokens;
+    double lanes[channels][cascade_rl::detail::reduce_lanes] = {};
+    double e[extremes];
+    for (int c = 0; c < extremes; c += 2) {
+      e[c] = -INFINITY;
+      e[c + 1] = INFINITY;
+    }
+    for (std::size_t t = first; t < last; ++t) {
+      double v[channels];
+      double x[extremes];
+      terms::rollout_token_channels(params, log_probs, rollout_log_probs, layout.mask, row,
+                                    layout.sequences, row_of, t, v, x);
+      for (int c = 0; c < channels; ++c)
+        lanes[c][(t - first) % cascade_rl::detail::reduce_lanes] += v[c];
+      terms::rollout_join_extremes(e, x);
+    }
+    for (int c = 0; c < channels; ++c)
+      block_sums[b * channels + static_cast<std::size_t>(c)] =
+          cascade_rl::detail::fold_lanes(lanes[c], cascade_rl::detail::plus{});
+    for (int c = 0; c < extremes; ++c)
+      block_extremes[b * extremes + static_cast<std::size_t>(c)] = e[c];
+  }
+};
+
+}  // namespace detail
+
+// The scratch of rollout_correction_passes: rows (doubles), block sums and block extremes
+// (doubles) for `tokens` tokens, and one std::size_t per token (row_of).
+[[nodiscard]] inline std::size_t rollout_row_scratch(std::size_t rows) {
+  return cascade_rl::detail::rollout_row_scratch(rows);
+}
+[[nodiscard]] inline std::size_t rollout_blocks(std::size_t tokens) {
+  return (tokens + cascade_rl::detail::reduce_block_size - 1) /
+         cascade_rl::detail::reduce_block_size;
+}
+[[nodiscard]] inline std::size_t rollout_block_sum_scratch(std::size_t tokens) {
+  return rollout_blocks(tokens) * terms::rollout_channels;
+}
+[[nodiscard]] inline std::size_t rollout_block_extreme_scratch(std::size_t tokens) {
+  return rollout_blocks(tokens) * terms::rollout_extremes;
+}
+
+// The rollout correction's passes on the device: weights (the applied ones, not yet
+// batch-normalised; null when options.is_level is none) and keep bytes, and the scratch
+// rollout_correction_finish reads. Inputs are not validated (the host path does that).
+template <class ExecPolicy, class T>
+void rollout_correction_passes(ExecPolicy&& exec, const device_token_layout& layout,
+                               const T* log_probs, const T* rollout_log_probs,
+                               const rollout_correction_options& options, T* weights,
+                               std::uint8_t* keep, double* row, std::size_t* row_of,
+                               double* block_sums, double* block_extremes) {
+  const terms::rollout_correction_params p = cascade_rl::detail::rollout_params_of(options);
+  T* const w = options.is_level == rollout_is_level::none ? nullptr : weights;
+  detail::for_each_index(
+      exec, layout.sequences,
+      detail::rollout_prepass_functor<T>{p, layout, log_probs, rollout_log_probs, row});
+  detail::for_each_index(exec, layout.sequences,
+                         detail::rollout_tokens_functor<T>{p, layout, log_probs, rollout_log_probs,
+                                                           row, 1.0, w, keep, row_of});
+  detail::for_each_index(exec, rollout_blocks(layout.tokens),
+                         detail::rollout_block_functor<T>{p, layout, log_probs, rollout_log_probs,
+                                                          row, row_of, block_sums, block_extremes});
+}
+
+// The metrics from host copies of the passes' row scratch, block sums and block extremes
+// (the block sums added in block order, as the host does); `factor` receives the batch
+// normalisation's divisor, 1 when none (then rollout_correction_normalize).
+inline rollout_correction_metrics rollout_correction_finish(
+    const rollout_correction_options& options, const double* row, std::size_t rows,
+    const double* block_sums, const double* block_extremes, std::size_t tokens, double& factor) {
+  double totals[terms::rollout_channels] = {};
+  double extremes[terms::rollout_extremes];
+  for (int c = 0; c < terms::rollout_extremes; c += 2) {
+    extremes[c] = -INFINITY;
+    extremes[c + 1] = INFINITY;
+  }
+  for (std::size_t b = 0; b < rollout_blocks(tokens); ++b) {
+    for (int c = 0; c < terms::rollout_channels; ++c)
+      totals[c] += block_sums[b * terms::rollout_channels + static_cast<std::size_t>(c)];
+    terms::rollout_join_extremes(extremes, block_extremes + b * terms::rollout_extremes);
+  }
+  return cascade_rl::detail::finish_rollout_correction(
+      options, cascade_rl::detail::rollout_params_of(options), row, rows, totals, extremes, factor);
+}
+
+// Divides the weights by `factor` (rollout_correction_finish's), recomputing them from
+// the inputs as the host does.
+template <class ExecPolicy, class T>
+void rollout_correction_normalize(ExecPolicy&& exec, const device_token_layout& layout,
+                                  const T* log_probs, const T* rollout_log_probs,
+                                  const rollout_correction_options& options, double factor,
+                                  T* weights, std::uint8_t* keep, double* row,
+                                  std::size_t* row_of) {
+  const terms::rollout_correction_params p = cascade_rl::detail::rollout_params_of(options);
+  detail::for_each_index(exec, layout.sequences,
+                         detail::rollout_tokens_functor<T>{p, layout, log_probs, rollout_log_probs,
+                                                           row, factor, weights, keep, row_of});
+}
+
+}  // namespace cascade_rl::cuda::portable
