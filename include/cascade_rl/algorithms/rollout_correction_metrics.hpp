@@ -93,27 +93,6 @@ row_statistics statistics_of(const Policy& policy, std::span<const double> value
   return r;
 }
 
-// The options as the passes' plain values (validate them first).
-inline terms::rollout_correction_params rollout_params_of(const rollout_correction_options& o) {
-  terms::rollout_correction_params p;
-  p.is_level = o.is_level == rollout_is_level::none    ? 0
-               : o.is_level == rollout_is_level::token ? 1
-                                                       : 2;
-  p.icepop = o.is_lower.has_value();
-  p.is_upper = o.is_upper;
-  p.is_lower = p.icepop ? *o.is_lower : 1.0 / o.is_upper;
-  p.criteria = static_cast<int>(o.rejection_count);
-  for (std::size_t c = 0; c < o.rejection_count; ++c) {
-    const rollout_rs_criterion& r = o.rejection[c];
-    p.level[c] = static_cast<int>(r.level);
-    p.statistic[c] = static_cast<int>(r.statistic);
-    p.two_sided[c] = r.statistic == rollout_rs_statistic::k1;
-    p.low[c] = p.two_sided[c] ? std::log(r.lower) : 0.0;
-    p.high[c] = p.two_sided[c] ? std::log(r.upper) : r.upper;
-  }
-  return p;
-}
-
 // Entries of the row scratch for `rows` rows.
 [[nodiscard]] inline std::size_t rollout_row_scratch(std::size_t rows) {
   return (terms::rollout_row_fields + terms::rollout_criteria_max) * rows;

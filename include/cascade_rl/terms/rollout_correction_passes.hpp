@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/host_device.hpp"
 #include "cascade_rl/terms/rollout_correction_terms.hpp"
 
@@ -93,7 +94,7 @@ CASCADE_RL_HD void rollout_row_prepass(const rollout_correction_params& p, const
   row[rollout_row_logp * rows + s] = sum_logp;
   row[rollout_row_rollout * rows + s] = sum_rollout;
   for (int c = 0; c < p.criteria; ++c) {
-    const double mean = count > 0 ? sum[c] / count : 0.0;
+    const double mean = count > 0 ? math::detail::quotient(sum[c], count) : 0.0;
     const double value = p.level[c] == 1 ? sum[c] : (p.level[c] == 3 ? max[c] : mean);
     row[(rollout_row_fields + c) * rows + s] = value;
   }
@@ -147,7 +148,8 @@ CASCADE_RL_HD void rollout_row_tokens(const rollout_correction_params& p, const 
           valid ? rollout_applied_weight(raw, p.is_lower, p.is_upper, p.icepop) : 0.0;
       sum_applied += applied;
       sum_raw += raw;
-      if (weights_out != nullptr) weights_out[t] = static_cast<T>(applied / factor);
+      if (weights_out != nullptr)
+        weights_out[t] = static_cast<T>(math::detail::quotient(applied, factor));
     }
     const unsigned bits = rollout_rejected_bits(p, d, row, s, rows);
     if (valid) row_bits |= bits;
@@ -184,15 +186,15 @@ CASCADE_RL_HD void rollout_token_channels(const rollout_correction_params& p, co
     v[rc_is_high] = raw > p.is_upper ? 1.0 : 0.0;
     v[rc_is_low] = raw < p.is_lower ? 1.0 : 0.0;
     v[rc_is_clamped] = clamped;
-    v[rc_is_clamped_sq] = clamped * clamped;
+    v[rc_is_clamped_sq] = math::detail::product_rn(clamped, clamped);
     v[rc_is_oob] = raw < p.is_lower || raw > p.is_upper ? 1.0 : 0.0;
     e[0] = applied;
     e[1] = applied;
   }
   const double rho = rollout_raw_weight(d);
   v[rc_kl] = -d;
-  v[rc_k3] = exp(d) - d - 1.0;
-  v[rc_rho_sq] = rho * rho;
+  v[rc_k3] = math::exp(d) - d - 1.0;
+  v[rc_rho_sq] = math::detail::product_rn(rho, rho);
   unsigned bits = 0;
   for (int c = 0; c < p.criteria; ++c) {
     const double k = rollout_criterion_token_statistic(p, c, d, row, s, rows);
@@ -204,7 +206,7 @@ CASCADE_RL_HD void rollout_token_channels(const rollout_correction_params& p, co
     w[1] = k > p.high[c] ? 1.0 : 0.0;
     w[2] = p.two_sided[c] && k < p.low[c] ? 1.0 : 0.0;
     w[3] = clamped;
-    w[4] = clamped * clamped;
+    w[4] = math::detail::product_rn(clamped, clamped);
     w[5] = rejected ? 1.0 : 0.0;
     e[2 + 2 * c] = k;
     e[3 + 2 * c] = k;

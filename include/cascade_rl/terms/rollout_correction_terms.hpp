@@ -1,9 +1,12 @@
 #pragma once
 // The per-token formulas of the rollout correction (algorithms/rollout_correction.hpp), as
-// host-device functions so that every executor evaluates the same expressions.
+// host-device functions so that every executor evaluates the same expressions: exp is
+// core/elementary_functions.hpp's, products that feed a sum are rounded alone
+// (math::detail::product_rn), so the GPU gives the host's bits.
 
 #include <cmath>
 
+#include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/host_device.hpp"
 
 namespace cascade_rl::terms {
@@ -17,7 +20,7 @@ CASCADE_RL_HD inline double rollout_safe_log_ratio(double log_ratio) {
 
 // The raw importance weight of a log-ratio (a token's, or a row's sum).
 CASCADE_RL_HD inline double rollout_raw_weight(double log_ratio) {
-  return exp(rollout_safe_log_ratio(log_ratio));
+  return math::exp(rollout_safe_log_ratio(log_ratio));
 }
 
 // The weight applied: truncated at upper (icepop false), or the raw weight inside
@@ -32,8 +35,8 @@ CASCADE_RL_HD inline double rollout_applied_weight(double raw, double lower, dou
 CASCADE_RL_HD inline double rollout_rs_token_statistic(double log_ratio, int statistic) {
   const double d = rollout_safe_log_ratio(log_ratio);
   const double k1 = -d;
-  const double k2 = 0.5 * d * d;
-  const double k3 = exp(d) - 1.0 - d;
+  const double k2 = 0.5 * math::detail::product_rn(d, d);
+  const double k3 = math::exp(d) - 1.0 - d;
   return statistic == 0 ? k1 : (statistic == 1 ? k2 : k3);
 }
 
