@@ -417,4 +417,71 @@ TEST(RolloutCorrection, RefusesBadInputsByArgumentAndIndex) {
       "layout", "no valid token");
 }
 
+// ---- micro-batches ------------------------------------------------------------------------
+
+// With the step's normaliser (the whole batch's effective counts), the loss of two
+// micro-batches adds up to the whole batch's: every weight and verdict is per token or per
+// row. Batch normalisation divides the weights by a micro-batch's own mean (veRL's too: it
+// normalises per call), so there REINFORCE's halves do not add up to the whole.
+TEST(BypassMode, MicroBatchesAddUpExceptUnderBatchNormalization) {
+  const std::size_t rows = 8, width = 6, half = rows / 2 * width;
+  std::mt19937 gen(11);
+  std::normal_distribution<double> noise(0.0, 0.5);
+  std::vector<double> logp(rows * width), rollout(rows * width), adv(rows * width);
+  std::vector<std::uint8_t> mask(rows * width);
+  for (std::size_t t = 0; t < logp.size(); ++t) {
+    rollout[t] = -1.0 + 0.3 * noise(gen);
+    logp[t] = rollout[t] + noise(gen);
+    adv[t] = noise(gen);
+    mask[t] = (t % 7) != 3;
+  }
+  for (const bool normalize : {false, true})
+    for (const char* loss : {"ppo_clip", "reinforce"}) {
+      const auto options = std::get<cr::bypass_mode_options>(
+          verl::policy_loss("bypass_mode", {.loss_agg_mode = "token-mean",
+                                            .rollout_correction_loss_type = loss,
+                                            .rollout_is = "sequence",
+                                            .rollout_is_threshold = "3.0",
+                                            .rollout_is_batch_normalize = normalize,
+                                            .rollout_rs = "token_k1",
+                                            .rollout_rs_threshold = "0.4_2.5"}));
+      const auto run = [&](std::size_t first, std::size_t count, const cr::loss_normalizer* norm) {
+        const auto layout = cr::token_layout::padded(
+            count / width, width, std::span<const std::uint8_t>(mask).subspan(first, count));
+        std::vector<double> grad(count), w(count);
+        std::vector<std::uint8_t> keep(count);
+        const cr::bypass_mode_inputs<double> in{
+            .log_probs = std::span<const double>(logp).subspan(first, count),
+            .rollout_log_probs = std::span<const double>(rollout).subspan(first, count),
+            .advantages = std::span<const double>(adv).subspan(first, count)};
+        const auto local = [&](const cr::token_layout& effective) {
+          return norm != nullptr
+                     ? *norm
+                     : verl::single_rank_normalizer(exec::seq, effective,
+                                                    cr::loss_aggregation::token_mean, width);
+        };
+        return cr::bypass_mode_loss(exec::seq, layout, in, grad, local, options,
+                                    std::span<double>(w), std::span<std::uint8_t>(keep))
+            .loss;
+      };
+      const double whole = run(0, rows * width, nullptr);
+      // The step's normaliser: the whole batch's effective token count.
+      std::vector<double> w(rows * width);
+      std::vector<std::uint8_t> keep(rows * width);
+      (void)cr::rollout_correction(exec::seq, cr::token_layout::padded(rows, width, mask),
+                                   cr::rollout_correction_inputs<double>{logp, rollout},
+                                   std::span<double>(w), std::span<std::uint8_t>(keep),
+                                   options.correction);
+      const auto effective = cr::token_layout::padded(rows, width, keep);
+      const cr::loss_normalizer step = verl::single_rank_normalizer(
+          exec::seq, effective, cr::loss_aggregation::token_mean, width);
+      const double parts = run(0, half, &step) + run(half, half, &step);
+      // (PPO-clip applies no IS weights: the normalisation cannot reach its loss.)
+      if (normalize && std::string(loss) == "reinforce")
+        EXPECT_GT(std::abs(parts - whole), 1e-6) << loss;
+      else
+        EXPECT_NEAR(parts, whole, 1e-12 * (1 + std::abs(whole))) << loss;
+    }
+}
+
 }  // namespace

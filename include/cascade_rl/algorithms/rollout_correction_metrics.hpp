@@ -58,15 +58,6 @@ struct rollout_correction_metrics {
   rollout_offpolicy_metrics offpolicy{};
 };
 
-// veRL's name of a criterion: token_k1, seq_sum_k3, seq_max_k2, ...
-[[nodiscard]] inline std::string to_string(const rollout_rs_criterion& c) {
-  constexpr const char* levels[] = {"token", "seq_sum", "seq_mean", "seq_max"};
-  constexpr const char* statistics[] = {"k1", "k2", "k3"};
-  std::string name = levels[static_cast<int>(c.level)];
-  name.append("_").append(statistics[static_cast<int>(c.statistic)]);
-  return name;
-}
-
 namespace detail {
 
 // Mean, unbiased standard deviation (torch.std), max and min of values[0, n), n > 0;

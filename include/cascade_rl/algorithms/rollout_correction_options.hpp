@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <optional>
+#include <string>
 
 #include "cascade_rl/algorithms/policy_loss_options.hpp"
 #include "cascade_rl/terms/rollout_correction_passes.hpp"
@@ -57,6 +58,15 @@ struct rollout_correction_options {
   std::array<rollout_rs_criterion, max_rollout_rs_criteria> rejection{};
   std::size_t rejection_count = 0;
 };
+
+// veRL's name of a criterion: token_k1, seq_sum_k3, seq_max_k2, ...
+[[nodiscard]] inline std::string to_string(const rollout_rs_criterion& c) {
+  constexpr const char* levels[] = {"token", "seq_sum", "seq_mean", "seq_max"};
+  constexpr const char* statistics[] = {"k1", "k2", "k3"};
+  std::string name = levels[static_cast<int>(c.level)];
+  name.append("_").append(statistics[static_cast<int>(c.statistic)]);
+  return name;
+}
 
 // The loss the bypass mode runs on the rejection-masked tokens (veRL
 // compute_policy_loss_bypass_mode, old_log_prob playing the rollout log-probs).
