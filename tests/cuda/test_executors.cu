@@ -1487,6 +1487,36 @@ TEST_F(Gpu, RolloutCorrectionMatchesHost) {
             keep.span(), bad);
       },
       "options.is_upper", "expected a finite value > 0");
+  // Non-finite valid inputs by argument and first index, as the host names them; masked
+  // ones are never read.
+  std::size_t masked = 0, valid = 0;
+  while (b.mask[masked] != 0) ++masked;
+  while (b.mask[valid] == 0) ++valid;
+  std::vector<float> bad_logp(b.log_probs), bad_rollout(b.behaviour_log_probs);
+  bad_logp[masked] = NAN;
+  bad_rollout[valid] = INFINITY;
+  bad_logp[valid + 1 + (b.mask[valid + 1] == 0 ? 1 : 0)] = INFINITY;
+  device_vector<float> d_bad_logp(bad_logp), d_bad_rollout(bad_rollout);
+  cr::rollout_correction_options fine;
+  for (const bool device : {false, true}) {
+    const auto call = [&] {
+      if (device)
+        (void)cr::rollout_correction(
+            cr::exec::cuda{}, d_layout,
+            cr::rollout_correction_inputs<float>{d_bad_logp.cspan(), d_bad_rollout.cspan()},
+            weights.span(), keep.span(), fine);
+      else {
+        std::vector<float> hw(n);
+        std::vector<std::uint8_t> hk(n);
+        (void)cr::rollout_correction(cr::exec::seq, layout,
+                                     cr::rollout_correction_inputs<float>{bad_logp, bad_rollout},
+                                     std::span<float>(hw), std::span<std::uint8_t>(hk), fine);
+      }
+    };
+    const std::size_t bad = valid + 1 + (b.mask[valid + 1] == 0 ? 1 : 0);
+    ASSERT_NE(b.mask[bad], 0);
+    cr::testing::expect_error_naming(call, "log_probs[" + std::to_string(bad) + "]", "infinite");
+  }
 }
 
 }  // namespace

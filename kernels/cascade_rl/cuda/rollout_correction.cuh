@@ -4,8 +4,8 @@
 // call waits for its stream. The passes run on the device; the row scratch, the block
 // sums and the extremes come back to the host, which finishes the metrics with the host
 // core's code (the same bits as exec::seq), then the weights are batch-normalised on the
-// device when asked. The device does not check the inputs' finiteness (the host core
-// does: validate there, or trust the trainer's log-probs).
+// device when asked. A NaN or infinite valid log-prob is refused as the host refuses it
+// (argument and first index).
 
 #include <cuda_runtime.h>
 
@@ -56,6 +56,9 @@ rollout_correction_metrics rollout_correction(exec::cuda_policy policy,
                                   cudaMemcpyDeviceToHost, stream),
                   "cudaMemcpyAsync");
   };
+  const cuda::device_report report = cuda::detail::copy_to_host(s.report, stream);
+  const char* const arguments[] = {"log_probs", "rollout_log_probs"};
+  cuda::detail::throw_if_reported(report, arguments);
   copy(row, s.row);
   copy(block_sums, s.block_sums);
   copy(block_extremes, s.block_extremes);

@@ -56,8 +56,9 @@ inline rollout_correction_scratch rollout_correction_scratch_of(void* d_temp_sto
 }
 
 // The passes: d_weights (null when options.is_level is none) the applied weights before
-// batch normalisation, d_keep the effective mask, and the scratch. Inputs are not checked
-// for finiteness here.
+// batch normalisation, d_keep the effective mask, and the scratch; the first NaN or
+// infinite valid value of d_log_probs / d_rollout_log_probs in the report's
+// first_nonfinite[0] / [1] (the results are then meaningless).
 template <class T>
 cudaError_t rollout_correction_passes(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                       const device_token_layout& layout, const T* d_log_probs,
@@ -72,6 +73,10 @@ cudaError_t rollout_correction_passes(void* d_temp_storage, std::size_t& temp_st
     return start.status;
   const terms::rollout_correction_params p = cascade_rl::detail::rollout_params_of(options);
   T* const weights = options.is_level == rollout_is_level::none ? nullptr : d_weights;
+  if (layout.tokens > 0)
+    CASCADE_RL_CUDA_TRY(detail::launch(detail::rollout_check_kernel<T>,
+                                       detail::blocks_for(layout.tokens, 256), 256, stream,
+                                       d_log_probs, d_rollout_log_probs, layout, s.report));
   if (s.rows > 0) {
     const detail::rollout_prepass_functor<T> prepass{p, layout, d_log_probs, d_rollout_log_probs,
                                                      s.row};
