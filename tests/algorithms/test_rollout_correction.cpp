@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -482,6 +484,67 @@ TEST(BypassMode, MicroBatchesAddUpExceptUnderBatchNormalization) {
       else
         EXPECT_NEAR(parts, whole, 1e-12 * (1 + std::abs(whole))) << loss;
     }
+}
+
+// The bypass-mode loss is the composition it claims, bit for bit: its gradient and loss
+// are ppo_clip_loss's (old = rollout, no weights) or reinforce_loss's (the correction's
+// weights as rollout_is_weights) on the layout masked by keep_out. The weights and the
+// mask are stop-gradients (veRL computes them under no_grad), so the gradient is those
+// losses' own (their finite-difference tests cover it).
+TEST(BypassMode, IsTheCompositionOfTheCorrectionAndTheLoss) {
+  const std::size_t rows = 6, width = 9;
+  std::mt19937 gen(17);
+  std::normal_distribution<double> noise(0.0, 0.6);
+  std::vector<double> logp(rows * width), rollout(rows * width), adv(rows * width);
+  std::vector<std::uint8_t> mask(rows * width);
+  for (std::size_t t = 0; t < logp.size(); ++t) {
+    rollout[t] = -1.5 + 0.3 * noise(gen);
+    logp[t] = rollout[t] + noise(gen);
+    adv[t] = noise(gen);
+    mask[t] = (t % 5) != 2;
+  }
+  const auto layout = cr::token_layout::padded(rows, width, mask);
+  for (const char* loss : {"ppo_clip", "reinforce"}) {
+    const auto options = std::get<cr::bypass_mode_options>(
+        verl::policy_loss("bypass_mode", {.loss_agg_mode = "seq-mean-token-sum",
+                                          .rollout_correction_loss_type = loss,
+                                          .rollout_is = "token",
+                                          .rollout_is_threshold = "0.5_4.0",
+                                          .rollout_rs = "seq_mean_k2,token_k3",
+                                          .rollout_rs_threshold = "0.3,0.5"}));
+    std::vector<double> grad(rows * width), w(rows * width);
+    std::vector<std::uint8_t> keep(rows * width);
+    const auto normalizer = [&](const cr::token_layout& effective) {
+      return verl::single_rank_normalizer(exec::seq, effective,
+                                          cr::loss_aggregation::seq_mean_token_sum, width);
+    };
+    const auto got = cr::bypass_mode_loss(
+        exec::seq, layout,
+        cr::bypass_mode_inputs<double>{
+            .log_probs = logp, .rollout_log_probs = rollout, .advantages = adv},
+        grad, normalizer, options, std::span<double>(w), std::span<std::uint8_t>(keep));
+    const auto effective = layout.with_mask(keep);
+    EXPECT_LT(std::count(keep.begin(), keep.end(), 1), std::count(mask.begin(), mask.end(), 1))
+        << loss;
+    std::vector<double> want(rows * width);
+    cr::policy_loss_result direct;
+    if (std::string(loss) == "ppo_clip")
+      direct =
+          cr::ppo_clip_loss(exec::seq, effective,
+                            cr::ppo_clip_inputs<double>{
+                                .log_probs = logp, .old_log_probs = rollout, .advantages = adv},
+                            want, normalizer(effective), options.ppo);
+    else
+      direct =
+          cr::reinforce_loss(exec::seq, effective,
+                             cr::reinforce_inputs<double>{
+                                 .log_probs = logp, .advantages = adv, .rollout_is_weights = w},
+                             want, normalizer(effective), options.reinforce);
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(got.loss), std::bit_cast<std::uint64_t>(direct.loss))
+        << loss;
+    EXPECT_EQ(grad, want) << loss;
+    EXPECT_EQ(got.metrics.valid_tokens, direct.metrics.valid_tokens) << loss;
+  }
 }
 
 }  // namespace
