@@ -34,6 +34,7 @@
 #include "cascade_rl/algorithms/log_probs_backward.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/algorithms/rollout_correction.hpp"
 #include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
 
 // Presets reproducing peer frameworks' conventions.

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <variant>
 
 #include "cascade_rl/presets/verl.hpp"
@@ -110,14 +111,18 @@ TEST(VerlNames, SapoAlwaysAggregatesSeqMeanTokenMean) {
   EXPECT_EQ(cascade_rl::sapo_options{}.aggregation, loss_aggregation::token_mean);
 }
 
-TEST(VerlNames, UnknownAndNotYetImplementedLossesAreRefusedWithTheList) {
+// Every loss veRL registers is implemented: an unknown name is refused with their list,
+// and none is refused as "not implemented yet".
+TEST(VerlNames, UnknownLossesAreRefusedWithTheList) {
   expect_error_naming(
       [] { (void)verl::policy_loss("ppo"); }, "loss_mode", "\"ppo\"", "not a veRL name",
       "implemented: vanilla, dppo_tv, dppo_kl, sapo, dro, cispo, gspo, geo_mean, gpg, clip_cov, "
-      "kl_cov",
-      "bypass_mode");
-  expect_error_naming([] { (void)verl::policy_loss("bypass_mode"); }, "loss_mode",
-                      "does not implement yet", "implemented: vanilla");
+      "kl_cov, bypass_mode");
+  EXPECT_TRUE(cascade_rl::presets::verl::registry::policy_losses_not_yet.empty());
+  const std::string message = cascade_rl::testing::error_message([] {
+    (void)verl::policy_loss("ppo");
+  });
+  EXPECT_EQ(message.find("not implement"), std::string::npos) << message;
 }
 
 TEST(VerlNames, AdvantageEstimatorsByName) {
@@ -181,6 +186,33 @@ TEST(VerlNames, AdvantageEstimatorsByName) {
                       "optimal_token_baseline, tir_optimal_token_baseline");
   expect_error_naming([] { (void)verl::adv_estimator("GRPO"); }, "adv_estimator",
                       "not a veRL name");
+}
+
+// bypass_mode: veRL's defaults (ppo_clip, no IS weights, no rejection) and its strings.
+TEST(VerlNames, BypassModeReadsTheRolloutCorrectionConfig) {
+  const auto defaults = std::get<cascade_rl::bypass_mode_options>(verl::policy_loss("bypass_mode"));
+  EXPECT_EQ(defaults.loss, cascade_rl::bypass_loss::ppo_clip);
+  EXPECT_EQ(defaults.correction.is_level, cascade_rl::rollout_is_level::none);
+  EXPECT_EQ(defaults.correction.rejection_count, 0u);
+  EXPECT_EQ(defaults.ppo.dual_clip, 3.0);
+  const auto icepop = std::get<cascade_rl::bypass_mode_options>(
+      verl::policy_loss("bypass_mode", {.loss_agg_mode = "seq-mean-token-sum",
+                                        .rollout_correction_loss_type = "reinforce",
+                                        .rollout_is = "token",
+                                        .rollout_is_threshold = "0.5_5.0",
+                                        .rollout_rs = "token_k1, seq_max_k3,token_k1",
+                                        .rollout_rs_threshold = "2.0"}));
+  EXPECT_EQ(icepop.loss, cascade_rl::bypass_loss::reinforce);
+  EXPECT_EQ(icepop.reinforce.aggregation, loss_aggregation::seq_mean_token_sum);
+  EXPECT_EQ(icepop.reinforce.surrogate, cascade_rl::reinforce_surrogate::log_prob);
+  EXPECT_EQ(icepop.correction.is_upper, 5.0);
+  EXPECT_EQ(icepop.correction.is_lower, 0.5);
+  ASSERT_EQ(icepop.correction.rejection_count, 2u);
+  EXPECT_EQ(cascade_rl::to_string(icepop.correction.rejection[0]), "token_k1");
+  EXPECT_EQ(icepop.correction.rejection[0].lower, 0.5);  // a single k1 bound u: 1/u below
+  EXPECT_EQ(icepop.correction.rejection[0].upper, 2.0);
+  EXPECT_EQ(cascade_rl::to_string(icepop.correction.rejection[1]), "seq_max_k3");
+  EXPECT_EQ(icepop.correction.rejection[1].upper, 2.0);
 }
 
 }  // namespace

@@ -1,10 +1,9 @@
 // The CUB kernels (exec::cuda) against the host executors. Runs only on a machine with
 // a CUDA device (ctest label gpu); elsewhere every test skips, naming the reason.
 
-#include <gtest/gtest.h>
-
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
@@ -21,6 +20,7 @@
 #include "cascade_rl/cuda/cuda.cuh"
 #include "support/expect_error.hpp"
 #include "support/random_batch.hpp"
+#include "support/rollout_correction_values.hpp"
 
 namespace {
 
@@ -1319,6 +1319,88 @@ TEST_F(Gpu, ClipCovMatchesHost) {
       expect_same_sum(d.metrics.approx_kl_sum, h.metrics.approx_kl_sum, "clip_cov approx_kl_sum");
       expect_same_bits(grad.host(), want, "clip_cov grad");
     }
+}
+
+// The rollout correction on the kernels: weights, keep bytes and every metric are the
+// host's bits in every configuration (none / token / sequence, truncated / IcePop,
+// normalised or not, every criterion kind).
+TEST_F(Gpu, RolloutCorrectionMatchesHost) {
+  const auto b = cr::testing::make_random_batch<float>(31, {.sequences = 700, .max_length = 120});
+  const auto layout = b.layout();
+  const std::size_t n = b.tokens();
+  device_vector<std::int64_t> offsets(b.offsets);
+  device_vector<std::uint8_t> mask(b.mask);
+  const device_token_layout d_layout{offsets.data(), mask.data(), b.offsets.size() - 1, n};
+  device_vector<float> logp(b.log_probs), rollout(b.behaviour_log_probs), weights(n);
+  device_vector<std::uint8_t> keep(n);
+  std::size_t rejected = 0;
+  for (const auto& options : cr::testing::rollout_correction_variants()) {
+    SCOPED_TRACE(std::to_string(static_cast<int>(options.is_level)) + " " +
+                 std::to_string(options.rejection_count));
+    std::vector<float> hw(n, -7.0f);
+    std::vector<std::uint8_t> hk(n, 7);
+    const auto h = cr::rollout_correction(
+        cr::exec::seq, layout,
+        cr::rollout_correction_inputs<float>{b.log_probs, b.behaviour_log_probs},
+        std::span<float>(hw), std::span<std::uint8_t>(hk), options);
+    const auto d =
+        cr::rollout_correction(cr::exec::cuda{}, d_layout,
+                               cr::rollout_correction_inputs<float>{logp.cspan(), rollout.cspan()},
+                               weights.span(), keep.span(), options);
+    const auto dv = cr::testing::rollout_correction_values(d);
+    const auto hv = cr::testing::rollout_correction_values(h);
+    ASSERT_EQ(dv.size(), hv.size());
+    for (std::size_t i = 0; i < dv.size(); ++i)
+      if (!(std::isnan(dv[i]) && std::isnan(hv[i])))
+        expect_same_sum(dv[i], hv[i], "rollout_corr metric");
+    EXPECT_EQ(keep.host(), hk);
+    if (options.is_level != cr::rollout_is_level::none)
+      expect_same_bits(weights.host(), hw, "rollout_is_weights");
+    rejected += h.rs_masked_fraction > 0;
+  }
+  EXPECT_GT(rejected, 1u);
+  // Refused by name before any launch, as on the host.
+  cr::rollout_correction_options bad;
+  bad.is_level = cr::rollout_is_level::token;
+  bad.is_upper = -1;
+  cr::testing::expect_error_naming(
+      [&] {
+        (void)cr::rollout_correction(
+            cr::exec::cuda{}, d_layout,
+            cr::rollout_correction_inputs<float>{logp.cspan(), rollout.cspan()}, weights.span(),
+            keep.span(), bad);
+      },
+      "options.is_upper", "expected a finite value > 0");
+  // Non-finite valid inputs by argument and first index, as the host names them; masked
+  // ones are never read.
+  std::size_t masked = 0, valid = 0;
+  while (b.mask[masked] != 0) ++masked;
+  while (b.mask[valid] == 0) ++valid;
+  std::vector<float> bad_logp(b.log_probs), bad_rollout(b.behaviour_log_probs);
+  bad_logp[masked] = NAN;
+  bad_rollout[valid] = INFINITY;
+  bad_logp[valid + 1 + (b.mask[valid + 1] == 0 ? 1 : 0)] = INFINITY;
+  device_vector<float> d_bad_logp(bad_logp), d_bad_rollout(bad_rollout);
+  cr::rollout_correction_options fine;
+  for (const bool device : {false, true}) {
+    const auto call = [&] {
+      if (device)
+        (void)cr::rollout_correction(
+            cr::exec::cuda{}, d_layout,
+            cr::rollout_correction_inputs<float>{d_bad_logp.cspan(), d_bad_rollout.cspan()},
+            weights.span(), keep.span(), fine);
+      else {
+        std::vector<float> hw(n);
+        std::vector<std::uint8_t> hk(n);
+        (void)cr::rollout_correction(cr::exec::seq, layout,
+                                     cr::rollout_correction_inputs<float>{bad_logp, bad_rollout},
+                                     std::span<float>(hw), std::span<std::uint8_t>(hk), fine);
+      }
+    };
+    const std::size_t bad = valid + 1 + (b.mask[valid + 1] == 0 ? 1 : 0);
+    ASSERT_NE(b.mask[bad], 0);
+    cr::testing::expect_error_naming(call, "log_probs[" + std::to_string(bad) + "]", "infinite");
+  }
 }
 
 }  // namespace

@@ -4,8 +4,8 @@
 // path mirrors the host core's blocking, so the results must be the same bits as
 // exec::seq, for any OpenMP thread count.
 
+#include <cuda_bf16.h>
 #include <gtest/gtest.h>
-
 #include <thrust/execution_policy.h>
 
 #include <algorithm>
@@ -16,17 +16,16 @@
 #include <random>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
-#include <type_traits>
-
-#include <cuda_bf16.h>
 
 #include "cascade_rl/cascade_rl.hpp"
 #include "cascade_rl/cuda/portable.hpp"
 #include "support/expect_error.hpp"
 #include "support/log_softmax_reference.hpp"
 #include "support/random_batch.hpp"
+#include "support/rollout_correction_values.hpp"
 
 #if THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_OMP
 #include <omp.h>
@@ -1255,6 +1254,48 @@ TEST(PortableLosses, ClipCovMatchesHost) {
       expect_same_bits(dg, hg, "clip_cov dL/dlogp");
       EXPECT_EQ(h.metrics.clipped, host_selection.size());
     }
+}
+
+// ---- the rollout correction ------------------------------------------------------------
+
+// The passes, the finish and the normalisation give exec::seq's weights, keep bytes and
+// metrics bit for bit in every configuration (token and sequence level, truncated and
+// IcePop, normalised or not, every criterion kind).
+TEST(PortableRolloutCorrection, MatchesHostBitForBit) {
+  const auto b = big_batch(21);
+  const auto layout = b.layout();
+  const std::size_t n = b.tokens(), rows = layout.sequences();
+  std::vector<double> row(portable::rollout_row_scratch(rows));
+  std::vector<std::size_t> row_of(n);
+  std::vector<double> block_sums(portable::rollout_block_sum_scratch(n));
+  std::vector<double> block_extremes(portable::rollout_block_extreme_scratch(n));
+  std::size_t rejected = 0;
+  for (const auto& options : cr::testing::rollout_correction_variants()) {
+    SCOPED_TRACE(std::to_string(static_cast<int>(options.is_level)) + " " +
+                 std::to_string(options.rejection_count));
+    std::vector<float> hw(n, -7.0f), dw(n, -7.0f);
+    std::vector<std::uint8_t> hk(n, 7), dk(n, 9);
+    const auto h = cr::rollout_correction(
+        cr::exec::seq, layout,
+        cr::rollout_correction_inputs<float>{b.log_probs, b.behaviour_log_probs},
+        std::span<float>(hw), std::span<std::uint8_t>(hk), options);
+    portable::rollout_correction_passes(
+        system, device_layout(b), b.log_probs.data(), b.behaviour_log_probs.data(), options,
+        dw.data(), dk.data(), row.data(), row_of.data(), block_sums.data(), block_extremes.data());
+    double factor = 0;
+    const auto d = portable::rollout_correction_finish(options, row.data(), rows, block_sums.data(),
+                                                       block_extremes.data(), n, factor);
+    if (factor != 1.0)
+      portable::rollout_correction_normalize(system, device_layout(b), b.log_probs.data(),
+                                             b.behaviour_log_probs.data(), options, factor,
+                                             dw.data(), dk.data(), row.data(), row_of.data());
+    expect_same_bits(cr::testing::rollout_correction_values(d),
+                     cr::testing::rollout_correction_values(h), "rollout_corr metrics");
+    expect_same_bits(dk, hk, "keep");
+    if (options.is_level != cr::rollout_is_level::none) expect_same_bits(dw, hw, "weights");
+    rejected += h.rs_masked_fraction > 0;
+  }
+  EXPECT_GT(rejected, 1u);
 }
 
 }  // namespace

@@ -27,6 +27,9 @@ struct verl_v2_case {
   std::vector<T> log_probs, old_log_probs, advantages, rollout_is_weights;
   std::string mode;
   std::string context;
+  // policy_loss.rollout_correction.* as text (actor_config views them): unset when the
+  // config holds no such key or null.
+  std::optional<std::string> rc_loss_type, rc_is, rc_is_threshold, rc_rs, rc_rs_threshold;
 
   verl_v2_case(const nlohmann::json& c, const nlohmann::json& b, std::string where)
       : json(c),
@@ -38,6 +41,19 @@ struct verl_v2_case {
         context(std::move(where)) {
     if (c["rollout_is_weights"].get<bool>())
       rollout_is_weights = flatten<T>(b["rollout_is_weights"]);
+    rc_loss_type = config_text("policy_loss.rollout_correction.loss_type");
+    rc_is = config_text("policy_loss.rollout_correction.rollout_is");
+    rc_is_threshold = config_text("policy_loss.rollout_correction.rollout_is_threshold");
+    rc_rs = config_text("policy_loss.rollout_correction.rollout_rs");
+    rc_rs_threshold = config_text("policy_loss.rollout_correction.rollout_rs_threshold");
+  }
+
+  // A config field as text (a number as JSON writes it: 2.0 as "2.0"); absent or null:
+  // nullopt.
+  [[nodiscard]] std::optional<std::string> config_text(const char* key) const {
+    const auto& c = json["config"];
+    if (!c.contains(key) || c[key].is_null()) return std::nullopt;
+    return c[key].is_string() ? c[key].get<std::string>() : c[key].dump();
   }
 
   // A config field as a number; absent or null leaves veRL's default.
@@ -62,6 +78,18 @@ struct verl_v2_case {
     config.clip_cov_ub = config_number("policy_loss.clip_cov_ub");
     config.kl_cov_ratio = config_number("policy_loss.kl_cov_ratio");
     config.ppo_kl_coef = config_number("policy_loss.ppo_kl_coef");
+    if (rc_loss_type) config.rollout_correction_loss_type = *rc_loss_type;
+    if (rc_is) config.rollout_is = *rc_is;
+    // veRL's default 2.0 when the key is absent; a null turns the weights off.
+    if (json["config"].contains("policy_loss.rollout_correction.rollout_is_threshold"))
+      config.rollout_is_threshold =
+          rc_is_threshold ? std::optional<std::string_view>(*rc_is_threshold) : std::nullopt;
+    if (const auto& c = json["config"];
+        c.contains("policy_loss.rollout_correction.rollout_is_batch_normalize"))
+      config.rollout_is_batch_normalize =
+          c["policy_loss.rollout_correction.rollout_is_batch_normalize"].get<bool>();
+    if (rc_rs) config.rollout_rs = *rc_rs;
+    if (rc_rs_threshold) config.rollout_rs_threshold = *rc_rs_threshold;
     return config;
   }
 

@@ -75,6 +75,14 @@ class token_layout {
   }
 
   [[nodiscard]] std::span<const std::uint8_t> mask() const { return mask_; }
+  // The same sequences with another mask (one byte per token, or empty): a view like this
+  // one, so `mask` must outlive it.
+  [[nodiscard]] token_layout with_mask(std::span<const std::uint8_t> mask) const {
+    token_layout layout = *this;
+    layout.mask_ = mask;
+    layout.validate_mask();
+    return layout;
+  }
 
  private:
   token_layout() = default;

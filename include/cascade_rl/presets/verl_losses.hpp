@@ -264,3 +264,214 @@ namespace cascade_rl::presets::verl {
 }
 
 }  // namespace cascade_rl::presets::verl
+
+// ---- the rollout correction and the bypass mode ----------------------------------------
+
+#include <charconv>
+#include <optional>
+#include <vector>
+
+#include "cascade_rl/algorithms/rollout_correction_options.hpp"
+
+namespace cascade_rl::presets::verl {
+
+namespace rollout_correction_detail {
+
+inline std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// A number as Python's float() reads the decimal forms veRL's configs hold.
+inline double number(std::string_view text, std::string_view argument, std::string_view whole) {
+  const std::string_view t = trim(text);
+  double value = 0;
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
+  if (t.empty() || ec != std::errc{} || end != t.data() + t.size()) {
+    std::string problem = "is \"";
+    problem.append(whole).append("\", where \"").append(t).append("\" is not a number");
+    cascade_rl::detail::fail(argument, problem);
+  }
+  return value;
+}
+
+struct rs_name {
+  std::string_view name;
+  rollout_rs_level level;
+  rollout_rs_statistic statistic;
+};
+inline constexpr rs_name rs_names[] = {
+    {"token_k1", rollout_rs_level::token, rollout_rs_statistic::k1},
+    {"token_k2", rollout_rs_level::token, rollout_rs_statistic::k2},
+    {"token_k3", rollout_rs_level::token, rollout_rs_statistic::k3},
+    {"seq_sum_k1", rollout_rs_level::seq_sum, rollout_rs_statistic::k1},
+    {"seq_sum_k2", rollout_rs_level::seq_sum, rollout_rs_statistic::k2},
+    {"seq_sum_k3", rollout_rs_level::seq_sum, rollout_rs_statistic::k3},
+    {"seq_mean_k1", rollout_rs_level::seq_mean, rollout_rs_statistic::k1},
+    {"seq_mean_k2", rollout_rs_level::seq_mean, rollout_rs_statistic::k2},
+    {"seq_mean_k3", rollout_rs_level::seq_mean, rollout_rs_statistic::k3},
+    {"seq_max_k2", rollout_rs_level::seq_max, rollout_rs_statistic::k2},
+    {"seq_max_k3", rollout_rs_level::seq_max, rollout_rs_statistic::k3},
+};
+
+// The comma-separated non-empty parts of `text`, trimmed.
+inline std::vector<std::string_view> parts(std::string_view text) {
+  std::vector<std::string_view> out;
+  while (true) {
+    const std::size_t comma = text.find(',');
+    const std::string_view part = trim(text.substr(0, comma));
+    if (!part.empty()) out.push_back(part);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+}  // namespace rollout_correction_detail
+
+// veRL's rollout correction config (algorithm.rollout_correction, or
+// policy_loss.rollout_correction in bypass mode): rollout_is "token" / "sequence" / unset,
+// rollout_is_threshold a number (truncated IS at that upper bound) or "lower_upper"
+// (IcePop), rollout_is_batch_normalize, rollout_rs a comma-separated list of criteria
+// (token_k1..3, seq_sum_k1..3, seq_mean_k1..3, seq_max_k2..3; repeats dropped) and
+// rollout_rs_threshold one spec shared by all or one per criterion ("lower_upper" or an
+// upper bound u, then lower 1/u, for k1; an upper bound for the others). Numbers are given
+// as text (a config's 2.0 as "2.0"). Refused as veRL refuses them, by argument name.
+[[nodiscard]] inline rollout_correction_options rollout_correction(
+    std::optional<std::string_view> rollout_is,
+    std::optional<std::string_view> rollout_is_threshold, bool rollout_is_batch_normalize = false,
+    std::optional<std::string_view> rollout_rs = {},
+    std::optional<std::string_view> rollout_rs_threshold = {}) {
+  namespace rc = rollout_correction_detail;
+  rollout_correction_options options;
+  options.batch_normalize = rollout_is_batch_normalize;
+  if (rollout_is && rollout_is_threshold) {
+    if (*rollout_is == "token")
+      options.is_level = rollout_is_level::token;
+    else if (*rollout_is == "sequence")
+      options.is_level = rollout_is_level::sequence;
+    else {
+      std::string problem = "is \"";
+      problem.append(*rollout_is).append("\", expected token or sequence (or unset)");
+      cascade_rl::detail::fail("rollout_is", problem);
+    }
+    const std::string_view spec = rc::trim(*rollout_is_threshold);
+    const std::size_t underscore = spec.find('_');
+    if (underscore == std::string_view::npos) {
+      options.is_upper = rc::number(spec, "rollout_is_threshold", spec);
+    } else {
+      options.is_lower = rc::number(spec.substr(0, underscore), "rollout_is_threshold", spec);
+      options.is_upper = rc::number(spec.substr(underscore + 1), "rollout_is_threshold", spec);
+    }
+    if (!(options.is_upper > 0))
+      cascade_rl::detail::fail(
+          "rollout_is_threshold",
+          "has upper bound " + std::to_string(options.is_upper) + ", expected > 0");
+    if (options.is_lower && !(*options.is_lower > 0 && *options.is_lower <= options.is_upper))
+      cascade_rl::detail::fail(
+          "rollout_is_threshold",
+          "has lower bound " + std::to_string(*options.is_lower) + ", expected 0 < lower <= upper");
+  }
+  if (rollout_rs) {
+    if (!rollout_rs_threshold)
+      cascade_rl::detail::fail("rollout_rs_threshold",
+                               "is not set; rejection sampling (rollout_rs) needs it");
+    std::vector<rc::rs_name> chosen;
+    const auto names = rc::parts(*rollout_rs);
+    if (names.empty()) cascade_rl::detail::fail("rollout_rs", "names no criterion");
+    for (const std::string_view name : names) {
+      const rc::rs_name* found = nullptr;
+      for (const rc::rs_name& entry : rc::rs_names)
+        if (entry.name == name) found = &entry;
+      if (!found) {
+        std::string problem = "names \"";
+        problem.append(name).append("\", not a veRL criterion (");
+        for (const rc::rs_name& entry : rc::rs_names)
+          problem.append(&entry == rc::rs_names ? "" : ", ").append(entry.name);
+        problem.append(")");
+        cascade_rl::detail::fail("rollout_rs", problem);
+      }
+      bool seen = false;
+      for (const rc::rs_name& c : chosen) seen = seen || c.name == name;
+      if (!seen) chosen.push_back(*found);
+    }
+    auto specs = rc::parts(*rollout_rs_threshold);
+    if (specs.empty()) cascade_rl::detail::fail("rollout_rs_threshold", "holds no threshold");
+    if (specs.size() != 1 && specs.size() != chosen.size())
+      cascade_rl::detail::fail("rollout_rs_threshold",
+                               "holds " + std::to_string(specs.size()) +
+                                   " thresholds, expected 1 or one per criterion (" +
+                                   std::to_string(chosen.size()) + ")");
+    for (std::size_t c = 0; c < chosen.size(); ++c) {
+      const std::string_view spec = specs.size() == 1 ? specs[0] : specs[c];
+      rollout_rs_criterion& r = options.rejection[c];
+      r.level = chosen[c].level;
+      r.statistic = chosen[c].statistic;
+      const std::size_t underscore = spec.find('_');
+      if (r.statistic == rollout_rs_statistic::k1) {
+        if (underscore == std::string_view::npos) {
+          r.upper = rc::number(spec, "rollout_rs_threshold", spec);
+          r.lower = 1.0 / r.upper;
+        } else {
+          r.lower = rc::number(spec.substr(0, underscore), "rollout_rs_threshold", spec);
+          r.upper = rc::number(spec.substr(underscore + 1), "rollout_rs_threshold", spec);
+        }
+        if (!(r.lower > 0 && r.upper > 0 && r.lower <= r.upper)) {
+          std::string problem = "is \"";
+          problem.append(spec)
+              .append("\" for ")
+              .append(chosen[c].name)
+              .append(", expected positive bounds with lower <= upper");
+          cascade_rl::detail::fail("rollout_rs_threshold", problem);
+        }
+      } else {
+        if (underscore != std::string_view::npos) {
+          std::string problem = "is \"";
+          problem.append(spec)
+              .append("\" for ")
+              .append(chosen[c].name)
+              .append(", which takes a single upper bound without '_'");
+          cascade_rl::detail::fail("rollout_rs_threshold", problem);
+        }
+        r.upper = rc::number(spec, "rollout_rs_threshold", spec);
+        if (!(r.upper > 0)) {
+          std::string problem = "is \"";
+          problem.append(spec)
+              .append("\" for ")
+              .append(chosen[c].name)
+              .append(", expected a positive bound");
+          cascade_rl::detail::fail("rollout_rs_threshold", problem);
+        }
+      }
+    }
+    options.rejection_count = chosen.size();
+  }
+  return options;
+}
+
+// compute_policy_loss_bypass_mode: the correction, then loss_type "ppo_clip"
+// (compute_policy_loss_vanilla: clip_ratio_low / high, dual clip clip_ratio_c, the clamp
+// of +-20, no IS weights) or "reinforce" (compute_policy_loss_reinforce: -w A logp), both
+// with the actor's loss_agg_mode on the rejection-masked tokens.
+[[nodiscard]] inline bypass_mode_options bypass_mode(
+    const rollout_correction_options& correction, std::string_view loss_type = "ppo_clip",
+    loss_aggregation mode = loss_aggregation::token_mean, double clip_ratio_low = 0.2,
+    double clip_ratio_high = 0.2, double clip_ratio_c = 3.0) {
+  bypass_mode_options options;
+  options.correction = correction;
+  if (loss_type == "ppo_clip")
+    options.loss = bypass_loss::ppo_clip;
+  else if (loss_type == "reinforce")
+    options.loss = bypass_loss::reinforce;
+  else {
+    std::string problem = "is \"";
+    problem.append(loss_type).append("\", expected reinforce or ppo_clip");
+    cascade_rl::detail::fail("rollout_correction.loss_type", problem);
+  }
+  options.ppo = ppo_clip(mode, clip_ratio_low, clip_ratio_high, clip_ratio_c);
+  options.reinforce = gpg_loss(mode);
+  return options;
+}
+
+}  // namespace cascade_rl::presets::verl

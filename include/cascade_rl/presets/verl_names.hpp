@@ -19,6 +19,7 @@
 
 #include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/policy_loss_options.hpp"
+#include "cascade_rl/algorithms/rollout_correction_options.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/presets/verl_advantages.hpp"
 #include "cascade_rl/presets/verl_losses.hpp"
@@ -47,6 +48,15 @@ struct actor_config {
   // veRL's actor.yaml sets ppo_kl_coef 0.1).
   std::optional<double> kl_cov_ratio{};
   std::optional<double> ppo_kl_coef{};
+  // policy_loss.rollout_correction.*: the bypass mode (loss_type, rollout_is,
+  // rollout_is_threshold as text: "2.0" or "lower_upper", rollout_is_batch_normalize,
+  // rollout_rs, rollout_rs_threshold); see verl::rollout_correction.
+  std::string_view rollout_correction_loss_type = "ppo_clip";
+  std::optional<std::string_view> rollout_is{};
+  std::optional<std::string_view> rollout_is_threshold = "2.0";
+  bool rollout_is_batch_normalize = false;
+  std::optional<std::string_view> rollout_rs{};
+  std::optional<std::string_view> rollout_rs_threshold{};
 };
 
 // The algorithm fields veRL's advantage estimators read, with veRL's defaults.
@@ -59,7 +69,8 @@ struct algorithm_config {
 // What a name can stand for; each loss or estimator added later adds its options here.
 using policy_loss_options =
     std::variant<ppo_clip_options, cispo_options, reinforce_options, dppo_options, dro_options,
-                 sapo_options, gspo_options, geo_mean_options, clip_cov_options, kl_cov_options>;
+                 sapo_options, gspo_options, geo_mean_options, clip_cov_options, kl_cov_options,
+                 bypass_mode_options>;
 using advantage_estimator_options =
     std::variant<grpo_options, rloo_options, reinforce_plus_plus_options,
                  reinforce_plus_plus_baseline_options, gae_options, remax_options, opo_options,
@@ -139,9 +150,19 @@ inline constexpr entry<policy_loss_options, actor_config> policy_losses[] = {
        return verl::kl_cov(loss_agg_mode(c.loss_agg_mode), c.kl_cov_ratio.value_or(0.0002),
                            c.ppo_kl_coef.value_or(1.0));
      }},
+    {"bypass_mode",
+     [](const actor_config& c) -> policy_loss_options {
+       return verl::bypass_mode(
+           rollout_correction(c.rollout_is, c.rollout_is_threshold, c.rollout_is_batch_normalize,
+                              c.rollout_rs, c.rollout_rs_threshold),
+           c.rollout_correction_loss_type, loss_agg_mode(c.loss_agg_mode),
+           c.clip_ratio_low.value_or(c.clip_ratio), c.clip_ratio_high.value_or(c.clip_ratio),
+           c.clip_ratio_c);
+     }},
 };
-// Registered in veRL, not implemented here yet (the issue "Algorithms wave 2").
-inline constexpr std::string_view policy_losses_not_yet[] = {"bypass_mode"};
+// Every policy loss veRL registers is implemented (the issue "Algorithms wave 2" added the
+// last); a name added to veRL later goes here until it is.
+inline constexpr std::span<const std::string_view> policy_losses_not_yet{};
 
 inline constexpr entry<advantage_estimator_options, algorithm_config> advantage_estimators[] = {
     {"grpo",

@@ -20,5 +20,6 @@
 #include "cascade_rl/cuda/portable.hpp"
 #include "cascade_rl/cuda/reinforce_plus_plus.cuh"
 #include "cascade_rl/cuda/remax_advantages.cuh"
+#include "cascade_rl/cuda/rollout_correction.cuh"
 #include "cascade_rl/cuda/sequence_ratio_losses.cuh"
 #include "cascade_rl/cuda/token_losses.cuh"
