@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstddef>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -287,6 +289,53 @@ TEST(TrlReference, DeltaIsTheDualClipAndASmallDeltaIsRefused) {
       "delta");
   cascade_rl::testing::expect_error_naming([] { (void)trl::policy_loss({.loss_type = "nope"}); },
                                            "loss_type");
+}
+
+// trl.advantages: every case (scale_rewards group / batch / none, one and two reward
+// functions with weights, unscorable rows, eval with one generation, normalize_then_sum).
+template <class T>
+void check_advantages(const nlohmann::json& c, const std::string& context) {
+  const auto& options = c["options"];
+  const auto weights = options["reward_weights"].get<std::vector<double>>();
+  const std::string scale = options["scale_rewards"].get<std::string>();
+  const std::string aggregation = options["multi_objective_aggregation"].get<std::string>();
+  const trl::advantage_config config{
+      .scale_rewards = scale,
+      .multi_objective_aggregation = aggregation,
+      .num_generations = options["num_generations"].get<std::size_t>(),
+      .reward_weights = weights};
+  std::vector<T> rewards_per_func;
+  for (const auto& row : c["rewards_per_func"])
+    for (const auto& v : row)
+      rewards_per_func.push_back(v.is_string() ? std::numeric_limits<T>::quiet_NaN() : v.get<T>());
+  const std::size_t functions = c["rewards_per_func"][0].size();
+  const std::size_t n = c["rewards_per_func"].size();
+  std::vector<T> advantages(n, T(-7)), rewards(n, T(-7));
+  trl::advantages(cascade_rl::exec::seq, config, std::span<const T>(rewards_per_func), functions,
+                  std::span<T>(advantages), std::span<T>(rewards));
+  std::vector<double> expected_advantages = c["advantages"].get<std::vector<double>>();
+  expect_all_close(std::span<const T>(advantages), expected_advantages, context + " advantages");
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& e = c["rewards"][i];
+    if (e.is_string()) {
+      EXPECT_TRUE(std::isnan(rewards[i])) << context << " rewards[" << i << "]";
+    } else {
+      expect_close(static_cast<double>(rewards[i]), e.get<double>(),
+                   context + " rewards[" + std::to_string(i) + "]");
+    }
+  }
+}
+
+TEST(TrlReference, AdvantagesEveryCase) {
+  const auto reference = load_reference("trl_nemo_rl.json");
+  const auto& cases = reference["trl"]["advantages"]["cases"];
+  ASSERT_EQ(cases.size(), 20u);
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const std::string context =
+        "advantages[" + std::to_string(k) + "] " + cases[k]["options"].dump();
+    check_advantages<double>(cases[k], context);
+    check_advantages<float>(cases[k], context + " (float)");
+  }
 }
 
 }  // namespace

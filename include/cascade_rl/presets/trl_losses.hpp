@@ -1,0 +1,279 @@
+#pragma once
+// TRL's GRPOTrainer loss conventions (trl/trainer/grpo_trainer.py, _compute_loss, at commit
+// f2cd5771) as cascade_rl options, by GRPOConfig's own field names; checked against
+// tests/reference/trl_nemo_rl.json (tests/reference/README_trl_nemo_rl.md).
+//
+// TRL's loss_type is an aggregation (how the per-token loss becomes a scalar), and for
+// cispo / sapo also the token term; importance_sampling_level picks the ratio:
+//   grpo     mean over ALL rows of each row's masked token mean, / gradient accumulation
+//            steps: seq-mean-token-mean with sequences = rows * steps (a fully masked row
+//            counts in the mean, unlike veRL's);
+//   bnpo     masked sum / the micro-batch's own valid tokens, / steps: token-mean with
+//            tokens = local valid tokens * steps (TRL's micro-batch normaliser: not
+//            invariant to how the step is cut into micro-batches);
+//   dr_grpo  masked sum / (rows * max_completion_length), / steps:
+//            seq-mean-token-sum-norm with sequences = rows * steps, scale =
+//            max_completion_length;
+//   dapo     masked sum / (num_items_in_batch / num_processes), no division by steps:
+//            token-mean with tokens = num_items_in_batch / num_processes (the step's
+//            global valid-token count, TRL's default loss_type);
+//   cispo    dapo's aggregation, the token term -sg(min(r, epsilon_high)) * A * logp
+//            (epsilon_high is the ratio cap itself, not 1 + epsilon);
+//   sapo     grpo's aggregation, the soft gate sigmoid(tau (r - 1)) * 4 / tau;
+//   luspo    (per-sequence loss * the row's valid tokens).mean() over rows, / steps: with
+//            the sequence-level ratio, seq-mean-token-sum with sequences = rows * steps.
+// The clip: r = exp(logp - old_logp), no log-ratio clamp; -min(r A, clamp(r, 1 -
+// epsilon_low, 1 + epsilon_high) A); delta (two-sided clipping) caps r at delta, which for
+// delta >= 1 + epsilon_high is exactly PPO's dual clip with c = delta.
+// importance_sampling_level "sequence" is GSPO's ratio (the mean log-ratio over the row's
+// valid tokens), clipped the same way; its gradient per token equals gspo_loss's because
+// every aggregation weight is constant within a row.
+// beta > 0 adds beta * k3(ref - logp) per token (no clamps), aggregated like the policy
+// term: kl_loss with presets::trl::kl_loss's options and the same normaliser.
+// The vLLM importance-sampling correction multiplies the token loss by
+// exp(old_logp - sampling_logp): token_truncate (min(r, clip_max)) and token_mask
+// (r inside [clip_min, clip_max], else 0) are ppo_clip_options::importance against
+// behaviour_log_probs = sampling_per_token_logps.
+//
+// Conventions with no cascade_rl expression are refused by name (policy_loss throws
+// cascade_rl::error naming the GRPOConfig field): loss_type vespo; luspo at token level
+// (TRL averages over the padded positions too); cispo and sapo at sequence level;
+// delta with sequence level; use_bias_correction_kl (the KL times the differentiated
+// ratio); top_entropy_quantile < 1 and off_policy_mask_threshold (data-dependent token
+// masks); the entropy bonus (entropy_coef != 0); the sequence_* vLLM IS modes and
+// token_truncate with a clip_min.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "cascade_rl/algorithms/kl_loss_options.hpp"
+#include "cascade_rl/algorithms/loss_aggregation.hpp"
+#include "cascade_rl/algorithms/loss_counts.hpp"
+#include "cascade_rl/algorithms/policy_loss_options.hpp"
+#include "cascade_rl/core/error.hpp"
+#include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/core/token_layout.hpp"
+
+namespace cascade_rl::presets::trl {
+
+// GRPOConfig's (and GRPOTrainer's) fields that _compute_loss reads, by TRL's names, with
+// TRL's defaults.
+struct grpo_config {
+  std::string_view loss_type = "dapo";
+  std::string_view importance_sampling_level = "token";
+  double epsilon_low = 0.2;              // GRPOConfig.epsilon
+  std::optional<double> epsilon_high{};  // nullopt: epsilon_low (TRL's default)
+  std::optional<double> delta{};         // two-sided clipping; nullopt: off
+  double beta = 0.0;                     // KL coefficient
+  bool use_bias_correction_kl = false;
+  double top_entropy_quantile = 1.0;
+  std::optional<double> off_policy_mask_threshold{};
+  double entropy_coef = 0.0;                // the static entropy bonus
+  std::size_t max_completion_length = 256;  // dr_grpo's constant
+  std::size_t gradient_accumulation_steps = 1;
+  std::size_t num_processes = 1;  // dapo / cispo: num_items_in_batch / this
+  double sapo_temperature_pos = 1.0;
+  double sapo_temperature_neg = 1.05;
+  // The vLLM importance-sampling correction (use_vllm and
+  // vllm_importance_sampling_correction).
+  bool vllm_importance_sampling_correction = false;
+  std::string_view vllm_importance_sampling_mode = "sequence_mask";
+  std::optional<double> vllm_importance_sampling_clip_min{};
+  std::optional<double> vllm_importance_sampling_clip_max{3.0};
+};
+
+using policy_loss_options =
+    std::variant<ppo_clip_options, gspo_options, cispo_options, sapo_options>;
+
+namespace detail {
+
+[[noreturn]] inline void refuse(std::string_view field, std::string_view value,
+                                std::string_view why) {
+  std::string problem = "is ";
+  problem.append(value).append(": ").append(why);
+  cascade_rl::detail::fail(field, problem);
+}
+
+// TRL applies no log-ratio clamp. ppo_clip / cispo / sapo take an infinite bound;
+// gspo_options needs a finite one: the largest log whose exp is finite.
+inline constexpr double no_clamp = std::numeric_limits<double>::infinity();
+inline const double largest_finite_log = std::log(std::numeric_limits<double>::max());
+
+inline bool is_sequence_level(const grpo_config& c) {
+  if (c.importance_sampling_level == "token") return false;
+  if (c.importance_sampling_level == "sequence") return true;
+  refuse("importance_sampling_level",
+         std::string("\"") + std::string(c.importance_sampling_level) + "\"",
+         "TRL knows token and sequence");
+}
+
+inline double epsilon_high_of(const grpo_config& c) {
+  return c.epsilon_high ? *c.epsilon_high : c.epsilon_low;
+}
+
+// The refusals every loss_type shares.
+inline void refuse_unsupported(const grpo_config& c) {
+  if (c.top_entropy_quantile < 1.0)
+    refuse("top_entropy_quantile", std::to_string(c.top_entropy_quantile),
+           "a mask of the highest-entropy tokens, computed from the entropies: not "
+           "supported (use 1.0)");
+  if (c.off_policy_mask_threshold)
+    refuse("off_policy_mask_threshold", std::to_string(*c.off_policy_mask_threshold),
+           "TRL's off-policy sequence mask is not supported (leave it unset)");
+  if (c.entropy_coef != 0.0)
+    refuse("entropy_coef", std::to_string(c.entropy_coef),
+           "the entropy bonus is not supported (use 0)");
+  if (c.beta != 0.0 && c.use_bias_correction_kl)
+    refuse("use_bias_correction_kl", "true",
+           "the KL times the differentiated ratio has no cascade_rl expression");
+}
+
+inline importance_options vllm_importance(const grpo_config& c) {
+  if (!c.vllm_importance_sampling_correction) return {};
+  const std::string_view mode = c.vllm_importance_sampling_mode;
+  const double clip_max = c.vllm_importance_sampling_clip_max
+                              ? *c.vllm_importance_sampling_clip_max
+                              : std::numeric_limits<double>::infinity();
+  if (mode == "token_truncate") {
+    if (c.vllm_importance_sampling_clip_min)
+      refuse("vllm_importance_sampling_clip_min",
+             std::to_string(*c.vllm_importance_sampling_clip_min),
+             "token_truncate with a lower clamp is not supported (leave it unset)");
+    return {.mode = importance_sampling::truncated, .cap = clip_max};
+  }
+  if (mode == "token_mask")
+    return {.mode = importance_sampling::band_mask,
+            .band_low = c.vllm_importance_sampling_clip_min.value_or(0.0),
+            .band_high = clip_max};
+  refuse("vllm_importance_sampling_mode", std::string("\"") + std::string(mode) + "\"",
+         mode == "sequence_truncate" || mode == "sequence_mask"
+             ? "sequence-level correction weights are not supported with the token-level "
+               "PPO clip (token_truncate and token_mask are)"
+             : "TRL knows token_truncate, token_mask, sequence_truncate, sequence_mask");
+}
+
+}  // namespace detail
+
+// The aggregation mode of a loss_type (see the table above).
+[[nodiscard]] inline loss_aggregation aggregation(std::string_view loss_type) {
+  if (loss_type == "grpo" || loss_type == "sapo") return loss_aggregation::seq_mean_token_mean;
+  if (loss_type == "bnpo" || loss_type == "dapo" || loss_type == "cispo")
+    return loss_aggregation::token_mean;
+  if (loss_type == "dr_grpo") return loss_aggregation::seq_mean_token_sum_norm;
+  if (loss_type == "luspo") return loss_aggregation::seq_mean_token_sum;
+  detail::refuse("loss_type", std::string("\"") + std::string(loss_type) + "\"",
+                 loss_type == "vespo"
+                     ? "TRL's VESPO gamma weights are not implemented in cascade_rl"
+                     : "not a TRL loss_type (grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo)");
+}
+
+// The policy term of _compute_loss for the config (see the table above), or an error
+// naming the GRPOConfig field cascade_rl cannot express.
+[[nodiscard]] inline policy_loss_options policy_loss(const grpo_config& c) {
+  const loss_aggregation mode = aggregation(c.loss_type);
+  detail::refuse_unsupported(c);
+  const bool sequence = detail::is_sequence_level(c);
+  const double eps_high = detail::epsilon_high_of(c);
+  const importance_options importance = detail::vllm_importance(c);
+  if (sequence && importance.mode != importance_sampling::none)
+    detail::refuse("importance_sampling_level", "\"sequence\"",
+                   "the vLLM correction is supported at token level only");
+  if (c.loss_type == "cispo") {
+    if (sequence)
+      detail::refuse("importance_sampling_level", "\"sequence\"",
+                     "cispo's cap on the sequence ratio is not supported (token only)");
+    if (importance.mode != importance_sampling::none)
+      detail::refuse("vllm_importance_sampling_correction", "true",
+                     "cispo takes the correction as precomputed rollout_is_weights");
+    // clamp(r, max=epsilon_high): no floor (1 - clip_low <= 0), ceiling epsilon_high.
+    return cispo_options{.clip_low = 1.0,
+                         .clip_high = eps_high - 1.0,
+                         .log_ratio_clamp = detail::no_clamp,
+                         .aggregation = mode};
+  }
+  if (c.loss_type == "sapo") {
+    if (sequence)
+      detail::refuse("importance_sampling_level", "\"sequence\"",
+                     "sapo's gate of the sequence ratio is not supported (token only)");
+    if (importance.mode != importance_sampling::none)
+      detail::refuse("vllm_importance_sampling_correction", "true",
+                     "sapo takes the correction as precomputed rollout_is_weights");
+    return sapo_options{.tau_pos = c.sapo_temperature_pos,
+                        .tau_neg = c.sapo_temperature_neg,
+                        .log_ratio_clamp = detail::no_clamp,
+                        .aggregation = mode};
+  }
+  if (c.loss_type == "luspo" && !sequence)
+    detail::refuse("importance_sampling_level", "\"token\"",
+                   "luspo at token level averages over the padded positions too; only "
+                   "\"sequence\" is supported");
+  if (sequence) {
+    if (c.delta)
+      detail::refuse("delta", std::to_string(*c.delta),
+                     "two-sided clipping of the sequence ratio is not supported");
+    return gspo_options{.clip_low = c.epsilon_low,
+                        .clip_high = eps_high,
+                        .log_ratio_bound = detail::largest_finite_log,
+                        .aggregation = mode};
+  }
+  if (c.delta && !(*c.delta >= 1.0 + eps_high))
+    detail::refuse("delta", std::to_string(*c.delta),
+                   "below 1 + epsilon_high the cap is not a dual clip (expected >= 1 + "
+                   "epsilon_high)");
+  return ppo_clip_options{.clip_low = c.epsilon_low,
+                          .clip_high = eps_high,
+                          .dual_clip = c.delta,
+                          .log_ratio_clamp = detail::no_clamp,
+                          .aggregation = mode,
+                          .importance = importance};
+}
+
+// The beta * k3 term (exp(ref - logp) - (ref - logp) - 1, no clamps), aggregated like the
+// policy term; nullopt when beta is 0.
+[[nodiscard]] inline std::optional<kl_loss_options> kl_loss(const grpo_config& c) {
+  if (c.beta == 0.0) return std::nullopt;
+  detail::refuse_unsupported(c);
+  return kl_loss_options{.kl = {.estimator = kl_estimator::k3,
+                                .input_clamp = detail::no_clamp,
+                                .output_clamp = detail::no_clamp},
+                         .coefficient = c.beta,
+                         .aggregation = aggregation(c.loss_type)};
+}
+
+// _compute_loss's divisors for one micro-batch of `rows` rows holding `local_tokens` valid
+// tokens, as a loss_normalizer for aggregation(loss_type). num_items_in_batch is the step's
+// valid tokens over every process and micro-batch (dapo / cispo read only it).
+[[nodiscard]] inline loss_normalizer normalizer(const grpo_config& c, std::size_t rows,
+                                                std::size_t local_tokens,
+                                                double num_items_in_batch) {
+  const loss_aggregation mode = aggregation(c.loss_type);
+  const double steps = static_cast<double>(c.gradient_accumulation_steps);
+  const double n = static_cast<double>(rows);
+  loss_normalizer out{.mode = mode};
+  if (c.loss_type == "dapo" || c.loss_type == "cispo") {
+    // clamp(min=1) / num_processes, as TRL.
+    out.tokens = std::max(num_items_in_batch, 1.0) / static_cast<double>(c.num_processes);
+  } else if (c.loss_type == "bnpo") {
+    out.tokens = std::max(static_cast<double>(local_tokens), 1.0) * steps;
+  } else {
+    out.sequences = n * steps;
+    out.scale = static_cast<double>(c.max_completion_length);
+  }
+  return out;
+}
+
+// The same, counting the layout's rows and valid tokens.
+template <exec::host_policy Policy>
+[[nodiscard]] loss_normalizer normalizer(const Policy& policy, const grpo_config& c,
+                                         const token_layout& layout, double num_items_in_batch) {
+  return normalizer(c, layout.sequences(), local_loss_counts(policy, layout).tokens,
+                    num_items_in_batch);
+}
+
+}  // namespace cascade_rl::presets::trl
