@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/presets/nemo_rl.hpp"
@@ -304,6 +306,68 @@ TEST(NemoRlReference, RefusalsNameTheField) {
       "truncated_importance_sampling_type", "use_importance_sampling_correction");
   EXPECT_TRUE(std::holds_alternative<cascade_rl::ppo_clip_options>(
       nemo::policy_loss({.reference_policy_kl_penalty = 0.05, .use_kl_in_reward = true})));
+}
+
+// nemo_rl.advantage_estimators: GRPO (leave-one-out x normalize) and RawReward (normalize
+// on and off), every case; GDPO, Reinforce++ and OPD are not mapped yet (listed in
+// nemo_rl_advantages.hpp).
+template <class T>
+void check_estimator(const nlohmann::json& inputs, const nlohmann::json& c,
+                     const std::string& context) {
+  const auto& group_of_row = inputs["prompt_ids_group_of_row"];
+  std::vector<std::int64_t> offsets{0};
+  for (std::size_t i = 1; i <= group_of_row.size(); ++i)
+    if (i == group_of_row.size() || group_of_row[i] != group_of_row[i - 1])
+      offsets.push_back(static_cast<std::int64_t>(i));
+  const std::span<const std::int64_t> offset_view(offsets);
+  const cascade_rl::group_layout groups(offset_view);
+  std::vector<T> rewards;
+  for (const auto& r : inputs["rewards"]) rewards.push_back(r.get<T>());
+  const auto batch = padded_from_mask(inputs["mask"]);
+  const auto layout = batch.layout();
+  const std::string estimator = c["estimator"].get<std::string>();
+  const auto& options = c["options"];
+  std::vector<double> got(layout.tokens());  // per token
+  if (estimator == "GRPOAdvantageEstimator") {
+    std::vector<T> advantages(rewards.size(), T(-7));
+    nemo::grpo_advantages(
+        cascade_rl::exec::seq, groups, std::span<const T>(rewards), std::span<T>(advantages),
+        {.use_leave_one_out_baseline = options["use_leave_one_out_baseline"].get<bool>(),
+         .normalize_rewards = options["normalize_rewards"].get<bool>()});
+    for (std::size_t t = 0; t < got.size(); ++t)
+      got[t] = static_cast<double>(advantages[t / batch.width]);
+  } else {
+    std::vector<T> expanded(layout.tokens());
+    for (std::size_t t = 0; t < expanded.size(); ++t) expanded[t] = rewards[t / batch.width];
+    std::vector<T> whitened(expanded);
+    if (options["normalize_advantages"].get<bool>())
+      cascade_rl::masked_whiten(cascade_rl::exec::seq, layout, std::span<const T>(expanded),
+                                std::span<T>(whitened), nemo::raw_reward_whitening());
+    for (std::size_t t = 0; t < got.size(); ++t) got[t] = static_cast<double>(whitened[t]);
+  }
+  // NeMo expands the advantage to every position; the loss reads the valid tokens only
+  // (masked_whiten writes 0 on the others).
+  const std::vector<double> expected = flatten<double>(c["advantages"]);
+  for (std::size_t t = 0; t < got.size(); ++t)
+    if (layout.valid(t))
+      expect_close(got[t], expected[t], context + " advantages[" + std::to_string(t) + "]");
+}
+
+TEST(NemoRlReference, GrpoAndRawRewardEstimatorsEveryCase) {
+  const auto reference = load_reference("trl_nemo_rl.json");
+  const auto& estimators = reference["nemo_rl"]["advantage_estimators"];
+  int checked = 0;
+  for (std::size_t k = 0; k < estimators["cases"].size(); ++k) {
+    const auto& c = estimators["cases"][k];
+    const std::string estimator = c["estimator"].get<std::string>();
+    if (estimator != "GRPOAdvantageEstimator" && estimator != "RawRewardAdvantageEstimator")
+      continue;
+    const std::string context = estimator + " " + c["options"].dump();
+    check_estimator<double>(estimators["inputs"], c, context);
+    check_estimator<float>(estimators["inputs"], c, context + " (float)");
+    ++checked;
+  }
+  EXPECT_EQ(checked, 6);
 }
 
 }  // namespace

@@ -1,0 +1,107 @@
+#pragma once
+// NeMo-RL's advantage estimators (nemo_rl/algorithms/advantage_estimator.py and
+// calculate_baseline_and_std_per_prompt in nemo_rl/algorithms/utils.py, at commit
+// 7ea279ab) through cascade_rl's estimators; checked against tests/reference/
+// trl_nemo_rl.json (nemo_rl.advantage_estimators).
+//
+//   GRPOAdvantageEstimator: per prompt group, baseline = the group mean (or, with
+//     use_leave_one_out_baseline, the mean of the other members), std = the unbiased std
+//     of the same members (0 for a single other member); normalize_rewards divides by
+//     std + 1e-6 where std > 0. A group of one gets advantage 0. Without leave-one-out
+//     that is grpo_advantages (grpo_options below); with it, leave_one_out_statistics.
+//     The groups are contiguous: order the batch by prompt (NeMo groups by unique
+//     prompt wherever the rows are).
+//   RawRewardAdvantageEstimator: the reward on every token, normalize_advantages whitens
+//     over the valid tokens with the biased variance: masked_whiten with
+//     raw_reward_whitening(). NeMo clamps the variance at 1e-8 where we add 1e-8 inside
+//     the sqrt (a relative 5e-9 at unit variance), and NeMo also writes the whitened value
+//     on masked tokens, where masked_whiten writes 0.
+// Not yet: GDPOAdvantageEstimator, ReinforcePlusPlusAdvantageEstimator and
+// OPDAdvantageEstimator (their vectors are in the file, unchecked).
+
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cascade_rl/algorithms/group_estimator_options.hpp"
+#include "cascade_rl/algorithms/group_statistics.hpp"
+#include "cascade_rl/algorithms/grpo_advantages.hpp"
+#include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/core/group_layout.hpp"
+
+namespace cascade_rl::presets::nemo_rl {
+
+// AdvEstimatorConfig's GRPO fields, by NeMo's names, with NeMo's defaults.
+struct grpo_estimator_config {
+  bool use_leave_one_out_baseline = true;
+  bool normalize_rewards = true;
+};
+
+// The estimator without leave-one-out: (r - mean) / (std + 1e-6), unbiased std, a group
+// of one 0 (normalize_rewards = false: r - mean).
+[[nodiscard]] inline grpo_options grpo(bool normalize_rewards = true) {
+  return {.scale_by_std = normalize_rewards,
+          .epsilon = 1e-6,
+          .epsilon_at = epsilon_placement::added_to_std,
+          .estimator = std_estimator::unbiased,
+          .singleton = singleton_rule::zero_advantage,
+          .nonfinite = nonfinite_rule::error,
+          .accumulation = mean_accumulation::double_precision};
+}
+
+// RawRewardAdvantageEstimator's normalize_advantages: the biased variance, 1e-8.
+[[nodiscard]] inline whitening_options raw_reward_whitening() {
+  return {.epsilon = 1e-8,
+          .estimator = std_estimator::biased,
+          .shift_mean = true,
+          .accumulation = mean_accumulation::double_precision};
+}
+
+// GRPOAdvantageEstimator's per-sequence advantages (NeMo expands each to its row's tokens).
+template <std::floating_point T, exec::host_policy Policy>
+void grpo_advantages(const Policy& policy, const group_layout& groups, std::span<const T> rewards,
+                     std::span<T> advantages_out, const grpo_estimator_config& config = {}) {
+  groups.require_sequences(rewards.size(), "rewards");
+  cascade_rl::detail::require_size(advantages_out.size(), rewards.size(), "advantages_out",
+                                   "one per sequence");
+  if (!config.use_leave_one_out_baseline) {
+    cascade_rl::grpo_advantages(policy, groups, rewards, advantages_out,
+                                grpo(config.normalize_rewards));
+    return;
+  }
+  // Leave-one-out over the groups of two or more (leave_one_out_statistics refuses a group
+  // of one; NeMo gives it 0).
+  std::vector<T> kept;
+  std::vector<std::int64_t> offsets{0};
+  for (std::size_t g = 0; g < groups.groups(); ++g) {
+    if (groups.end(g) - groups.begin(g) < 2) continue;
+    for (std::size_t i = groups.begin(g); i < groups.end(g); ++i) kept.push_back(rewards[i]);
+    offsets.push_back(static_cast<std::int64_t>(kept.size()));
+  }
+  std::vector<T> mean(kept.size()), std(kept.size());
+  if (!kept.empty()) {
+    const std::span<const std::int64_t> offset_view(offsets);
+    const group_layout multi(offset_view);
+    leave_one_out_statistics(policy, multi, std::span<const T>(kept), std::span<T>(mean),
+                             std::span<T>(std), {.estimator = std_estimator::unbiased});
+  }
+  std::size_t k = 0;
+  for (std::size_t g = 0; g < groups.groups(); ++g) {
+    if (groups.end(g) - groups.begin(g) < 2) {
+      for (std::size_t i = groups.begin(g); i < groups.end(g); ++i) advantages_out[i] = T(0);
+      continue;
+    }
+    for (std::size_t i = groups.begin(g); i < groups.end(g); ++i, ++k) {
+      double a = static_cast<double>(rewards[i]) - static_cast<double>(mean[k]);
+      const double s = static_cast<double>(std[k]);
+      if (config.normalize_rewards && s > 0) a /= s + 1e-6;
+      advantages_out[i] = static_cast<T>(a);
+    }
+  }
+}
+
+}  // namespace cascade_rl::presets::nemo_rl
