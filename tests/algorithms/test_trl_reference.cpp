@@ -262,6 +262,27 @@ TEST(TrlReference, LossTypesDifferOnlyInTheirNormaliserOnAHandComputedBatch) {
   }
 }
 
+// TRL's grpo and dr_grpo count every row, a fully masked one too (torch .mean() over rows,
+// per_token_loss.size(0)), where veRL's agg_loss counts only rows with a valid token: on
+// rows {1 valid token with A = 1}, {masked}, grpo's loss is -1 / 2, not -1.
+TEST(TrlReference, GrpoCountsAFullyMaskedRowInTheMean) {
+  const auto batch = padded_from_mask(nlohmann::json{{1, 0}, {0, 0}});
+  const auto layout = batch.layout();
+  const std::vector<double> logp{-1.0, -1.0, -1.0, -1.0};
+  const std::vector<double> advantages{1, 1, 1, 1};
+  for (const char* type : {"grpo", "dr_grpo"}) {
+    const trl::grpo_config config{.loss_type = type, .max_completion_length = 2};
+    const auto normalizer = trl::normalizer(cascade_rl::exec::seq, config, layout, 1.0);
+    EXPECT_EQ(normalizer.sequences, 2.0) << type;
+    std::vector<double> grad(layout.tokens(), -7.0);
+    const auto result = cascade_rl::ppo_clip_loss(
+        cascade_rl::exec::seq, layout,
+        {.log_probs = logp, .old_log_probs = logp, .advantages = advantages}, grad, normalizer,
+        std::get<cascade_rl::ppo_clip_options>(trl::policy_loss(config)));
+    EXPECT_EQ(result.loss, std::string(type) == "grpo" ? -0.5 : -0.25) << type;
+  }
+}
+
 // Gradient accumulation: grpo, bnpo and dr_grpo divide by the steps, dapo does not (its
 // num_items_in_batch already counts the whole step).
 TEST(TrlReference, GradientAccumulationStepsDivideEveryLossTypeButDapo) {
