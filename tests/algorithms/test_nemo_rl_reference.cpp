@@ -308,9 +308,9 @@ TEST(NemoRlReference, RefusalsNameTheField) {
       nemo::policy_loss({.reference_policy_kl_penalty = 0.05, .use_kl_in_reward = true})));
 }
 
-// nemo_rl.advantage_estimators: GRPO (leave-one-out x normalize) and RawReward (normalize
-// on and off), every case; GDPO, Reinforce++ and OPD are not mapped yet (listed in
-// nemo_rl_advantages.hpp).
+// nemo_rl.advantage_estimators: GRPO (leave-one-out x normalize), RawReward (normalize on
+// and off) and Reinforce++ (minus_baseline x KL in reward), every case; GDPO and OPD are
+// not mapped yet (listed in nemo_rl_advantages.hpp).
 template <class T>
 void check_estimator(const nlohmann::json& inputs, const nlohmann::json& c,
                      const std::string& context) {
@@ -336,6 +336,19 @@ void check_estimator(const nlohmann::json& inputs, const nlohmann::json& c,
          .normalize_rewards = options["normalize_rewards"].get<bool>()});
     for (std::size_t t = 0; t < got.size(); ++t)
       got[t] = static_cast<double>(advantages[t / batch.width]);
+  } else if (estimator == "ReinforcePlusPlusAdvantageEstimator") {
+    const std::vector<T> logp = flatten<T>(inputs["logprobs_policy"]);
+    const std::vector<T> ref = flatten<T>(inputs["logprobs_reference"]);
+    std::vector<T> advantages(layout.tokens(), T(-7));
+    const std::string kl_type = options["reference_policy_kl_type"].get<std::string>();
+    nemo::reinforce_plus_plus_advantages(
+        cascade_rl::exec::seq, groups, layout, std::span<const T>(rewards),
+        std::span<const T>(logp), std::span<const T>(ref), std::span<T>(advantages),
+        {.minus_baseline = options["minus_baseline"].get<bool>(),
+         .use_kl_in_reward = options["use_kl_in_reward"].get<bool>(),
+         .reference_policy_kl_penalty = options["reference_policy_kl_penalty"].get<double>(),
+         .reference_policy_kl_type = kl_type});
+    for (std::size_t t = 0; t < got.size(); ++t) got[t] = static_cast<double>(advantages[t]);
   } else {
     std::vector<T> expanded(layout.tokens());
     for (std::size_t t = 0; t < expanded.size(); ++t) expanded[t] = rewards[t / batch.width];
@@ -353,21 +366,22 @@ void check_estimator(const nlohmann::json& inputs, const nlohmann::json& c,
       expect_close(got[t], expected[t], context + " advantages[" + std::to_string(t) + "]");
 }
 
-TEST(NemoRlReference, GrpoAndRawRewardEstimatorsEveryCase) {
+TEST(NemoRlReference, GrpoRawRewardAndReinforcePlusPlusEstimatorsEveryCase) {
   const auto reference = load_reference("trl_nemo_rl.json");
   const auto& estimators = reference["nemo_rl"]["advantage_estimators"];
   int checked = 0;
   for (std::size_t k = 0; k < estimators["cases"].size(); ++k) {
     const auto& c = estimators["cases"][k];
     const std::string estimator = c["estimator"].get<std::string>();
-    if (estimator != "GRPOAdvantageEstimator" && estimator != "RawRewardAdvantageEstimator")
+    if (estimator != "GRPOAdvantageEstimator" && estimator != "RawRewardAdvantageEstimator" &&
+        estimator != "ReinforcePlusPlusAdvantageEstimator")
       continue;
     const std::string context = estimator + " " + c["options"].dump();
     check_estimator<double>(estimators["inputs"], c, context);
     check_estimator<float>(estimators["inputs"], c, context + " (float)");
     ++checked;
   }
-  EXPECT_EQ(checked, 6);
+  EXPECT_EQ(checked, 10);
 }
 
 }  // namespace

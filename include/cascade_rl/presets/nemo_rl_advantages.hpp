@@ -16,22 +16,33 @@
 //     raw_reward_whitening(). NeMo clamps the variance at 1e-8 where we add 1e-8 inside
 //     the sqrt (a relative 5e-9 at unit variance), and NeMo also writes the whitened value
 //     on masked tokens, where masked_whiten writes 0.
-// Not yet: GDPOAdvantageEstimator, ReinforcePlusPlusAdvantageEstimator and
-// OPDAdvantageEstimator (their vectors are in the file, unchecked).
+//   ReinforcePlusPlusAdvantageEstimator: per row r - group mean (minus_baseline; a group of
+//     one 0) or r, on every token, minus reference_policy_kl_penalty * k(logp, ref) per
+//     token when use_kl_in_reward (calculate_kl's default clamps +-20 / +-10: kl_options
+//     of k3; k1 and k2 are refused, NeMo clamps them and ours do not), then whitened over
+//     the valid tokens as RawReward's: reinforce_plus_plus_advantages below.
+// Not yet: GDPOAdvantageEstimator and OPDAdvantageEstimator (their vectors are in the
+// file, unchecked).
 
 #include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
+#include "cascade_rl/algorithms/kl_estimators.hpp"
+#include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/core/checks.hpp"
+#include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
+#include "cascade_rl/core/token_layout.hpp"
 
 namespace cascade_rl::presets::nemo_rl {
 
@@ -102,6 +113,53 @@ void grpo_advantages(const Policy& policy, const group_layout& groups, std::span
       advantages_out[i] = static_cast<T>(a);
     }
   }
+}
+
+// ReinforcePlusPlusAdvantageEstimator's fields (its own and the loss config's it reads).
+struct reinforce_plus_plus_config {
+  bool minus_baseline = true;
+  bool use_kl_in_reward = false;
+  double reference_policy_kl_penalty = 0.01;
+  std::string_view reference_policy_kl_type = "k3";
+};
+
+// ReinforcePlusPlusAdvantageEstimator's per-token advantages over `tokens` (one row per
+// sequence of `groups`); masked tokens get 0 (NeMo writes the whitened value there too).
+// log_probs / ref_log_probs are read only with use_kl_in_reward.
+template <std::floating_point T, exec::host_policy Policy>
+void reinforce_plus_plus_advantages(const Policy& policy, const group_layout& groups,
+                                    const token_layout& tokens, std::span<const T> rewards,
+                                    std::span<const T> log_probs, std::span<const T> ref_log_probs,
+                                    std::span<T> advantages_out,
+                                    const reinforce_plus_plus_config& config = {}) {
+  groups.require_sequences(rewards.size(), "rewards");
+  groups.require_sequences(tokens.sequences(), "tokens");
+  cascade_rl::detail::require_size(advantages_out.size(), tokens.tokens(), "advantages_out",
+                                   "one per token");
+  std::vector<T> per_row(rewards.begin(), rewards.end());
+  if (config.minus_baseline)
+    cascade_rl::grpo_advantages(policy, groups, rewards, std::span<T>(per_row), grpo(false));
+  std::vector<T> per_token(tokens.tokens(), T(0));
+  for (std::size_t s = 0; s < tokens.sequences(); ++s)
+    for (std::size_t t = tokens.begin(s); t < tokens.end(s); ++t) per_token[t] = per_row[s];
+  if (config.use_kl_in_reward) {
+    if (config.reference_policy_kl_type != "k3")
+      cascade_rl::detail::fail("reference_policy_kl_type",
+                               "is \"" + std::string(config.reference_policy_kl_type) +
+                                   "\": NeMo clamps k1 and k2 too, cascade_rl's do not; only "
+                                   "k3 is supported in the reward");
+    std::vector<T> kl(tokens.tokens()), unused(tokens.tokens());
+    (void)kl_penalty(
+        policy, tokens, kl_inputs<T>{.log_probs = log_probs, .ref_log_probs = ref_log_probs},
+        std::span<T>(kl), std::span<T>(unused),
+        kl_options{.estimator = kl_estimator::k3, .input_clamp = 20.0, .output_clamp = 10.0});
+    for (std::size_t t = 0; t < per_token.size(); ++t)
+      per_token[t] =
+          static_cast<T>(static_cast<double>(per_token[t]) -
+                         config.reference_policy_kl_penalty * static_cast<double>(kl[t]));
+  }
+  masked_whiten(policy, tokens, std::span<const T>(per_token), advantages_out,
+                raw_reward_whitening());
 }
 
 }  // namespace cascade_rl::presets::nemo_rl
