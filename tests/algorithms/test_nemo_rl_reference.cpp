@@ -308,9 +308,9 @@ TEST(NemoRlReference, RefusalsNameTheField) {
       nemo::policy_loss({.reference_policy_kl_penalty = 0.05, .use_kl_in_reward = true})));
 }
 
-// nemo_rl.advantage_estimators: GRPO (leave-one-out x normalize), RawReward (normalize on
-// and off) and Reinforce++ (minus_baseline x KL in reward), every case; GDPO and OPD are
-// not mapped yet (listed in nemo_rl_advantages.hpp).
+// nemo_rl.advantage_estimators: GRPO (leave-one-out x normalize), GDPO (with and without
+// weights), RawReward (normalize on and off) and Reinforce++ (minus_baseline x KL in
+// reward), every case; OPD is not mapped yet (listed in nemo_rl_advantages.hpp).
 template <class T>
 void check_estimator(const nlohmann::json& inputs, const nlohmann::json& c,
                      const std::string& context) {
@@ -332,6 +332,21 @@ void check_estimator(const nlohmann::json& inputs, const nlohmann::json& c,
     std::vector<T> advantages(rewards.size(), T(-7));
     nemo::grpo_advantages(
         cascade_rl::exec::seq, groups, std::span<const T>(rewards), std::span<T>(advantages),
+        {.use_leave_one_out_baseline = options["use_leave_one_out_baseline"].get<bool>(),
+         .normalize_rewards = options["normalize_rewards"].get<bool>()});
+    for (std::size_t t = 0; t < got.size(); ++t)
+      got[t] = static_cast<double>(advantages[t / batch.width]);
+  } else if (estimator == "GDPOAdvantageEstimator") {
+    std::vector<T> components;  // component-major, keys in sorted order (json objects are)
+    for (const auto& item : inputs["reward_components"].items())
+      for (const auto& v : item.value()) components.push_back(v.get<T>());
+    std::vector<double> weights;
+    if (!options["reward_weights"].is_null())
+      weights = options["reward_weights"].get<std::vector<double>>();
+    std::vector<T> advantages(rewards.size(), T(-7));
+    nemo::gdpo_advantages(
+        cascade_rl::exec::seq, groups, std::span<const T>(components),
+        std::span<const double>(weights), std::span<T>(advantages),
         {.use_leave_one_out_baseline = options["use_leave_one_out_baseline"].get<bool>(),
          .normalize_rewards = options["normalize_rewards"].get<bool>()});
     for (std::size_t t = 0; t < got.size(); ++t)
@@ -366,22 +381,20 @@ void check_estimator(const nlohmann::json& inputs, const nlohmann::json& c,
       expect_close(got[t], expected[t], context + " advantages[" + std::to_string(t) + "]");
 }
 
-TEST(NemoRlReference, GrpoRawRewardAndReinforcePlusPlusEstimatorsEveryCase) {
+TEST(NemoRlReference, EveryEstimatorCaseButOpd) {
   const auto reference = load_reference("trl_nemo_rl.json");
   const auto& estimators = reference["nemo_rl"]["advantage_estimators"];
   int checked = 0;
   for (std::size_t k = 0; k < estimators["cases"].size(); ++k) {
     const auto& c = estimators["cases"][k];
     const std::string estimator = c["estimator"].get<std::string>();
-    if (estimator != "GRPOAdvantageEstimator" && estimator != "RawRewardAdvantageEstimator" &&
-        estimator != "ReinforcePlusPlusAdvantageEstimator")
-      continue;
+    if (estimator == "OPDAdvantageEstimator") continue;
     const std::string context = estimator + " " + c["options"].dump();
     check_estimator<double>(estimators["inputs"], c, context);
     check_estimator<float>(estimators["inputs"], c, context + " (float)");
     ++checked;
   }
-  EXPECT_EQ(checked, 10);
+  EXPECT_EQ(checked, 14);
 }
 
 }  // namespace

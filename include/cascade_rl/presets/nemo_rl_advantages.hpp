@@ -21,8 +21,11 @@
 //     token when use_kl_in_reward (calculate_kl's default clamps +-20 / +-10: kl_options
 //     of k3; k1 and k2 are refused, NeMo clamps them and ours do not), then whitened over
 //     the valid tokens as RawReward's: reinforce_plus_plus_advantages below.
-// Not yet: GDPOAdvantageEstimator and OPDAdvantageEstimator (their vectors are in the
-// file, unchecked).
+//   GDPOAdvantageEstimator: each component through the GRPO estimator above (same
+//     leave-one-out and normalize_rewards), the weighted sum per sequence, then
+//     standardised over the sequences (not the tokens, unlike veRL's GDPO) with the
+//     unbiased std and no epsilon (0 for a zero spread): gdpo_advantages below.
+// Not yet: OPDAdvantageEstimator (its vector is in the file, unchecked).
 
 #include <cmath>
 #include <concepts>
@@ -160,6 +163,40 @@ void reinforce_plus_plus_advantages(const Policy& policy, const group_layout& gr
   }
   masked_whiten(policy, tokens, std::span<const T>(per_token), advantages_out,
                 raw_reward_whitening());
+}
+
+// GDPOAdvantageEstimator's per-sequence advantages from component_scores, component-major
+// ([K][N]: component k's scores at [k N, (k + 1) N), NeMo's reward/<name> keys in sorted
+// order), with one weight per component (empty: all 1).
+template <std::floating_point T, exec::host_policy Policy>
+void gdpo_advantages(const Policy& policy, const group_layout& groups,
+                     std::span<const T> component_scores, std::span<const double> weights,
+                     std::span<T> advantages_out, const grpo_estimator_config& config = {}) {
+  const std::size_t n = advantages_out.size();
+  groups.require_sequences(n, "advantages_out");
+  if (n == 0 || component_scores.size() % n != 0)
+    cascade_rl::detail::fail("component_scores", "is not [components][sequences]");
+  const std::size_t components = component_scores.size() / n;
+  if (components < 2)
+    cascade_rl::detail::fail("component_scores", "holds " + std::to_string(components) +
+                                                     " component(s); GDPO needs two or more");
+  if (!weights.empty())
+    cascade_rl::detail::require_size(weights.size(), components, "weights", "one per component");
+  std::vector<double> sum(n, 0.0);
+  std::vector<T> part(n);
+  for (std::size_t k = 0; k < components; ++k) {
+    grpo_advantages(policy, groups, component_scores.subspan(k * n, n), std::span<T>(part), config);
+    const double w = weights.empty() ? 1.0 : weights[k];
+    for (std::size_t i = 0; i < n; ++i) sum[i] += w * static_cast<double>(part[i]);
+  }
+  std::vector<T> summed(n);
+  for (std::size_t i = 0; i < n; ++i) summed[i] = static_cast<T>(sum[i]);
+  const std::int64_t whole[] = {0, static_cast<std::int64_t>(n)};
+  const std::span<const std::int64_t> whole_view(whole);
+  grpo_options standardise = grpo(true);
+  standardise.epsilon = 0.0;
+  cascade_rl::grpo_advantages(policy, group_layout(whole_view), std::span<const T>(summed),
+                              advantages_out, standardise);
 }
 
 }  // namespace cascade_rl::presets::nemo_rl
