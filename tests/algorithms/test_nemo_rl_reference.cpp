@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "cascade_rl/algorithms/distillation_advantages.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
@@ -310,7 +311,7 @@ TEST(NemoRlReference, RefusalsNameTheField) {
 
 // nemo_rl.advantage_estimators: GRPO (leave-one-out x normalize), GDPO (with and without
 // weights), RawReward (normalize on and off) and Reinforce++ (minus_baseline x KL in
-// reward), every case; OPD is not mapped yet (listed in nemo_rl_advantages.hpp).
+// reward) and OPD, every case.
 template <class T>
 void check_estimator(const nlohmann::json& inputs, const nlohmann::json& c,
                      const std::string& context) {
@@ -336,6 +337,14 @@ void check_estimator(const nlohmann::json& inputs, const nlohmann::json& c,
          .normalize_rewards = options["normalize_rewards"].get<bool>()});
     for (std::size_t t = 0; t < got.size(); ++t)
       got[t] = static_cast<double>(advantages[t / batch.width]);
+  } else if (estimator == "OPDAdvantageEstimator") {
+    const std::vector<T> teacher = flatten<T>(inputs["teacher_logprobs"]);
+    const std::vector<T> student = flatten<T>(inputs["prev_logprobs"]);
+    std::vector<T> advantages(layout.tokens(), T(-7));
+    cascade_rl::distillation_advantages(
+        cascade_rl::exec::seq, layout, {.teacher_log_probs = teacher, .student_log_probs = student},
+        std::span<T>(advantages));
+    for (std::size_t t = 0; t < got.size(); ++t) got[t] = static_cast<double>(advantages[t]);
   } else if (estimator == "GDPOAdvantageEstimator") {
     std::vector<T> components;  // component-major, keys in sorted order (json objects are)
     for (const auto& item : inputs["reward_components"].items())
@@ -381,20 +390,19 @@ void check_estimator(const nlohmann::json& inputs, const nlohmann::json& c,
       expect_close(got[t], expected[t], context + " advantages[" + std::to_string(t) + "]");
 }
 
-TEST(NemoRlReference, EveryEstimatorCaseButOpd) {
+TEST(NemoRlReference, EveryEstimatorCase) {
   const auto reference = load_reference("trl_nemo_rl.json");
   const auto& estimators = reference["nemo_rl"]["advantage_estimators"];
   int checked = 0;
   for (std::size_t k = 0; k < estimators["cases"].size(); ++k) {
     const auto& c = estimators["cases"][k];
     const std::string estimator = c["estimator"].get<std::string>();
-    if (estimator == "OPDAdvantageEstimator") continue;
     const std::string context = estimator + " " + c["options"].dump();
     check_estimator<double>(estimators["inputs"], c, context);
     check_estimator<float>(estimators["inputs"], c, context + " (float)");
     ++checked;
   }
-  EXPECT_EQ(checked, 14);
+  EXPECT_EQ(checked, 15);
 }
 
 }  // namespace

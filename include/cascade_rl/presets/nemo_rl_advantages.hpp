@@ -25,7 +25,9 @@
 //     leave-one-out and normalize_rewards), the weighted sum per sequence, then
 //     standardised over the sequences (not the tokens, unlike veRL's GDPO) with the
 //     unbiased std and no epsilon (0 for a zero spread): gdpo_advantages below.
-// Not yet: OPDAdvantageEstimator (its vector is in the file, unchecked).
+//   OPDAdvantageEstimator: teacher_logprobs - prev_logprobs on the valid tokens, 0 on the
+//     others: distillation_advantages with student_log_probs = prev_logprobs (its
+//     last_metrics are statistics of that, not computed here).
 
 #include <cmath>
 #include <concepts>
