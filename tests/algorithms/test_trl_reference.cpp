@@ -77,8 +77,6 @@ trl::grpo_config config_of(const nlohmann::json& c, std::string& loss_type, std:
 std::string expected_refusal(const trl::grpo_config& c) {
   const bool sequence = c.importance_sampling_level == "sequence";
   if (c.loss_type == "vespo") return "loss_type";
-  if (c.top_entropy_quantile < 1.0) return "top_entropy_quantile";
-  if (c.off_policy_mask_threshold) return "off_policy_mask_threshold";
   if (c.entropy_coef != 0.0) return "entropy_coef";
   if (c.beta != 0.0 && c.use_bias_correction_kl) return "use_bias_correction_kl";
   if (c.vllm_importance_sampling_correction) {
@@ -128,9 +126,18 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
       c["old_per_token_logps_given"].get<bool>() ? flatten<T>(b["old_per_token_logps"]) : log_probs;
   const std::vector<T> sampling = flatten<T>(b["sampling_per_token_logps"]);
   const std::vector<T> ref = flatten<T>(b["ref_per_token_logps"]);
-  std::vector<T> advantages;  // TRL's [N] advantages, one per token of the row
+  std::vector<T> raw_advantages;  // TRL's [N] advantages, one per token of the row
   for (std::size_t i = 0; i < batch.rows; ++i)
-    for (std::size_t t = 0; t < batch.width; ++t) advantages.push_back(b["advantages"][i].get<T>());
+    for (std::size_t t = 0; t < batch.width; ++t)
+      raw_advantages.push_back(b["advantages"][i].get<T>());
+  // TRL's token masks; sampling_per_token_logps when the inputs hold them, else the old.
+  bool sampling_given = false;
+  for (const auto& key : c["inputs_used"]) sampling_given |= key == "sampling_per_token_logps";
+  const std::vector<T> entropies = flatten<T>(b["entropies"]);
+  const std::vector<T> advantages =
+      trl::masked_advantages<T>(config, layout, raw_advantages, log_probs,
+                                sampling_given ? sampling : old_log_probs, entropies);
+  const bool token_masks = config.top_entropy_quantile < 1.0 || config.off_policy_mask_threshold;
 
   const auto options = trl::policy_loss(config);
   const auto normalizer =
@@ -193,8 +200,9 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
     const std::string& key = item.key();
     const double expected = item.value().get<double>();
     if (key == "clip_ratio/region_mean") {
-      // TRL averages the sequence level's clip flags over rows, ours over tokens.
-      if (level == "token")
+      // TRL averages the sequence level's clip flags over rows, ours over tokens; and it
+      // counts the clips of the tokens its masks drop, whose advantage we zeroed.
+      if (level == "token" && !token_masks)
         expect_close(result.metrics.clip_fraction(), expected, context + " " + key);
     } else if (key == "kl") {
       ASSERT_TRUE(kl_mean) << context;
@@ -221,8 +229,8 @@ TEST(TrlReference, GrpoLossEveryCaseReproducedOrRefusedByName) {
   }
   // The split is part of the contract: a case moving from refused to reproduced (or back)
   // must update trl.hpp's list and this count.
-  EXPECT_EQ(totals.reproduced, 2 * 39);
-  EXPECT_EQ(totals.refused, 2 * 39);
+  EXPECT_EQ(totals.reproduced, 2 * 44);
+  EXPECT_EQ(totals.refused, 2 * 34);
 }
 
 // The four aggregations on one hand-computed 2-row batch at ratio 1 (old = logp), where
@@ -281,6 +289,34 @@ TEST(TrlReference, GrpoCountsAFullyMaskedRowInTheMean) {
         std::get<cascade_rl::ppo_clip_options>(trl::policy_loss(config)));
     EXPECT_EQ(result.loss, std::string(type) == "grpo" ? -0.5 : -0.25) << type;
   }
+}
+
+// masked_advantages on a hand-made batch (the reference vectors drop no row by the
+// off-policy mask): rows {3 valid tokens, A = -1}, {2 valid of 3, A = 1}.
+TEST(TrlReference, TokenMasksZeroTheDroppedTokensAdvantage) {
+  const auto batch = padded_from_mask(nlohmann::json{{1, 1, 1}, {1, 1, 0}});
+  const auto layout = batch.layout();
+  const std::vector<double> advantages{-1, -1, -1, 1, 1, 1};
+  const std::vector<double> logp{-1, -1, -1, -1, -1, -1};
+  // Row 0's mean of sampling - logp is 0.1, row 1's 0.5.
+  const std::vector<double> sampling{-0.9, -0.9, -0.9, -0.5, -0.5, -7};
+  // The valid entropies sorted: 0.1 0.2 0.3 0.4 0.5; quantile 0.5 (top_entropy_quantile 0.5)
+  // is 0.3: tokens with entropy >= 0.3 keep their advantage.
+  const std::vector<double> entropies{0.3, 0.1, 0.5, 0.2, 0.4, 9.0};
+  const auto expect = [](const std::vector<double>& got, const std::vector<double>& want,
+                         const char* what) {
+    for (std::size_t t = 0; t < want.size(); ++t) EXPECT_EQ(got[t], want[t]) << what << t;
+  };
+  expect(trl::masked_advantages<double>({.loss_type = "grpo", .top_entropy_quantile = 0.5}, layout,
+                                        advantages, logp, sampling, entropies),
+         {-1, 0, -1, 0, 1, 0}, "entropy");
+  // Threshold 0.05: row 0 (A < 0, mean 0.1) drops; row 1 keeps (A >= 0).
+  expect(trl::masked_advantages<double>({.loss_type = "grpo", .off_policy_mask_threshold = 0.05},
+                                        layout, advantages, logp, sampling, entropies),
+         {0, 0, 0, 1, 1, 1}, "off-policy 0.05");
+  expect(trl::masked_advantages<double>({.loss_type = "grpo", .off_policy_mask_threshold = 0.2},
+                                        layout, advantages, logp, sampling, entropies),
+         advantages, "off-policy 0.2");
 }
 
 // Gradient accumulation: grpo, bnpo and dr_grpo divide by the steps, dapo does not (its

@@ -35,27 +35,34 @@
 // (r inside [clip_min, clip_max], else 0) are ppo_clip_options::importance against
 // behaviour_log_probs = sampling_per_token_logps.
 //
+// top_entropy_quantile < 1 and off_policy_mask_threshold drop tokens' policy loss (not
+// their KL) by data-dependent masks: masked_advantages() returns the advantages with 0
+// where TRL drops the token; pass them as the loss's advantages (the clip metrics then
+// count the dropped tokens as unclipped, where TRL counts them from the raw advantages).
+//
 // Conventions with no cascade_rl expression are refused by name (policy_loss throws
 // cascade_rl::error naming the GRPOConfig field): loss_type vespo; luspo at token level
 // (TRL averages over the padded positions too); cispo and sapo at sequence level;
 // delta with sequence level; use_bias_correction_kl (the KL times the differentiated
-// ratio); top_entropy_quantile < 1 and off_policy_mask_threshold (data-dependent token
-// masks); the entropy bonus (entropy_coef != 0); the sequence_* vLLM IS modes and
-// token_truncate with a clip_min.
+// ratio); the entropy bonus (entropy_coef != 0: its gradient flows through the full
+// logits); the sequence_* vLLM IS modes and token_truncate with a clip_min.
 
 #include <algorithm>
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "cascade_rl/algorithms/kl_loss_options.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/loss_counts.hpp"
 #include "cascade_rl/algorithms/policy_loss_options.hpp"
+#include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/token_layout.hpp"
@@ -119,16 +126,12 @@ inline double epsilon_high_of(const grpo_config& c) {
 
 // The refusals every loss_type shares.
 inline void refuse_unsupported(const grpo_config& c) {
-  if (c.top_entropy_quantile < 1.0)
-    refuse("top_entropy_quantile", std::to_string(c.top_entropy_quantile),
-           "a mask of the highest-entropy tokens, computed from the entropies: not "
-           "supported (use 1.0)");
-  if (c.off_policy_mask_threshold)
-    refuse("off_policy_mask_threshold", std::to_string(*c.off_policy_mask_threshold),
-           "TRL's off-policy sequence mask is not supported (leave it unset)");
+  if (!(c.top_entropy_quantile > 0.0 && c.top_entropy_quantile <= 1.0))
+    refuse("top_entropy_quantile", std::to_string(c.top_entropy_quantile), "expected in (0, 1]");
   if (c.entropy_coef != 0.0)
     refuse("entropy_coef", std::to_string(c.entropy_coef),
-           "the entropy bonus is not supported (use 0)");
+           "the entropy bonus's gradient flows through the full logits, not the sampled "
+           "tokens' log-probs: not supported (use 0)");
   if (c.beta != 0.0 && c.use_bias_correction_kl)
     refuse("use_bias_correction_kl", "true",
            "the KL times the differentiated ratio has no cascade_rl expression");
@@ -274,6 +277,63 @@ template <exec::host_policy Policy>
                                          const token_layout& layout, double num_items_in_batch) {
   return normalizer(c, layout.sequences(), local_loss_counts(policy, layout).tokens,
                     num_items_in_batch);
+}
+
+// The advantages (one per token) after TRL's token masks: 0 where top_entropy_quantile < 1
+// drops a valid token whose entropy is below the quantile 1 - top_entropy_quantile of the
+// valid tokens' entropies (torch.quantile's linear interpolation), and on every token of
+// a row that off_policy_mask_threshold drops (A < 0 and the row's mean of
+// sampling_log_probs - log_probs above the threshold; sampling_log_probs are the vLLM
+// sampler's, or old_log_probs without vLLM). Entropies are read only for the first,
+// sampling_log_probs only for the second. A copy of `advantages` when neither is set.
+template <std::floating_point T>
+[[nodiscard]] std::vector<T> masked_advantages(const grpo_config& c, const token_layout& layout,
+                                               std::span<const T> advantages,
+                                               std::span<const T> log_probs,
+                                               std::span<const T> sampling_log_probs,
+                                               std::span<const T> entropies) {
+  detail::refuse_unsupported(c);
+  const std::size_t n = layout.tokens();
+  cascade_rl::detail::require_size(advantages.size(), n, "advantages", "one per token");
+  std::vector<T> out(advantages.begin(), advantages.end());
+  if (c.top_entropy_quantile < 1.0) {
+    cascade_rl::detail::require_size(entropies.size(), n, "entropies", "one per token");
+    std::vector<double> valid;
+    for (std::size_t t = 0; t < n; ++t)
+      if (layout.valid(t)) valid.push_back(static_cast<double>(entropies[t]));
+    if (!valid.empty()) {
+      std::sort(valid.begin(), valid.end());
+      const double position =
+          (1.0 - c.top_entropy_quantile) * static_cast<double>(valid.size() - 1);
+      const std::size_t low = static_cast<std::size_t>(position);
+      const std::size_t high = std::min(low + 1, valid.size() - 1);
+      const double threshold =
+          valid[low] + (position - static_cast<double>(low)) * (valid[high] - valid[low]);
+      for (std::size_t t = 0; t < n; ++t)
+        if (!(layout.valid(t) && static_cast<double>(entropies[t]) >= threshold)) out[t] = T(0);
+    }
+  }
+  if (c.off_policy_mask_threshold) {
+    cascade_rl::detail::require_size(log_probs.size(), n, "log_probs", "one per token");
+    cascade_rl::detail::require_size(sampling_log_probs.size(), n, "sampling_log_probs",
+                                     "one per token");
+    for (std::size_t s = 0; s < layout.sequences(); ++s) {
+      double sum = 0;
+      std::size_t count = 0;
+      for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
+        if (layout.valid(t)) {
+          sum += static_cast<double>(sampling_log_probs[t]) - static_cast<double>(log_probs[t]);
+          ++count;
+        }
+      const double mean = sum / std::max(static_cast<double>(count), 1.0);
+      for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) {
+        const bool keep =
+            static_cast<double>(advantages[t]) >= 0 || mean <= *c.off_policy_mask_threshold;
+        if (!keep) out[t] = T(0);
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace cascade_rl::presets::trl
