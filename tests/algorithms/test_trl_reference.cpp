@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <span>
@@ -77,7 +78,6 @@ trl::grpo_config config_of(const nlohmann::json& c, std::string& loss_type, std:
 std::string expected_refusal(const trl::grpo_config& c) {
   const bool sequence = c.importance_sampling_level == "sequence";
   if (c.loss_type == "vespo") return "loss_type";
-  if (c.entropy_coef != 0.0) return "entropy_coef";
   if (c.beta != 0.0 && c.use_bias_correction_kl) return "use_bias_correction_kl";
   if (c.vllm_importance_sampling_correction) {
     if (c.vllm_importance_sampling_mode == "token_truncate" && c.vllm_importance_sampling_clip_min)
@@ -192,6 +192,27 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
                                     .tokens = static_cast<double>(counts.tokens)},
         mean);
   }
+  // TRL's policy_loss metric: the loss before the bonus and before the division by the
+  // accumulation steps (dapo and cispo do not divide).
+  const bool divides = loss_type != "dapo" && loss_type != "cispo";
+  const double policy_loss =
+      loss * (divides ? static_cast<double>(config.gradient_accumulation_steps) : 1.0);
+  // The static entropy bonus over the kept tokens (its entropy seed is not in the file:
+  // the stub's entropies are constants).
+  const std::vector<std::uint8_t> keep = trl::entropy_mask<T>(config, layout, entropies);
+  std::size_t kept = 0;
+  for (const auto k : keep) kept += k;
+  if (const auto bonus = trl::entropy_bonus(config, kept, c["num_items_in_batch"].get<double>())) {
+    std::vector<T> losses(layout.tokens()), seeds(layout.tokens()), h(layout.tokens());
+    for (std::size_t t = 0; t < losses.size(); ++t) {
+      const double w = keep[t] ? -config.entropy_coef : 0.0;
+      losses[t] = static_cast<T>(w * static_cast<double>(entropies[t]));
+      seeds[t] = static_cast<T>(w);
+    }
+    loss += cascade_rl::aggregate_token_losses(cascade_rl::exec::seq, layout,
+                                               {.token_losses = losses, .token_grads = seeds}, h,
+                                               *bonus, cascade_rl::loss_aggregation::token_mean);
+  }
   expect_close(loss, c["loss"].get<double>(), context + " loss");
   expect_all_close(std::span<const double>(total_grad), flatten<double>(c["grad_per_token_logps"]),
                    context + " grad_per_token_logps");
@@ -204,6 +225,10 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
       // counts the clips of the tokens its masks drop, whose advantage we zeroed.
       if (level == "token" && !token_masks)
         expect_close(result.metrics.clip_fraction(), expected, context + " " + key);
+    } else if (key == "policy_loss") {
+      expect_close(policy_loss, expected, context + " policy_loss");
+    } else if (key == "entropy_coef") {
+      EXPECT_EQ(expected, config.entropy_coef) << context;
     } else if (key == "kl") {
       ASSERT_TRUE(kl_mean) << context;
       expect_close(*kl_mean, expected, context + " kl");
@@ -229,8 +254,8 @@ TEST(TrlReference, GrpoLossEveryCaseReproducedOrRefusedByName) {
   }
   // The split is part of the contract: a case moving from refused to reproduced (or back)
   // must update trl.hpp's list and this count.
-  EXPECT_EQ(totals.reproduced, 2 * 44);
-  EXPECT_EQ(totals.refused, 2 * 34);
+  EXPECT_EQ(totals.reproduced, 2 * 47);
+  EXPECT_EQ(totals.refused, 2 * 31);
 }
 
 // The four aggregations on one hand-computed 2-row batch at ratio 1 (old = logp), where

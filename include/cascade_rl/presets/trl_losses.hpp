@@ -40,17 +40,22 @@
 // where TRL drops the token; pass them as the loss's advantages (the clip metrics then
 // count the dropped tokens as unclipped, where TRL counts them from the raw advantages).
 //
+// The static entropy bonus (entropy_coef) subtracts coef * the mean entropy of the kept
+// tokens: entropy_bonus() gives the normaliser for aggregate_token_losses over
+// -coef * H_t (its grad_out is the entropy seed h of log_probs_backward); TRL's adaptive
+// entropy controller is not covered.
+//
 // Conventions with no cascade_rl expression are refused by name (policy_loss throws
 // cascade_rl::error naming the GRPOConfig field): loss_type vespo; luspo at token level
 // (TRL averages over the padded positions too); cispo and sapo at sequence level;
 // delta with sequence level; use_bias_correction_kl (the KL times the differentiated
-// ratio); the entropy bonus (entropy_coef != 0: its gradient flows through the full
-// logits); the sequence_* vLLM IS modes and token_truncate with a clip_min.
+// ratio); the sequence_* vLLM IS modes and token_truncate with a clip_min.
 
 #include <algorithm>
 #include <cmath>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
@@ -128,10 +133,8 @@ inline double epsilon_high_of(const grpo_config& c) {
 inline void refuse_unsupported(const grpo_config& c) {
   if (!(c.top_entropy_quantile > 0.0 && c.top_entropy_quantile <= 1.0))
     refuse("top_entropy_quantile", std::to_string(c.top_entropy_quantile), "expected in (0, 1]");
-  if (c.entropy_coef != 0.0)
-    refuse("entropy_coef", std::to_string(c.entropy_coef),
-           "the entropy bonus's gradient flows through the full logits, not the sampled "
-           "tokens' log-probs: not supported (use 0)");
+  if (!std::isfinite(c.entropy_coef))
+    refuse("entropy_coef", std::to_string(c.entropy_coef), "expected a finite coefficient");
   if (c.beta != 0.0 && c.use_bias_correction_kl)
     refuse("use_bias_correction_kl", "true",
            "the KL times the differentiated ratio has no cascade_rl expression");
@@ -279,6 +282,35 @@ template <exec::host_policy Policy>
                     num_items_in_batch);
 }
 
+// TRL's high-entropy token mask (get_high_entropy_mask): 1 on the valid tokens whose
+// entropy is at least the quantile 1 - top_entropy_quantile of the valid tokens'
+// entropies (torch.quantile's linear interpolation), 0 elsewhere; every valid token when
+// top_entropy_quantile is 1.
+template <std::floating_point T>
+[[nodiscard]] std::vector<std::uint8_t> entropy_mask(const grpo_config& c,
+                                                     const token_layout& layout,
+                                                     std::span<const T> entropies) {
+  detail::refuse_unsupported(c);
+  const std::size_t n = layout.tokens();
+  std::vector<std::uint8_t> keep(n, 0);
+  for (std::size_t t = 0; t < n; ++t) keep[t] = layout.valid(t) ? 1 : 0;
+  if (!(c.top_entropy_quantile < 1.0)) return keep;
+  cascade_rl::detail::require_size(entropies.size(), n, "entropies", "one per token");
+  std::vector<double> valid;
+  for (std::size_t t = 0; t < n; ++t)
+    if (layout.valid(t)) valid.push_back(static_cast<double>(entropies[t]));
+  if (valid.empty()) return keep;
+  std::sort(valid.begin(), valid.end());
+  const double position = (1.0 - c.top_entropy_quantile) * static_cast<double>(valid.size() - 1);
+  const std::size_t low = static_cast<std::size_t>(position);
+  const std::size_t high = std::min(low + 1, valid.size() - 1);
+  const double threshold =
+      valid[low] + (position - static_cast<double>(low)) * (valid[high] - valid[low]);
+  for (std::size_t t = 0; t < n; ++t)
+    keep[t] = keep[t] && static_cast<double>(entropies[t]) >= threshold ? 1 : 0;
+  return keep;
+}
+
 // The advantages (one per token) after TRL's token masks: 0 where top_entropy_quantile < 1
 // drops a valid token whose entropy is below the quantile 1 - top_entropy_quantile of the
 // valid tokens' entropies (torch.quantile's linear interpolation), and on every token of
@@ -297,21 +329,9 @@ template <std::floating_point T>
   cascade_rl::detail::require_size(advantages.size(), n, "advantages", "one per token");
   std::vector<T> out(advantages.begin(), advantages.end());
   if (c.top_entropy_quantile < 1.0) {
-    cascade_rl::detail::require_size(entropies.size(), n, "entropies", "one per token");
-    std::vector<double> valid;
+    const std::vector<std::uint8_t> keep = entropy_mask(c, layout, entropies);
     for (std::size_t t = 0; t < n; ++t)
-      if (layout.valid(t)) valid.push_back(static_cast<double>(entropies[t]));
-    if (!valid.empty()) {
-      std::sort(valid.begin(), valid.end());
-      const double position =
-          (1.0 - c.top_entropy_quantile) * static_cast<double>(valid.size() - 1);
-      const std::size_t low = static_cast<std::size_t>(position);
-      const std::size_t high = std::min(low + 1, valid.size() - 1);
-      const double threshold =
-          valid[low] + (position - static_cast<double>(low)) * (valid[high] - valid[low]);
-      for (std::size_t t = 0; t < n; ++t)
-        if (!(layout.valid(t) && static_cast<double>(entropies[t]) >= threshold)) out[t] = T(0);
-    }
+      if (!keep[t]) out[t] = T(0);
   }
   if (c.off_policy_mask_threshold) {
     cascade_rl::detail::require_size(log_probs.size(), n, "log_probs", "one per token");
@@ -334,6 +354,26 @@ template <std::floating_point T>
     }
   }
   return out;
+}
+
+// The static entropy bonus, -entropy_coef * (the kept tokens' entropy sum) / divisor, as
+// the token-mean normaliser of aggregate_token_losses over token losses -entropy_coef * H_t
+// (token grads -entropy_coef, giving log_probs_backward's entropy seed) on the kept
+// tokens (entropy_mask; 0 elsewhere). The divisor is dapo / cispo's num_items_in_batch /
+// num_processes, else the kept tokens' count (at least 1) * gradient accumulation steps.
+// nullopt when entropy_coef is 0.
+[[nodiscard]] inline std::optional<loss_normalizer> entropy_bonus(const grpo_config& c,
+                                                                  std::size_t kept_tokens,
+                                                                  double num_items_in_batch) {
+  detail::refuse_unsupported(c);
+  if (c.entropy_coef == 0.0) return std::nullopt;
+  (void)aggregation(c.loss_type);  // refuses an unknown loss_type
+  const bool global = c.loss_type == "dapo" || c.loss_type == "cispo";
+  return loss_normalizer{
+      .mode = loss_aggregation::token_mean,
+      .tokens = global ? std::max(num_items_in_batch, 1.0) / static_cast<double>(c.num_processes)
+                       : std::max(static_cast<double>(kept_tokens), 1.0) *
+                             static_cast<double>(c.gradient_accumulation_steps)};
 }
 
 }  // namespace cascade_rl::presets::trl
