@@ -79,12 +79,6 @@ std::string expected_refusal(const trl::grpo_config& c) {
   const bool sequence = c.importance_sampling_level == "sequence";
   if (c.loss_type == "vespo") return "loss_type";
   if (c.beta != 0.0 && c.use_bias_correction_kl) return "use_bias_correction_kl";
-  if (c.vllm_importance_sampling_correction) {
-    if (c.vllm_importance_sampling_mode == "token_truncate" && c.vllm_importance_sampling_clip_min)
-      return "vllm_importance_sampling_clip_min";
-    if (c.vllm_importance_sampling_mode.starts_with("sequence"))
-      return "vllm_importance_sampling_mode";
-  }
   if ((c.loss_type == "cispo" || c.loss_type == "sapo") && sequence)
     return "importance_sampling_level";
   if (c.loss_type == "luspo" && !sequence) return "importance_sampling_level";
@@ -140,6 +134,8 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
   const bool token_masks = config.top_entropy_quantile < 1.0 || config.off_policy_mask_threshold;
 
   const auto options = trl::policy_loss(config);
+  const std::vector<T> behaviour =
+      trl::vllm_behaviour_log_probs<T>(config, layout, old_log_probs, sampling);
   const auto normalizer =
       trl::normalizer(cascade_rl::exec::seq, config, layout, c["num_items_in_batch"].get<double>());
   std::vector<T> grad(layout.tokens(), T(-7));
@@ -149,15 +145,12 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
       [&](const auto& o) {
         using O = std::decay_t<decltype(o)>;
         if constexpr (std::is_same_v<O, cascade_rl::ppo_clip_options>)
-          return cascade_rl::ppo_clip_loss(
-              cascade_rl::exec::seq, layout,
-              {.log_probs = log_probs,
-               .old_log_probs = old_log_probs,
-               .advantages = advantages,
-               .behaviour_log_probs = o.importance.mode == cascade_rl::importance_sampling::none
-                                          ? std::span<const T>{}
-                                          : std::span<const T>(sampling)},
-              grad, normalizer, o);
+          return cascade_rl::ppo_clip_loss(cascade_rl::exec::seq, layout,
+                                           {.log_probs = log_probs,
+                                            .old_log_probs = old_log_probs,
+                                            .advantages = advantages,
+                                            .behaviour_log_probs = std::span<const T>(behaviour)},
+                                           grad, normalizer, o);
         else if constexpr (std::is_same_v<O, cascade_rl::gspo_options>)
           return cascade_rl::gspo_loss(cascade_rl::exec::seq, layout, ratio_inputs, grad,
                                        normalizer, o);
@@ -254,8 +247,8 @@ TEST(TrlReference, GrpoLossEveryCaseReproducedOrRefusedByName) {
   }
   // The split is part of the contract: a case moving from refused to reproduced (or back)
   // must update trl.hpp's list and this count.
-  EXPECT_EQ(totals.reproduced, 2 * 47);
-  EXPECT_EQ(totals.refused, 2 * 31);
+  EXPECT_EQ(totals.reproduced, 2 * 62);
+  EXPECT_EQ(totals.refused, 2 * 16);
 }
 
 // The four aggregations on one hand-computed 2-row batch at ratio 1 (old = logp), where
@@ -342,6 +335,48 @@ TEST(TrlReference, TokenMasksZeroTheDroppedTokensAdvantage) {
   expect(trl::masked_advantages<double>({.loss_type = "grpo", .off_policy_mask_threshold = 0.2},
                                         layout, advantages, logp, sampling, entropies),
          advantages, "off-policy 0.2");
+}
+
+// vllm_behaviour_log_probs on hand-chosen ratios r = exp(old - sampling): row 0 holds
+// 0.25 and 2 (row ratio 0.5), row 1 holds 1.5 and a masked token. The importance ratio
+// exp(old - behaviour) is TRL's before its upper clamp or mask.
+TEST(TrlReference, VllmBehaviourLogProbsGiveTrlsRatio) {
+  const auto batch = padded_from_mask(nlohmann::json{{1, 1}, {1, 0}});
+  const auto layout = batch.layout();
+  const std::vector<double> old{-1, -1, -1, -1};
+  const std::vector<double> sampling{-1 - std::log(0.25), -1 - std::log(2.0), -1 - std::log(1.5),
+                                     -5};
+  const auto ratios = [&](const char* mode, std::optional<double> clip_min) {
+    const trl::grpo_config config{.loss_type = "dapo",
+                                  .vllm_importance_sampling_correction = true,
+                                  .vllm_importance_sampling_mode = mode,
+                                  .vllm_importance_sampling_clip_min = clip_min,
+                                  .vllm_importance_sampling_clip_max = 1.8};
+    const auto behaviour = trl::vllm_behaviour_log_probs<double>(config, layout, old, sampling);
+    std::vector<double> r;
+    for (std::size_t t = 0; t < 3; ++t) r.push_back(std::exp(old[t] - behaviour[t]));
+    EXPECT_EQ(behaviour[3], old[3]) << mode;  // masked: untouched
+    return r;
+  };
+  const auto expect = [](const std::vector<double>& got, const std::vector<double>& want,
+                         const char* what) {
+    for (std::size_t t = 0; t < want.size(); ++t) EXPECT_NEAR(got[t], want[t], 1e-12) << what << t;
+  };
+  expect(ratios("token_truncate", std::nullopt), {0.25, 2.0, 1.5}, "token_truncate");
+  expect(ratios("token_truncate", 0.5), {0.5, 2.0, 1.5}, "token_truncate, clip_min 0.5");
+  expect(ratios("token_mask", 0.5), {0.25, 2.0, 1.5}, "token_mask");
+  expect(ratios("sequence_truncate", 0.6), {0.6, 0.6, 1.5}, "sequence_truncate, clip_min 0.6");
+  expect(ratios("sequence_mask", 0.6), {0.5, 0.5, 1.5}, "sequence_mask");
+  // The options then cap (truncate) or drop (mask) at clip_max 1.8.
+  const auto options = std::get<cascade_rl::ppo_clip_options>(
+      trl::policy_loss({.loss_type = "dapo",
+                        .vllm_importance_sampling_correction = true,
+                        .vllm_importance_sampling_mode = "sequence_mask",
+                        .vllm_importance_sampling_clip_min = 0.6,
+                        .vllm_importance_sampling_clip_max = 1.8}));
+  EXPECT_EQ(options.importance.mode, cascade_rl::importance_sampling::band_mask);
+  EXPECT_EQ(options.importance.band_low, 0.6);
+  EXPECT_EQ(options.importance.band_high, 1.8);
 }
 
 // Gradient accumulation: grpo, bnpo and dr_grpo divide by the steps, dapo does not (its

@@ -31,9 +31,12 @@
 // beta > 0 adds beta * k3(ref - logp) per token (no clamps), aggregated like the policy
 // term: kl_loss with presets::trl::kl_loss's options and the same normaliser.
 // The vLLM importance-sampling correction multiplies the token loss by
-// exp(old_logp - sampling_logp): token_truncate (min(r, clip_max)) and token_mask
-// (r inside [clip_min, clip_max], else 0) are ppo_clip_options::importance against
-// behaviour_log_probs = sampling_per_token_logps.
+// r = exp(old_logp - sampling_logp) (token_*) or by the row's exp(sum of old_logp -
+// sampling_logp) (sequence_*), clamped to [clip_min, clip_max] (*_truncate) or 0 outside
+// it (*_mask): ppo_clip_options::importance (truncated at clip_max / band_mask) against
+// the behaviour log-probs vllm_behaviour_log_probs() returns, old_logp - log r' with r' the
+// token's or the row's ratio, raised to clip_min under *_truncate: the importance ratio
+// exp(old - behaviour) is then TRL's before its upper clamp or its mask.
 //
 // top_entropy_quantile < 1 and off_policy_mask_threshold drop tokens' policy loss (not
 // their KL) by data-dependent masks: masked_advantages() returns the advantages with 0
@@ -49,7 +52,7 @@
 // cascade_rl::error naming the GRPOConfig field): loss_type vespo; luspo at token level
 // (TRL averages over the padded positions too); cispo and sapo at sequence level;
 // delta with sequence level; use_bias_correction_kl (the KL times the differentiated
-// ratio); the sequence_* vLLM IS modes and token_truncate with a clip_min.
+// ratio).
 
 #include <algorithm>
 #include <cmath>
@@ -146,22 +149,14 @@ inline importance_options vllm_importance(const grpo_config& c) {
   const double clip_max = c.vllm_importance_sampling_clip_max
                               ? *c.vllm_importance_sampling_clip_max
                               : std::numeric_limits<double>::infinity();
-  if (mode == "token_truncate") {
-    if (c.vllm_importance_sampling_clip_min)
-      refuse("vllm_importance_sampling_clip_min",
-             std::to_string(*c.vllm_importance_sampling_clip_min),
-             "token_truncate with a lower clamp is not supported (leave it unset)");
+  if (mode == "token_truncate" || mode == "sequence_truncate")
     return {.mode = importance_sampling::truncated, .cap = clip_max};
-  }
-  if (mode == "token_mask")
+  if (mode == "token_mask" || mode == "sequence_mask")
     return {.mode = importance_sampling::band_mask,
             .band_low = c.vllm_importance_sampling_clip_min.value_or(0.0),
             .band_high = clip_max};
   refuse("vllm_importance_sampling_mode", std::string("\"") + std::string(mode) + "\"",
-         mode == "sequence_truncate" || mode == "sequence_mask"
-             ? "sequence-level correction weights are not supported with the token-level "
-               "PPO clip (token_truncate and token_mask are)"
-             : "TRL knows token_truncate, token_mask, sequence_truncate, sequence_mask");
+         "TRL knows token_truncate, token_mask, sequence_truncate, sequence_mask");
 }
 
 }  // namespace detail
@@ -374,6 +369,45 @@ template <std::floating_point T>
       .tokens = global ? std::max(num_items_in_batch, 1.0) / static_cast<double>(c.num_processes)
                        : std::max(static_cast<double>(kept_tokens), 1.0) *
                              static_cast<double>(c.gradient_accumulation_steps)};
+}
+
+// The behaviour log-probs for policy_loss's importance options under the vLLM correction
+// (see the header): old - log r' per valid token, r' = exp(old - sampling) for token_*,
+// the row's exp(sum over its valid tokens of old - sampling) for sequence_*, and under
+// *_truncate max(r', clip_min) (in the log domain). Masked tokens get old_log_probs.
+// Empty when the correction is off.
+template <std::floating_point T>
+[[nodiscard]] std::vector<T> vllm_behaviour_log_probs(const grpo_config& c,
+                                                      const token_layout& layout,
+                                                      std::span<const T> old_log_probs,
+                                                      std::span<const T> sampling_log_probs) {
+  if (!c.vllm_importance_sampling_correction) return {};
+  (void)detail::vllm_importance(c);  // refuses an unknown mode
+  const std::size_t n = layout.tokens();
+  cascade_rl::detail::require_size(old_log_probs.size(), n, "old_log_probs", "one per token");
+  cascade_rl::detail::require_size(sampling_log_probs.size(), n, "sampling_log_probs",
+                                   "one per token");
+  const std::string_view mode = c.vllm_importance_sampling_mode;
+  const bool sequence = mode.starts_with("sequence");
+  const bool truncate = mode.ends_with("truncate");
+  const double log_min = truncate && c.vllm_importance_sampling_clip_min
+                             ? std::log(*c.vllm_importance_sampling_clip_min)
+                             : -std::numeric_limits<double>::infinity();
+  std::vector<T> out(old_log_probs.begin(), old_log_probs.end());
+  for (std::size_t s = 0; s < layout.sequences(); ++s) {
+    double row = 0;
+    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
+      if (layout.valid(t))
+        row += static_cast<double>(old_log_probs[t]) - static_cast<double>(sampling_log_probs[t]);
+    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) {
+      if (!layout.valid(t)) continue;
+      const double log_ratio = sequence ? row
+                                        : static_cast<double>(old_log_probs[t]) -
+                                              static_cast<double>(sampling_log_probs[t]);
+      out[t] = static_cast<T>(static_cast<double>(old_log_probs[t]) - std::max(log_ratio, log_min));
+    }
+  }
+  return out;
 }
 
 }  // namespace cascade_rl::presets::trl
