@@ -25,12 +25,13 @@
 //     options.importance against behaviour_log_probs = generation_logprobs (plain, tis
 //     without a min, icepop); the other losses take rollout_is_weights(...) as
 //     inputs.rollout_is_weights.
+//   - positive_example_nll_weight > 0 adds weight * the mean -logp over the tokens of the
+//     rows with reward > 0: a second reinforce_loss, positive_example_nll below.
 //
 // Refused by name (cascade_rl::error naming the ClippedPGLossConfig field): a KL penalty
 // in the loss (reference_policy_kl_penalty != 0 without use_kl_in_reward): NeMo weights
 // the KL by exp(logp - sg(logp)), whose gradient adds the KL value itself to every
-// unclamped token's gradient, and clamps k1/k2 too; no kl_options expresses that.
-// positive_example_nll_weight > 0 is an extra loss: positive_example_nll below. The PPO
+// unclamped token's gradient, and clamps k1/k2 too; no kl_options expresses that. The PPO
 // clip with tis and a min or with seq-mask-tis (ppo_clip_inputs takes no precomputed
 // weights); ratio_clip_c with anything but the token ratio's PPO clip.
 
