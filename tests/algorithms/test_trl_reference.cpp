@@ -61,6 +61,10 @@ trl::grpo_config config_of(const nlohmann::json& c, std::string& loss_type, std:
     config.gradient_accumulation_steps = static_cast<std::size_t>(*v);
   if (const auto v = number_or_null(r, "sapo_temperature_pos")) config.sapo_temperature_pos = *v;
   if (const auto v = number_or_null(r, "sapo_temperature_neg")) config.sapo_temperature_neg = *v;
+  if (const auto v = number_or_null(r, "vespo_k_pos")) config.vespo_k_pos = *v;
+  if (const auto v = number_or_null(r, "vespo_lambda_pos")) config.vespo_lambda_pos = *v;
+  if (const auto v = number_or_null(r, "vespo_k_neg")) config.vespo_k_neg = *v;
+  if (const auto v = number_or_null(r, "vespo_lambda_neg")) config.vespo_lambda_neg = *v;
   if (a["use_vllm"].get<bool>() && a.value("vllm_importance_sampling_correction", false)) {
     config.vllm_importance_sampling_correction = true;
     vllm_mode = a["vllm_importance_sampling_mode"].get<std::string>();
@@ -77,7 +81,6 @@ trl::grpo_config config_of(const nlohmann::json& c, std::string& loss_type, std:
 // settings alone (the list in trl.hpp's header); empty: the case is reproduced.
 std::string expected_refusal(const trl::grpo_config& c) {
   const bool sequence = c.importance_sampling_level == "sequence";
-  if (c.loss_type == "vespo") return "loss_type";
   if (c.beta != 0.0 && c.use_bias_correction_kl) return "use_bias_correction_kl";
   if ((c.loss_type == "cispo" || c.loss_type == "sapo") && sequence)
     return "importance_sampling_level";
@@ -134,8 +137,13 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
   const bool token_masks = config.top_entropy_quantile < 1.0 || config.off_policy_mask_threshold;
 
   const auto options = trl::policy_loss(config);
+  const bool vespo = loss_type == "vespo";
   const std::vector<T> behaviour =
-      trl::vllm_behaviour_log_probs<T>(config, layout, old_log_probs, sampling);
+      vespo ? std::vector<T>{}
+            : trl::vllm_behaviour_log_probs<T>(config, layout, old_log_probs, sampling);
+  const std::vector<T> phi =
+      vespo ? trl::vespo_weights<T>(config, layout, advantages, log_probs, old_log_probs, sampling)
+            : std::vector<T>{};
   const auto normalizer =
       trl::normalizer(cascade_rl::exec::seq, config, layout, c["num_items_in_batch"].get<double>());
   std::vector<T> grad(layout.tokens(), T(-7));
@@ -157,9 +165,14 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
         else if constexpr (std::is_same_v<O, cascade_rl::cispo_options>)
           return cascade_rl::cispo_loss(cascade_rl::exec::seq, layout, ratio_inputs, grad,
                                         normalizer, o);
-        else
+        else if constexpr (std::is_same_v<O, cascade_rl::sapo_options>)
           return cascade_rl::sapo_loss(cascade_rl::exec::seq, layout, ratio_inputs, grad,
                                        normalizer, o);
+        else
+          return cascade_rl::reinforce_loss(
+              cascade_rl::exec::seq, layout,
+              {.log_probs = log_probs, .advantages = advantages, .rollout_is_weights = phi}, grad,
+              normalizer, o);
       },
       options);
   double loss = result.loss;
@@ -218,6 +231,10 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
       // counts the clips of the tokens its masks drop, whose advantage we zeroed.
       if (level == "token" && !token_masks)
         expect_close(result.metrics.clip_fraction(), expected, context + " " + key);
+    } else if (key == "vespo/phi_seq_mean") {
+      double sum = 0;  // one value per row
+      for (std::size_t i = 0; i < batch.rows; ++i) sum += static_cast<double>(phi[i * batch.width]);
+      expect_close(sum / static_cast<double>(batch.rows), expected, context + " " + key);
     } else if (key == "policy_loss") {
       expect_close(policy_loss, expected, context + " policy_loss");
     } else if (key == "entropy_coef") {
@@ -247,8 +264,8 @@ TEST(TrlReference, GrpoLossEveryCaseReproducedOrRefusedByName) {
   }
   // The split is part of the contract: a case moving from refused to reproduced (or back)
   // must update trl.hpp's list and this count.
-  EXPECT_EQ(totals.reproduced, 2 * 62);
-  EXPECT_EQ(totals.refused, 2 * 16);
+  EXPECT_EQ(totals.reproduced, 2 * 70);
+  EXPECT_EQ(totals.refused, 2 * 8);
 }
 
 // The four aggregations on one hand-computed 2-row batch at ratio 1 (old = logp), where

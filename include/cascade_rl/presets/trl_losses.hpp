@@ -21,7 +21,10 @@
 //            (epsilon_high is the ratio cap itself, not 1 + epsilon);
 //   sapo     grpo's aggregation, the soft gate sigmoid(tau (r - 1)) * 4 / tau;
 //   luspo    (per-sequence loss * the row's valid tokens).mean() over rows, / steps: with
-//            the sequence-level ratio, seq-mean-token-sum with sequences = rows * steps.
+//            the sequence-level ratio, seq-mean-token-sum with sequences = rows * steps;
+//   vespo    dapo's aggregation, the token term -phi * A * logp with phi the row's gamma
+//            weight of its summed log-ratio (stop-gradient, vespo_weights): the REINFORCE
+//            log-prob surrogate with phi as rollout_is_weights.
 // The clip: r = exp(logp - old_logp), no log-ratio clamp; -min(r A, clamp(r, 1 -
 // epsilon_low, 1 + epsilon_high) A); delta (two-sided clipping) caps r at delta, which for
 // delta >= 1 + epsilon_high is exactly PPO's dual clip with c = delta.
@@ -49,7 +52,7 @@
 // entropy controller is not covered.
 //
 // Conventions with no cascade_rl expression are refused by name (policy_loss throws
-// cascade_rl::error naming the GRPOConfig field): loss_type vespo; luspo at token level
+// cascade_rl::error naming the GRPOConfig field): luspo at token level
 // (TRL averages over the padded positions too); cispo and sapo at sequence level;
 // delta with sequence level; use_bias_correction_kl (the KL times the differentiated
 // ratio).
@@ -101,10 +104,15 @@ struct grpo_config {
   std::string_view vllm_importance_sampling_mode = "sequence_mask";
   std::optional<double> vllm_importance_sampling_clip_min{};
   std::optional<double> vllm_importance_sampling_clip_max{3.0};
+  // VESPO's gamma weights (get_gamma_weights' defaults).
+  double vespo_k_pos = 2.0;
+  double vespo_lambda_pos = 3.0;
+  double vespo_k_neg = 3.0;
+  double vespo_lambda_neg = 2.0;
 };
 
 using policy_loss_options =
-    std::variant<ppo_clip_options, gspo_options, cispo_options, sapo_options>;
+    std::variant<ppo_clip_options, gspo_options, cispo_options, sapo_options, reinforce_options>;
 
 namespace detail {
 
@@ -164,14 +172,12 @@ inline importance_options vllm_importance(const grpo_config& c) {
 // The aggregation mode of a loss_type (see the table above).
 [[nodiscard]] inline loss_aggregation aggregation(std::string_view loss_type) {
   if (loss_type == "grpo" || loss_type == "sapo") return loss_aggregation::seq_mean_token_mean;
-  if (loss_type == "bnpo" || loss_type == "dapo" || loss_type == "cispo")
+  if (loss_type == "bnpo" || loss_type == "dapo" || loss_type == "cispo" || loss_type == "vespo")
     return loss_aggregation::token_mean;
   if (loss_type == "dr_grpo") return loss_aggregation::seq_mean_token_sum_norm;
   if (loss_type == "luspo") return loss_aggregation::seq_mean_token_sum;
   detail::refuse("loss_type", std::string("\"") + std::string(loss_type) + "\"",
-                 loss_type == "vespo"
-                     ? "TRL's VESPO gamma weights are not implemented in cascade_rl"
-                     : "not a TRL loss_type (grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo)");
+                 "not a TRL loss_type (grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo)");
 }
 
 // The policy term of _compute_loss for the config (see the table above), or an error
@@ -182,6 +188,11 @@ inline importance_options vllm_importance(const grpo_config& c) {
   const bool sequence = detail::is_sequence_level(c);
   const double eps_high = detail::epsilon_high_of(c);
   const importance_options importance = detail::vllm_importance(c);
+  if (c.loss_type == "vespo")
+    // -phi * A * logp with phi a stop-gradient row weight (vespo_weights, which also holds
+    // the vLLM correction): the log-prob surrogate, token-mean; at either level.
+    return reinforce_options{
+        .aggregation = mode, .surrogate = reinforce_surrogate::log_prob, .importance = {}};
   if (sequence && importance.mode != importance_sampling::none)
     detail::refuse("importance_sampling_level", "\"sequence\"",
                    "the vLLM correction is supported at token level only");
@@ -257,7 +268,7 @@ inline importance_options vllm_importance(const grpo_config& c) {
   const double steps = static_cast<double>(c.gradient_accumulation_steps);
   const double n = static_cast<double>(rows);
   loss_normalizer out{.mode = mode};
-  if (c.loss_type == "dapo" || c.loss_type == "cispo") {
+  if (c.loss_type == "dapo" || c.loss_type == "cispo" || c.loss_type == "vespo") {
     // clamp(min=1) / num_processes, as TRL.
     out.tokens = std::max(num_items_in_batch, 1.0) / static_cast<double>(c.num_processes);
   } else if (c.loss_type == "bnpo") {
@@ -363,7 +374,7 @@ template <std::floating_point T>
   detail::refuse_unsupported(c);
   if (c.entropy_coef == 0.0) return std::nullopt;
   (void)aggregation(c.loss_type);  // refuses an unknown loss_type
-  const bool global = c.loss_type == "dapo" || c.loss_type == "cispo";
+  const bool global = c.loss_type == "dapo" || c.loss_type == "cispo" || c.loss_type == "vespo";
   return loss_normalizer{
       .mode = loss_aggregation::token_mean,
       .tokens = global ? std::max(num_items_in_batch, 1.0) / static_cast<double>(c.num_processes)
@@ -406,6 +417,72 @@ template <std::floating_point T>
                                               static_cast<double>(sampling_log_probs[t]);
       out[t] = static_cast<T>(static_cast<double>(old_log_probs[t]) - std::max(log_ratio, log_min));
     }
+  }
+  return out;
+}
+
+// VESPO's gamma weights (get_gamma_weights), one per token (its row's): with
+// log w = clamp(sum over the row's valid tokens of clamp(logp - old, +-20) [+ the sum over
+// the row of log(clamp(IS ratio, 1e-8, e^20)) under the vLLM correction], log 1e-8, 20),
+// phi = exp(lambda + k log w - lambda w), (k, lambda) = vespo_*_pos for A >= 0 else
+// vespo_*_neg (lambda at least 1e-4), non-finite -> 0. The IS ratio is TRL's processed
+// one (clamped under *_truncate, 0 outside [clip_min, clip_max] under *_mask), 1 before
+// processing on padding. advantages: one per token (the row's).
+template <std::floating_point T>
+[[nodiscard]] std::vector<T> vespo_weights(const grpo_config& c, const token_layout& layout,
+                                           std::span<const T> advantages,
+                                           std::span<const T> log_probs,
+                                           std::span<const T> old_log_probs,
+                                           std::span<const T> sampling_log_probs = {}) {
+  const std::size_t n = layout.tokens();
+  cascade_rl::detail::require_size(advantages.size(), n, "advantages", "one per token");
+  cascade_rl::detail::require_size(log_probs.size(), n, "log_probs", "one per token");
+  cascade_rl::detail::require_size(old_log_probs.size(), n, "old_log_probs", "one per token");
+  const bool corrected = c.vllm_importance_sampling_correction;
+  std::string_view mode = c.vllm_importance_sampling_mode;
+  if (corrected) {
+    (void)detail::vllm_importance(c);
+    if (mode.starts_with("sequence"))
+      detail::refuse("vllm_importance_sampling_mode", std::string("\"") + std::string(mode) + "\"",
+                     "TRL's vespo takes token modes only");
+    cascade_rl::detail::require_size(sampling_log_probs.size(), n, "sampling_log_probs",
+                                     "one per token");
+  }
+  const double clip_min = c.vllm_importance_sampling_clip_min.value_or(-detail::no_clamp);
+  const double clip_max = c.vllm_importance_sampling_clip_max.value_or(detail::no_clamp);
+  const double lower = std::log(1e-8);
+  const auto processed_log = [&](double r) {
+    const double w = mode == "token_truncate" ? std::min(std::max(r, clip_min), clip_max)
+                                              : (r < clip_min || r > clip_max ? 0.0 : r);
+    return std::min(std::max(std::log(w), lower), 20.0);
+  };
+  std::vector<T> out(n, T(0));
+  for (std::size_t s = 0; s < layout.sequences(); ++s) {
+    double log_w = 0;
+    bool any = false;
+    double advantage = 0;
+    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) {
+      const bool valid = layout.valid(t);
+      if (valid) {
+        const double r = static_cast<double>(log_probs[t]) - static_cast<double>(old_log_probs[t]);
+        log_w += std::min(std::max(r, -20.0), 20.0);
+        if (!any) advantage = static_cast<double>(advantages[t]);
+        any = true;
+      }
+      if (corrected)
+        log_w += processed_log(valid ? std::exp(static_cast<double>(old_log_probs[t]) -
+                                                static_cast<double>(sampling_log_probs[t]))
+                                     : 1.0);
+    }
+    if (!any && layout.end(s) > layout.begin(s))
+      advantage = static_cast<double>(advantages[layout.begin(s)]);
+    log_w = std::min(std::max(log_w, lower), 20.0);
+    const bool nonneg = advantage >= 0;
+    const double k = nonneg ? c.vespo_k_pos : c.vespo_k_neg;
+    const double lambda = std::max(nonneg ? c.vespo_lambda_pos : c.vespo_lambda_neg, 1e-4);
+    double phi = std::exp(lambda + k * log_w - lambda * std::exp(log_w));
+    if (!std::isfinite(phi)) phi = 0.0;
+    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) out[t] = static_cast<T>(phi);
   }
   return out;
 }
