@@ -82,8 +82,7 @@ trl::grpo_config config_of(const nlohmann::json& c, std::string& loss_type, std:
 std::string expected_refusal(const trl::grpo_config& c) {
   const bool sequence = c.importance_sampling_level == "sequence";
   if (c.beta != 0.0 && c.use_bias_correction_kl) return "use_bias_correction_kl";
-  if ((c.loss_type == "cispo" || c.loss_type == "sapo") && sequence)
-    return "importance_sampling_level";
+  if (c.loss_type == "sapo" && sequence) return "importance_sampling_level";
   if (c.loss_type == "luspo" && !sequence) return "importance_sampling_level";
   if (sequence && c.delta) return "delta";
   return "";
@@ -143,7 +142,9 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
             : trl::vllm_behaviour_log_probs<T>(config, layout, old_log_probs, sampling);
   const std::vector<T> phi =
       vespo ? trl::vespo_weights<T>(config, layout, advantages, log_probs, old_log_probs, sampling)
-            : std::vector<T>{};
+      : loss_type == "cispo" && level == "sequence"
+          ? trl::cispo_sequence_weights<T>(config, layout, log_probs, old_log_probs)
+          : std::vector<T>{};
   const auto normalizer =
       trl::normalizer(cascade_rl::exec::seq, config, layout, c["num_items_in_batch"].get<double>());
   std::vector<T> grad(layout.tokens(), T(-7));
@@ -264,8 +265,8 @@ TEST(TrlReference, GrpoLossEveryCaseReproducedOrRefusedByName) {
   }
   // The split is part of the contract: a case moving from refused to reproduced (or back)
   // must update trl.hpp's list and this count.
-  EXPECT_EQ(totals.reproduced, 2 * 70);
-  EXPECT_EQ(totals.refused, 2 * 8);
+  EXPECT_EQ(totals.reproduced, 2 * 71);
+  EXPECT_EQ(totals.refused, 2 * 7);
 }
 
 // The four aggregations on one hand-computed 2-row batch at ratio 1 (old = logp), where

@@ -18,7 +18,9 @@
 //            token-mean with tokens = num_items_in_batch / num_processes (the step's
 //            global valid-token count, TRL's default loss_type);
 //   cispo    dapo's aggregation, the token term -sg(min(r, epsilon_high)) * A * logp
-//            (epsilon_high is the ratio cap itself, not 1 + epsilon);
+//            (epsilon_high is the ratio cap itself, not 1 + epsilon); at sequence level r
+//            is the row's ratio: the REINFORCE log-prob surrogate with
+//            cispo_sequence_weights as rollout_is_weights;
 //   sapo     grpo's aggregation, the soft gate sigmoid(tau (r - 1)) * 4 / tau;
 //   luspo    (per-sequence loss * the row's valid tokens).mean() over rows, / steps: with
 //            the sequence-level ratio, seq-mean-token-sum with sequences = rows * steps;
@@ -53,7 +55,7 @@
 //
 // Conventions with no cascade_rl expression are refused by name (policy_loss throws
 // cascade_rl::error naming the GRPOConfig field): luspo at token level
-// (TRL averages over the padded positions too); cispo and sapo at sequence level;
+// (TRL averages over the padded positions too); sapo at sequence level;
 // delta with sequence level; use_bias_correction_kl (the KL times the differentiated
 // ratio).
 
@@ -197,9 +199,11 @@ inline importance_options vllm_importance(const grpo_config& c) {
     detail::refuse("importance_sampling_level", "\"sequence\"",
                    "the vLLM correction is supported at token level only");
   if (c.loss_type == "cispo") {
-    if (sequence)
-      detail::refuse("importance_sampling_level", "\"sequence\"",
-                     "cispo's cap on the sequence ratio is not supported (token only)");
+    if (sequence && importance.mode == importance_sampling::none)
+      // -sg(min(s, epsilon_high)) * A * logp, s the row's ratio: the log-prob surrogate with
+      // cispo_sequence_weights as rollout_is_weights.
+      return reinforce_options{
+          .aggregation = mode, .surrogate = reinforce_surrogate::log_prob, .importance = {}};
     if (importance.mode != importance_sampling::none)
       detail::refuse("vllm_importance_sampling_correction", "true",
                      "cispo takes the correction as precomputed rollout_is_weights");
@@ -483,6 +487,33 @@ template <std::floating_point T>
     double phi = std::exp(lambda + k * log_w - lambda * std::exp(log_w));
     if (!std::isfinite(phi)) phi = 0.0;
     for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) out[t] = static_cast<T>(phi);
+  }
+  return out;
+}
+
+// cispo at sequence level: min(s, epsilon_high) on every token of the row, s = exp(the mean
+// of logp - old over the row's valid tokens) (a stop-gradient weight).
+template <std::floating_point T>
+[[nodiscard]] std::vector<T> cispo_sequence_weights(const grpo_config& c,
+                                                    const token_layout& layout,
+                                                    std::span<const T> log_probs,
+                                                    std::span<const T> old_log_probs) {
+  const std::size_t n = layout.tokens();
+  cascade_rl::detail::require_size(log_probs.size(), n, "log_probs", "one per token");
+  cascade_rl::detail::require_size(old_log_probs.size(), n, "old_log_probs", "one per token");
+  const double cap = detail::epsilon_high_of(c);
+  std::vector<T> out(n, T(0));
+  for (std::size_t s = 0; s < layout.sequences(); ++s) {
+    double sum = 0;
+    std::size_t count = 0;
+    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
+      if (layout.valid(t)) {
+        sum += static_cast<double>(log_probs[t]) - static_cast<double>(old_log_probs[t]);
+        ++count;
+      }
+    const double ratio = std::exp(sum / std::max(static_cast<double>(count), 1.0));
+    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
+      out[t] = static_cast<T>(std::min(ratio, cap));
   }
   return out;
 }
