@@ -36,7 +36,8 @@ using cascade_rl::testing::load_reference;
 using cascade_rl::testing::padded_from_mask;
 
 // The case's ClippedPGLossConfig from its resolved_config (every field, NeMo's names).
-nemo::clipped_pg_loss_config config_of(const nlohmann::json& r, std::string& type) {
+nemo::clipped_pg_loss_config config_of(const nlohmann::json& r, std::string& type,
+                                       std::string& kl_type) {
   nemo::clipped_pg_loss_config c;
   c.disable_ppo_ratio = r["disable_ppo_ratio"].get<bool>();
   c.token_level_loss = r["token_level_loss"].get<bool>();
@@ -46,6 +47,15 @@ nemo::clipped_pg_loss_config config_of(const nlohmann::json& r, std::string& typ
   if (!r["ratio_clip_c"].is_null()) c.ratio_clip_c = r["ratio_clip_c"].get<double>();
   c.reference_policy_kl_penalty = r["reference_policy_kl_penalty"].get<double>();
   c.use_kl_in_reward = r["use_kl_in_reward"].get<bool>();
+  kl_type = r["reference_policy_kl_type"].get<std::string>();
+  c.reference_policy_kl_type = kl_type;
+  c.kl_input_clamp_value = r["kl_input_clamp_value"].is_null()
+                               ? std::nullopt
+                               : std::optional<double>(r["kl_input_clamp_value"].get<double>());
+  c.kl_output_clamp_value = r["kl_output_clamp_value"].is_null()
+                                ? std::nullopt
+                                : std::optional<double>(r["kl_output_clamp_value"].get<double>());
+  c.use_on_policy_kl_approximation = r["use_on_policy_kl_approximation"].get<bool>();
   c.use_importance_sampling_correction = r["use_importance_sampling_correction"].get<bool>();
   if (!r["truncated_importance_sampling_type"].is_null()) {
     type = r["truncated_importance_sampling_type"].get<std::string>();
@@ -65,8 +75,6 @@ nemo::clipped_pg_loss_config config_of(const nlohmann::json& r, std::string& typ
 // The field presets::nemo_rl must name when it refuses the case, from the case's settings
 // alone (nemo_rl.hpp's list); empty: reproduced.
 std::string expected_refusal(const nemo::clipped_pg_loss_config& c) {
-  if (c.reference_policy_kl_penalty != 0.0 && !c.use_kl_in_reward)
-    return "reference_policy_kl_penalty";
   const bool ppo_path = !c.use_cispo && !c.disable_ppo_ratio && !c.sequence_level_importance_ratios;
   if (c.use_importance_sampling_correction && (ppo_path || c.force_on_policy_ratio) &&
       (c.truncated_importance_sampling_type == "seq-mask-tis" ||
@@ -93,8 +101,8 @@ struct case_totals {
 template <class T>
 void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::string& context,
                 case_totals& totals) {
-  std::string type;
-  const auto config = config_of(c["resolved_config"], type);
+  std::string type, kl_type;
+  const auto config = config_of(c["resolved_config"], type, kl_type);
   const std::string refusal = expected_refusal(config);
   if (!refusal.empty()) {
     cascade_rl::testing::expect_error_naming([&] { (void)nemo::policy_loss(config); }, refusal);
@@ -156,6 +164,20 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
       options);
   double loss = result.loss;
   std::vector<double> total_grad(grad.begin(), grad.end());
+  // NeMo's KL term through aggregate_token_losses over the same normaliser.
+  const std::vector<T> ref = flatten<T>(b["reference_policy_logprobs"]);
+  const auto kl = nemo::kl_token_terms<T>(config, layout, curr, ref, generation);
+  double kl_value = 0;
+  if (!kl.token_losses.empty()) {
+    std::vector<T> kl_grad(layout.tokens(), T(-7));
+    kl_value = cascade_rl::aggregate_token_losses(
+        cascade_rl::exec::seq, layout,
+        {.token_losses = kl.token_losses, .token_grads = kl.token_grads}, kl_grad, normalizer,
+        nemo::aggregation(config));
+    loss += kl_value;
+    for (std::size_t t = 0; t < kl_grad.size(); ++t)
+      total_grad[t] += static_cast<double>(kl_grad[t]);
+  }
   std::optional<double> nll;
   if (c["data_rewards_given"].get<bool>()) {
     if (const auto term = nemo::positive_example_nll<T>(config, layout, rewards)) {
@@ -183,7 +205,9 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
     if (key == "loss") {
       expect_close(loss, expected, context + " metrics.loss");
     } else if (key == "kl_penalty") {
-      EXPECT_EQ(expected, 0.0) << context << ": the KL in the loss is refused";
+      // NeMo reports kl / coefficient (0 without a KL in the loss).
+      expect_close(kl.token_losses.empty() ? 0.0 : kl_value / config.reference_policy_kl_penalty,
+                   expected, context + " kl_penalty");
     } else if (key == "positive_nll_loss") {
       expect_close(nll.value_or(0.0), expected, context + " positive_nll_loss");
     } else if (key == "is_oob_ratio") {
@@ -213,8 +237,8 @@ TEST(NemoRlReference, ClippedPgLossEveryCaseReproducedOrRefusedByName) {
     check_case<float>(c, b, context + " (float)", totals);
   }
   // A case moving between reproduced and refused must update nemo_rl.hpp and this count.
-  EXPECT_EQ(totals.reproduced, 2 * 23);
-  EXPECT_EQ(totals.refused, 2 * 39);
+  EXPECT_EQ(totals.reproduced, 2 * 56);
+  EXPECT_EQ(totals.refused, 2 * 6);
 }
 
 // token_level_loss on a hand-computed 2-row batch at ratio 1 (prev = curr), every token's
@@ -291,11 +315,11 @@ TEST(NemoRlReference, RolloutIsWeightsOfEveryTruncationType) {
                   .empty());
 }
 
-// The default config (reference_policy_kl_penalty 0.01) is refused by name, as are NeMo's
-// own invalid combinations.
+// An unknown KL type is refused by name, as are NeMo's own invalid combinations.
 TEST(NemoRlReference, RefusalsNameTheField) {
   using cascade_rl::testing::expect_error_naming;
-  expect_error_naming([] { (void)nemo::policy_loss({}); }, "reference_policy_kl_penalty");
+  expect_error_naming([] { (void)nemo::policy_loss({.reference_policy_kl_type = "k4"}); },
+                      "reference_policy_kl_type");
   expect_error_naming(
       [] {
         (void)nemo::policy_loss(

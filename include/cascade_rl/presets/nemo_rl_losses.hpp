@@ -28,15 +28,21 @@
 //   - positive_example_nll_weight > 0 adds weight * the mean -logp over the tokens of the
 //     rows with reward > 0: a second reinforce_loss, positive_example_nll below.
 //
-// Refused by name (cascade_rl::error naming the ClippedPGLossConfig field): a KL penalty
-// in the loss (reference_policy_kl_penalty != 0 without use_kl_in_reward): NeMo weights
-// the KL by exp(logp - sg(logp)), whose gradient adds the KL value itself to every
-// unclamped token's gradient, and clamps k1/k2 too; no kl_options expresses that. The PPO
+//   - reference_policy_kl_penalty c (unless use_kl_in_reward): c * w * k per token, k the
+//     k1 / k2 / k3 estimate of x = ref - logp with NeMo's input clamp on x and output clamp
+//     on w * k (for every type, not k3 only), w = exp(logp - sg(logp)) (= 1, but its
+//     gradient adds k: d/dlogp = c * w * (k' + k) where no clamp acts, 0 where one does)
+//     or, with use_on_policy_kl_approximation, exp(logp - generation_logprobs). No
+//     kl_options has that gradient: kl_token_terms() computes the per-token values and
+//     gradients for aggregate_token_losses, over the policy term's normaliser.
+//
+// Refused by name (cascade_rl::error naming the ClippedPGLossConfig field): the PPO
 // clip with tis and a min or with seq-mask-tis (ppo_clip_inputs takes no precomputed
 // weights); ratio_clip_c with anything but the token ratio's PPO clip.
 
 #include <algorithm>
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <limits>
 #include <optional>
@@ -63,7 +69,11 @@ struct clipped_pg_loss_config {
   double ratio_clip_max = 0.2;
   std::optional<double> ratio_clip_c{};
   double reference_policy_kl_penalty = 0.01;
+  std::string_view reference_policy_kl_type = "k3";
+  std::optional<double> kl_input_clamp_value{20.0};   // nullopt: no clamp
+  std::optional<double> kl_output_clamp_value{10.0};  // nullopt: no clamp
   bool use_kl_in_reward = false;
+  bool use_on_policy_kl_approximation = false;
   bool use_importance_sampling_correction = false;
   std::string_view truncated_importance_sampling_type{};  // "", "tis", "icepop", "seq-mask-tis"
   std::optional<double> truncated_importance_sampling_ratio{};
@@ -112,11 +122,9 @@ inline void validate(const clipped_pg_loss_config& c) {
       refuse("truncated_importance_sampling_type", quoted(type),
              "incompatible with sequence_level_importance_ratios (NeMo asserts)");
   }
-  if (c.reference_policy_kl_penalty != 0.0 && !c.use_kl_in_reward)
-    refuse("reference_policy_kl_penalty", std::to_string(c.reference_policy_kl_penalty),
-           "NeMo's KL in the loss is weighted by exp(logp - sg(logp)), whose gradient adds the "
-           "KL value to the estimator's own; cascade_rl has no such KL term (use 0, or "
-           "use_kl_in_reward)");
+  const std::string_view kl = c.reference_policy_kl_type;
+  if (kl != "k1" && kl != "k2" && kl != "k3")
+    refuse("reference_policy_kl_type", quoted(kl), "NeMo knows k1, k2 and k3");
   if (c.positive_example_nll_weight != 0.0 && !(c.positive_example_nll_weight > 0))
     refuse("positive_example_nll_weight", std::to_string(c.positive_example_nll_weight),
            "expected >= 0");
@@ -301,6 +309,75 @@ template <class T>
   if (count == 0) return std::nullopt;
   term.normalizer.tokens = static_cast<double>(count) + masked_mean_epsilon;
   return term;
+}
+
+// The KL term's per-token values and gradients (see the header) for aggregate_token_losses
+// with the policy term's normaliser and aggregation(c); empty when the KL is not in the
+// loss. generation_logprobs are read only with use_on_policy_kl_approximation.
+template <std::floating_point T>
+struct kl_token_terms_result {
+  std::vector<T> token_losses;
+  std::vector<T> token_grads;
+};
+
+template <std::floating_point T>
+[[nodiscard]] kl_token_terms_result<T> kl_token_terms(const clipped_pg_loss_config& c,
+                                                      const token_layout& layout,
+                                                      std::span<const T> log_probs,
+                                                      std::span<const T> ref_log_probs,
+                                                      std::span<const T> generation_logprobs) {
+  detail::validate(c);
+  kl_token_terms_result<T> out;
+  if (c.reference_policy_kl_penalty == 0.0 || c.use_kl_in_reward) return out;
+  const std::size_t n = layout.tokens();
+  cascade_rl::detail::require_size(log_probs.size(), n, "log_probs", "one per token");
+  cascade_rl::detail::require_size(ref_log_probs.size(), n, "ref_log_probs", "one per token");
+  if (c.use_on_policy_kl_approximation)
+    cascade_rl::detail::require_size(generation_logprobs.size(), n, "generation_logprobs",
+                                     "one per token");
+  const std::string_view type = c.reference_policy_kl_type;
+  const double coef = c.reference_policy_kl_penalty;
+  out.token_losses.assign(n, T(0));
+  out.token_grads.assign(n, T(0));
+  for (std::size_t t = 0; t < n; ++t) {
+    if (!layout.valid(t)) continue;
+    const double logp = static_cast<double>(log_probs[t]);
+    const double raw = static_cast<double>(ref_log_probs[t]) - logp;
+    double x = raw;
+    bool clamped = false;
+    if (c.kl_input_clamp_value) {
+      const double b = *c.kl_input_clamp_value;
+      x = std::min(std::max(raw, -b), b);
+      clamped = x != raw;
+    }
+    // k and dk/dlogp (x = ref - logp, dx/dlogp = -1).
+    double k = 0, dk = 0;
+    if (type == "k1") {
+      k = -x;
+      dk = 1.0;
+    } else if (type == "k2") {
+      k = 0.5 * x * x;
+      dk = -x;
+    } else {
+      k = std::exp(x) - 1.0 - x;
+      dk = -(std::exp(x) - 1.0);
+    }
+    double w = 1.0;
+    if (c.use_on_policy_kl_approximation)
+      w = std::exp(logp - static_cast<double>(generation_logprobs[t]));
+    if (!std::isfinite(w)) w = 0.0;  // nan_to_num
+    double value = w * k;
+    double grad = clamped ? 0.0 : w * (dk + k);
+    if (c.kl_output_clamp_value) {
+      const double b = *c.kl_output_clamp_value;
+      const double v = std::min(std::max(value, -b), b);
+      if (v != value) grad = 0.0;
+      value = v;
+    }
+    out.token_losses[t] = static_cast<T>(coef * value);
+    out.token_grads[t] = static_cast<T>(coef * grad);
+  }
+  return out;
 }
 
 }  // namespace cascade_rl::presets::nemo_rl
