@@ -56,8 +56,10 @@
 // Conventions with no cascade_rl expression are refused by name (policy_loss throws
 // cascade_rl::error naming the GRPOConfig field): luspo at token level
 // (TRL averages over the padded positions too); sapo at sequence level;
-// delta with sequence level; use_bias_correction_kl (the KL times the differentiated
-// ratio).
+// delta with sequence level; use_bias_correction_kl at sequence level.
+// use_bias_correction_kl at token level: beta * r * k3 with r = exp(logp - old) not
+// detached, whose gradient is beta * r * (k3' + k3): bias_corrected_kl_terms() for
+// aggregate_token_losses.
 
 #include <algorithm>
 #include <cmath>
@@ -148,9 +150,10 @@ inline void refuse_unsupported(const grpo_config& c) {
     refuse("top_entropy_quantile", std::to_string(c.top_entropy_quantile), "expected in (0, 1]");
   if (!std::isfinite(c.entropy_coef))
     refuse("entropy_coef", std::to_string(c.entropy_coef), "expected a finite coefficient");
-  if (c.beta != 0.0 && c.use_bias_correction_kl)
+  if (c.beta != 0.0 && c.use_bias_correction_kl && c.importance_sampling_level == "sequence")
     refuse("use_bias_correction_kl", "true",
-           "the KL times the differentiated ratio has no cascade_rl expression");
+           "at sequence level the KL times the row's differentiated ratio couples the row's "
+           "tokens' gradients: not supported (token level is: bias_corrected_kl_terms)");
 }
 
 inline importance_options vllm_importance(const grpo_config& c) {
@@ -255,6 +258,10 @@ inline importance_options vllm_importance(const grpo_config& c) {
 [[nodiscard]] inline std::optional<kl_loss_options> kl_loss(const grpo_config& c) {
   if (c.beta == 0.0) return std::nullopt;
   detail::refuse_unsupported(c);
+  if (c.use_bias_correction_kl)
+    detail::refuse("use_bias_correction_kl", "true",
+                   "the KL times the differentiated ratio is no kl_options: use "
+                   "bias_corrected_kl_terms with aggregate_token_losses");
   return kl_loss_options{.kl = {.estimator = kl_estimator::k3,
                                 .input_clamp = detail::no_clamp,
                                 .output_clamp = detail::no_clamp},
@@ -514,6 +521,40 @@ template <std::floating_point T>
     const double ratio = std::exp(sum / std::max(static_cast<double>(count), 1.0));
     for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
       out[t] = static_cast<T>(std::min(ratio, cap));
+  }
+  return out;
+}
+
+// use_bias_correction_kl at token level: per valid token beta * r * k3 and its gradient
+// beta * r * (k3' + k3) (r = exp(logp - old), k3 of x = ref - logp without clamps), for
+// aggregate_token_losses with the policy term's normaliser and aggregation(loss_type).
+template <std::floating_point T>
+struct kl_token_terms {
+  std::vector<T> token_losses;
+  std::vector<T> token_grads;
+};
+
+template <std::floating_point T>
+[[nodiscard]] kl_token_terms<T> bias_corrected_kl_terms(const grpo_config& c,
+                                                        const token_layout& layout,
+                                                        std::span<const T> log_probs,
+                                                        std::span<const T> old_log_probs,
+                                                        std::span<const T> ref_log_probs) {
+  detail::refuse_unsupported(c);
+  const std::size_t n = layout.tokens();
+  cascade_rl::detail::require_size(log_probs.size(), n, "log_probs", "one per token");
+  cascade_rl::detail::require_size(old_log_probs.size(), n, "old_log_probs", "one per token");
+  cascade_rl::detail::require_size(ref_log_probs.size(), n, "ref_log_probs", "one per token");
+  kl_token_terms<T> out{std::vector<T>(n, T(0)), std::vector<T>(n, T(0))};
+  for (std::size_t t = 0; t < n; ++t) {
+    if (!layout.valid(t)) continue;
+    const double logp = static_cast<double>(log_probs[t]);
+    const double x = static_cast<double>(ref_log_probs[t]) - logp;
+    const double k = std::exp(x) - x - 1.0;
+    const double dk = -(std::exp(x) - 1.0);
+    const double r = std::exp(logp - static_cast<double>(old_log_probs[t]));
+    out.token_losses[t] = static_cast<T>(c.beta * r * k);
+    out.token_grads[t] = static_cast<T>(c.beta * r * (dk + k));
   }
   return out;
 }
