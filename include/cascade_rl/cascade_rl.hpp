@@ -38,4 +38,6 @@
 #include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
 
 // Presets reproducing peer frameworks' conventions.
+#include "cascade_rl/presets/nemo_rl.hpp"
+#include "cascade_rl/presets/trl.hpp"
 #include "cascade_rl/presets/verl.hpp"
