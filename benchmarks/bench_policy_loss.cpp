@@ -2,7 +2,9 @@
 // and advantages and writes the gradient (12 bytes per token); PPO clip, CISPO and GSPO
 // also read the old log-probs (16 bytes per token, each array counted once as STREAM
 // counts it: GSPO's per-sequence pre-pass reads the log-probs twice, which its fraction
-// shows). The limit is the triad bandwidth fraction_of_triad reports against.
+// shows). The rollout correction reads the two log-probs and writes the weights and a
+// keep byte (13 bytes per token). The limit is the triad bandwidth fraction_of_triad
+// reports against.
 
 #include <benchmark/benchmark.h>
 
@@ -16,6 +18,7 @@
 
 #include "bandwidth.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/algorithms/rollout_correction.hpp"
 #include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
 
 namespace {
@@ -107,8 +110,40 @@ void gspo_loss_seq_mean_token_mean(benchmark::State& state) {
                        .aggregation = cr::loss_aggregation::seq_mean_token_mean});
 }
 
+// veRL's rollout correction as its config commonly sets it: sequence-level IS weights
+// truncated at 2 and the seq_mean_k3 rejection (threshold 0.01), with every rollout_corr/*
+// diagnostic. Reads the two log-probs and writes the weights and one keep byte per token
+// (13 bytes per token).
+void rollout_correction_sequence_is_seq_mean_k3(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  token_batch batch(n);
+  const cr::token_layout layout(batch.offsets);
+  cr::rollout_correction_options options{.is_level = cr::rollout_is_level::sequence,
+                                         .is_upper = 2.0};
+  options.rejection[0] = {.level = cr::rollout_rs_level::seq_mean,
+                          .statistic = cr::rollout_rs_statistic::k3,
+                          .upper = 0.01};
+  options.rejection_count = 1;
+  std::vector<std::uint8_t> keep(n);
+  cascade_rl::bench::bandwidth_meter meter(state, cascade_rl::bench::limit::triad);
+  for (auto _ : state) {
+    auto metrics = cr::rollout_correction(
+        cr::exec::par, layout,
+        cr::rollout_correction_inputs<float>{.log_probs = batch.log_probs,
+                                             .rollout_log_probs = batch.old_log_probs},
+        std::span<float>(batch.grad), std::span<std::uint8_t>(keep), options);
+    benchmark::DoNotOptimize(metrics);
+  }
+  meter.report(n * (3 * sizeof(float) + 1));
+}
+
 }  // namespace
 
+BENCHMARK(rollout_correction_sequence_is_seq_mean_k3)
+    ->Arg(4096)
+    ->Arg(1 << 20)
+    ->Arg(1 << 24)
+    ->UseRealTime();
 BENCHMARK(cispo_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
 BENCHMARK(gspo_loss_seq_mean_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
 BENCHMARK(reinforce_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();

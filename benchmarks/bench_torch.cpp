@@ -149,8 +149,42 @@ void torch_gspo_loss_seq_mean_token_mean(benchmark::State& state) {
   meter.report(static_cast<std::size_t>(state.range(0)) * 4 * sizeof(float));
 }
 
+void torch_rollout_correction_sequence_is_seq_mean_k3(benchmark::State& state) {
+  use_library_threads();
+  torch::NoGradGuard no_grad;  // veRL computes the correction under no_grad
+  token_tensors x(state.range(0));
+  bench::bandwidth_meter meter(state, bench::limit::triad);
+  const std::int64_t length = 512;  // bench_policy_loss.cpp's sequences
+  for (auto _ : state) {
+    // veRL rollout_corr_helper on full rows: sequence-level weights truncated at 2, the
+    // seq_mean_k3 rejection at 0.01, and the main diagnostics (the weights' mean, max,
+    // min, std and ESS, the rejected fraction, the two log-perplexities, k3 KL, chi2).
+    const auto log_ratio =
+        torch::clamp(x.log_probs.detach() - x.old_log_probs, -20.0, 20.0).view({-1, length});
+    const auto sequence_weight = torch::exp(torch::clamp(log_ratio.sum(1), -20.0, 20.0));
+    const auto weights = torch::clamp_max(sequence_weight, 2.0).unsqueeze(1).expand({-1, length});
+    const auto k3 = torch::exp(log_ratio) - 1 - log_ratio;
+    const auto keep = (k3.mean(1) <= 0.01).unsqueeze(1).expand({-1, length});
+    const auto mean = weights.mean();
+    const auto diagnostics =
+        torch::stack({mean, weights.max(), weights.min(), weights.std(),
+                      1.0 / (weights.pow(2).mean() / (mean * mean)),
+                      1.0 - keep.to(torch::kFloat).mean(), -x.log_probs.detach().mean(),
+                      -x.old_log_probs.mean(), k3.mean(), (torch::exp(2 * log_ratio).mean() - 1)});
+    benchmark::DoNotOptimize(weights.contiguous().data_ptr());
+    benchmark::DoNotOptimize(keep.contiguous().data_ptr());
+    benchmark::DoNotOptimize(diagnostics.data_ptr());
+  }
+  meter.report(static_cast<std::size_t>(state.range(0)) * (3 * sizeof(float) + 1));
+}
+
 }  // namespace
 
+BENCHMARK(torch_rollout_correction_sequence_is_seq_mean_k3)
+    ->Arg(4096)
+    ->Arg(1 << 20)
+    ->Arg(1 << 24)
+    ->UseRealTime();
 BENCHMARK(torch_cispo_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
 BENCHMARK(torch_gspo_loss_seq_mean_token_mean)
     ->Arg(4096)

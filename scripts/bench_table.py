@@ -32,6 +32,7 @@ TARGETS = {
     # issue 20's ratio losses: PPO's target, the same four arrays and one exp per token
     "cispo_loss_token_mean": ("triad", 0.5),
     "gspo_loss_seq_mean_token_mean": ("triad", 0.5),
+    "rollout_correction_sequence_is_seq_mean_k3": ("triad", 0.5),
     "grpo_advantages_group16": ("copy", 0.6),
 }
 # kernel name prefix -> the run whose data stay in the last-level cache
@@ -42,6 +43,7 @@ IN_CACHE = {
     "ppo_clip_loss_token_mean": "ppo_clip_loss_token_mean/1048576",
     "cispo_loss_token_mean": "cispo_loss_token_mean/1048576",
     "gspo_loss_seq_mean_token_mean": "gspo_loss_seq_mean_token_mean/1048576",
+    "rollout_correction_sequence_is_seq_mean_k3": "rollout_correction_sequence_is_seq_mean_k3/1048576",
     "grpo_advantages_group16": "grpo_advantages_group16/1048576",
 }
 SPEEDUP_TARGET = 3.0
