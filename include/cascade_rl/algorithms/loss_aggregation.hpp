@@ -38,6 +38,7 @@
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/core/host_device.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
 #include "cascade_rl/terms/aggregation_weight.hpp"
@@ -199,6 +200,20 @@ inline void add_where(std::uint64_t mask, policy_loss_metrics& metrics,
       metrics, part, [mask](std::size_t& mine, const std::size_t& theirs) { mine += theirs & mask; });
 }
 
+// One token of a masked loop without control flow: the token is computed whatever its
+// inputs hold, and the mask (valid: all ones or zero) blended in, so that a masked token
+// writes 0.0 into every channel and grad_out, and counts nothing. c is its weight.
+template <std::size_t Channels, class Metrics, std::floating_point T, class Term>
+CASCADE_RL_ALWAYS_INLINE inline void blended_token(Metrics& metrics, std::uint64_t valid, double c,
+                                                   std::size_t t, std::size_t i, double* out,
+                                                   std::span<T> grad_out, Term& term) {
+  Metrics token_metrics{};
+  const auto l = term(t, token_metrics);
+  add_where(valid, metrics, token_metrics);
+  write_channels<Channels>(out, i, math::detail::blend(valid, c * l.value, 0.0), l, valid);
+  grad_out[t] = static_cast<T>(math::detail::blend(valid, c * l.grad, 0.0));
+}
+
 template <class Metrics>
 struct aggregated {
   double loss = 0;
@@ -231,16 +246,10 @@ aggregated<Metrics> reduce_token_losses(const Policy& policy, const token_layout
           // As fused_token_losses: every token is computed and the mask blended in, so
           // the loop has no control flow and vectorises (a skip made this mode, veRL's
           // and GSPO's seq-mean-token-mean, several times slower than the others).
-          for (std::size_t t = first; t < last; ++t) {
-            const std::uint64_t valid = math::detail::mask_of(mask[t] != 0);
-            const double c = static_cast<double>(grad_out[t]);
-            Metrics token_metrics{};
-            const auto l = term(t, token_metrics);
-            add_where(valid, metrics, token_metrics);
-            write_channels<channels>(out, t - first, math::detail::blend(valid, c * l.value, 0.0),
-                                     l, valid);
-            grad_out[t] = static_cast<T>(math::detail::blend(valid, c * l.grad, 0.0));
-          }
+          for (std::size_t t = first; t < last; ++t)
+            blended_token<channels>(metrics, math::detail::mask_of(mask[t] != 0),
+                                    static_cast<double>(grad_out[t]), t, t - first, out, grad_out,
+                                    term);
         }
         state = metrics;
       },
@@ -313,12 +322,7 @@ checked_aggregate<Metrics> fused_token_losses(const Policy& policy, const token_
       for (std::size_t t = first; t < last; ++t) {
         const std::uint64_t valid = math::detail::mask_of(mask[t] != 0);
         bad |= static_cast<unsigned>(nonfinite(t)) & static_cast<unsigned>(valid & 1);
-        Metrics token_metrics{};
-        const auto l = term(t, token_metrics);
-        add_where(valid, metrics, token_metrics);
-        write_channels<channels>(out, t - first, math::detail::blend(valid, c * l.value, 0.0),
-                                 l, valid);
-        grad_out[t] = static_cast<T>(math::detail::blend(valid, c * l.grad, 0.0));
+        blended_token<channels>(metrics, valid, c, t, t - first, out, grad_out, term);
       }
     }
     state.metrics = metrics;
