@@ -21,6 +21,7 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/presets/verl_losses.hpp"
 #include "cascade_rl/presets/verl_names.hpp"
+#include "support/covariance_loss_properties.hpp"
 #include "support/expect_error.hpp"
 #include "support/random_batch.hpp"
 #include "support/reference.hpp"
@@ -199,33 +200,15 @@ TEST(ClipCov, SeqAndParAreBitwiseEqual) {
   const auto b =
       cascade_rl::testing::make_random_batch<double>(42, {.sequences = 300, .max_length = 60});
   const auto layout = b.layout();
-  const auto weights = cascade_rl::testing::rollout_is_weights_of(b);
-  const auto counts = cascade_rl::local_loss_counts(exec::seq, layout);
-  for (const loss_aggregation mode : cascade_rl::testing::all_aggregation_modes) {
-    auto options = wide_options(0.02);
-    options.aggregation = mode;
-    for (const bool weighted : {false, true}) {
-      const auto in =
-          inputs_of(b, weighted ? std::span<const double>(weights) : std::span<const double>{});
-      std::vector<double> seq_grad(layout.tokens());
-      const auto seq = cascade_rl::clip_cov_loss(exec::seq, layout, in, token_selection::seeded(9),
-                                                 seq_grad, counts.normalizer(mode, 60.0), options);
-      for (const std::size_t threads : {2u, 4u, 7u}) {
-        std::vector<double> par_grad(layout.tokens());
-        const auto par = cascade_rl::clip_cov_loss(
-            exec::par.with_threads(static_cast<int>(threads)), layout, in,
-            token_selection::seeded(9), par_grad, counts.normalizer(mode, 60.0), options);
-        EXPECT_EQ(std::bit_cast<std::uint64_t>(par.loss), std::bit_cast<std::uint64_t>(seq.loss));
-        EXPECT_EQ(par.metrics.clipped, seq.metrics.clipped);
-        EXPECT_EQ(std::bit_cast<std::uint64_t>(par.metrics.approx_kl_sum),
-                  std::bit_cast<std::uint64_t>(seq.metrics.approx_kl_sum));
-        for (std::size_t t = 0; t < layout.tokens(); ++t)
-          ASSERT_EQ(std::bit_cast<std::uint64_t>(par_grad[t]),
-                    std::bit_cast<std::uint64_t>(seq_grad[t]))
-              << "token " << t << ", " << threads << " threads";
-      }
-    }
-  }
+  cascade_rl::testing::expect_seq_par_bitwise(
+      b, 60.0,
+      [&](auto policy, const policy_ratio_inputs<double>& in, std::span<double> grad,
+          const cascade_rl::loss_normalizer& normalizer, loss_aggregation mode) {
+        auto options = wide_options(0.02);
+        options.aggregation = mode;
+        return cascade_rl::clip_cov_loss(policy, layout, in, token_selection::seeded(9), grad,
+                                         normalizer, options);
+      });
 }
 
 // Central differences in double with the selection held fixed (replayed), skipping
@@ -276,49 +259,27 @@ TEST(ClipCov, GradientMatchesFiniteDifferences) {
   }
 }
 
-// veRL selects per micro-batch: the means, clip_num and the draw belong to the call, so
-// splitting a batch changes the selection and the loss (here the whole batch selects
-// max(floor(0.01 * valid), 1) tokens, each of four micro-batches at least one). Given one
-// fixed global selection, replayed into each micro-batch, the shares add up to the whole.
+// Each of four micro-batches draws at least one token where the whole batch draws
+// max(floor(0.01 * valid), 1): the draw is per call; a replayed global draw is invariant.
 TEST(ClipCov, MicroBatchesChangeTheDrawButNotAFixedSelection) {
   const auto b =
       cascade_rl::testing::make_random_batch<double>(44, {.sequences = 40, .max_length = 20});
   const auto layout = b.layout();
-  const auto counts = cascade_rl::local_loss_counts(exec::seq, layout);
   const auto options = wide_options(0.01);
-  const auto normalizer = counts.normalizer(options.aggregation, 20.0);
-  std::vector<double> whole_grad(layout.tokens());
-  const auto whole = cascade_rl::clip_cov_loss(
-      exec::seq, layout, inputs_of(b), token_selection::seeded(2), whole_grad, normalizer, options);
-  const auto global =
-      cascade_rl::clip_cov_seeded_selection(exec::seq, layout, inputs_of(b), 2, options);
-  const auto slices = cascade_rl::testing::random_split(layout, 4, 8);
-  double drawn_sum = 0, replayed_sum = 0;
-  std::size_t drawn_selected = 0;
-  std::vector<double> replayed_grad(layout.tokens());
-  for (const auto& slice : slices) {
-    const policy_ratio_inputs<double> in{.log_probs = slice.of(b.log_probs),
-                                         .old_log_probs = slice.of(b.old_log_probs),
-                                         .advantages = slice.of(b.advantages)};
-    std::vector<double> grad(slice.token_end - slice.token_begin);
-    const auto drawn = cascade_rl::clip_cov_loss(
-        exec::seq, slice.layout(), in, token_selection::seeded(2), grad, normalizer, options);
-    drawn_sum += drawn.loss;
-    drawn_selected += drawn.metrics.clipped;
-    std::vector<std::size_t> local;
-    for (const std::size_t t : global)
-      if (t >= slice.token_begin && t < slice.token_end) local.push_back(t - slice.token_begin);
-    replayed_sum +=
-        cascade_rl::clip_cov_loss(exec::seq, slice.layout(), in, token_selection::replay(local),
-                                  slice.of_mutable(replayed_grad), normalizer, options)
-            .loss;
-  }
-  EXPECT_NE(drawn_selected, whole.metrics.clipped);
-  EXPECT_NE(drawn_sum, whole.loss);
-  // Shares of a canonical sum each: the split changes the order of addition only.
-  EXPECT_NEAR(replayed_sum, whole.loss, 1e-12 * (1 + std::abs(whole.loss)));
-  for (std::size_t t = 0; t < layout.tokens(); ++t)
-    EXPECT_EQ(replayed_grad[t], whole_grad[t]) << "token " << t;
+  const auto normalizer =
+      cascade_rl::local_loss_counts(exec::seq, layout).normalizer(options.aggregation, 20.0);
+  cascade_rl::testing::expect_micro_batches_change_the_selection_but_not_a_replayed_one(
+      b, cascade_rl::clip_cov_seeded_selection(exec::seq, layout, inputs_of(b), 2, options),
+      [&](const cascade_rl::token_layout& part, const policy_ratio_inputs<double>& in,
+          std::span<double> grad) {
+        return cascade_rl::clip_cov_loss(exec::seq, part, in, token_selection::seeded(2), grad,
+                                         normalizer, options);
+      },
+      [&](const cascade_rl::token_layout& part, const policy_ratio_inputs<double>& in,
+          std::span<const std::size_t> tokens, std::span<double> grad) {
+        return cascade_rl::clip_cov_loss(exec::seq, part, in, token_selection::replay(tokens), grad,
+                                         normalizer, options);
+      });
 }
 
 // ---- refusals ---------------------------------------------------------------------------

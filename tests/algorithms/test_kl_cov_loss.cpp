@@ -20,6 +20,7 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/presets/verl_losses.hpp"
 #include "cascade_rl/presets/verl_names.hpp"
+#include "support/covariance_loss_properties.hpp"
 #include "support/expect_error.hpp"
 #include "support/random_batch.hpp"
 #include "support/reference.hpp"
@@ -190,8 +191,6 @@ TEST(KlCov, SeqAndParAreBitwiseEqual) {
   const auto b =
       cascade_rl::testing::make_random_batch<double>(52, {.sequences = 300, .max_length = 60});
   const auto layout = b.layout();
-  const auto weights = cascade_rl::testing::rollout_is_weights_of(b);
-  const auto counts = cascade_rl::local_loss_counts(exec::seq, layout);
   const kl_cov_options base{.kl_cov_ratio = 0.03, .ppo_kl_coef = 0.7};
   const auto selection = cascade_rl::kl_cov_selection(exec::seq, layout, inputs_of(b), base);
   ASSERT_GT(selection.size(), 100u);
@@ -200,31 +199,16 @@ TEST(KlCov, SeqAndParAreBitwiseEqual) {
         cascade_rl::kl_cov_selection(exec::par.with_threads(threads), layout, inputs_of(b), base),
         selection)
         << threads << " threads";
-  for (const loss_aggregation mode : cascade_rl::testing::all_aggregation_modes) {
-    auto options = base;
-    options.aggregation = mode;
-    for (const bool weighted : {false, true}) {
-      const auto in =
-          inputs_of(b, weighted ? std::span<const double>(weights) : std::span<const double>{});
-      std::vector<double> seq_grad(layout.tokens());
-      const auto seq = cascade_rl::kl_cov_loss(exec::seq, layout, in, seq_grad,
-                                               counts.normalizer(mode, 60.0), options);
-      EXPECT_EQ(seq.metrics.clipped, selection.size());
-      for (const int threads : {2, 4, 7}) {
-        std::vector<double> par_grad(layout.tokens());
-        const auto par = cascade_rl::kl_cov_loss(exec::par.with_threads(threads), layout, in,
-                                                 par_grad, counts.normalizer(mode, 60.0), options);
-        EXPECT_EQ(std::bit_cast<std::uint64_t>(par.loss), std::bit_cast<std::uint64_t>(seq.loss));
-        EXPECT_EQ(par.metrics.clipped, seq.metrics.clipped);
-        EXPECT_EQ(std::bit_cast<std::uint64_t>(par.metrics.approx_kl_sum),
-                  std::bit_cast<std::uint64_t>(seq.metrics.approx_kl_sum));
-        for (std::size_t t = 0; t < layout.tokens(); ++t)
-          ASSERT_EQ(std::bit_cast<std::uint64_t>(par_grad[t]),
-                    std::bit_cast<std::uint64_t>(seq_grad[t]))
-              << "token " << t << ", " << threads << " threads";
-      }
-    }
-  }
+  cascade_rl::testing::expect_seq_par_bitwise(
+      b, 60.0,
+      [&](auto policy, const policy_ratio_inputs<double>& in, std::span<double> grad,
+          const cascade_rl::loss_normalizer& normalizer, loss_aggregation mode) {
+        auto options = base;
+        options.aggregation = mode;
+        const auto result = cascade_rl::kl_cov_loss(policy, layout, in, grad, normalizer, options);
+        EXPECT_EQ(result.metrics.clipped, selection.size());
+        return result;
+      });
 }
 
 // Central differences in double with the selection held fixed (replayed), skipping tokens
@@ -273,48 +257,26 @@ TEST(KlCov, GradientMatchesFiniteDifferences) {
   }
 }
 
-// veRL selects per micro-batch: the means and k belong to the call, so splitting a batch
-// changes the selection and the loss (each of four micro-batches takes at least one
-// token, and another top set). Given one fixed global selection replayed into each
-// micro-batch, the shares with the step's normaliser add up to the whole.
+// Each of four micro-batches takes at least one token and another top set: the top-k is
+// per call; a replayed global selection is invariant.
 TEST(KlCov, MicroBatchesChangeTheTopkButNotAFixedSelection) {
   const auto b =
       cascade_rl::testing::make_random_batch<double>(54, {.sequences = 40, .max_length = 20});
   const auto layout = b.layout();
-  const auto counts = cascade_rl::local_loss_counts(exec::seq, layout);
   const kl_cov_options options{.kl_cov_ratio = 0.01, .ppo_kl_coef = 1.0};
-  const auto normalizer = counts.normalizer(options.aggregation, 20.0);
-  std::vector<double> whole_grad(layout.tokens());
-  const auto whole =
-      cascade_rl::kl_cov_loss(exec::seq, layout, inputs_of(b), whole_grad, normalizer, options);
-  const auto global = cascade_rl::kl_cov_selection(exec::seq, layout, inputs_of(b), options);
-  const auto slices = cascade_rl::testing::random_split(layout, 4, 8);
-  double local_sum = 0, replayed_sum = 0;
-  std::size_t local_selected = 0;
-  std::vector<double> replayed_grad(layout.tokens());
-  for (const auto& slice : slices) {
-    const policy_ratio_inputs<double> in{.log_probs = slice.of(b.log_probs),
-                                         .old_log_probs = slice.of(b.old_log_probs),
-                                         .advantages = slice.of(b.advantages)};
-    std::vector<double> grad(slice.token_end - slice.token_begin);
-    const auto local =
-        cascade_rl::kl_cov_loss(exec::seq, slice.layout(), in, grad, normalizer, options);
-    local_sum += local.loss;
-    local_selected += local.metrics.clipped;
-    std::vector<std::size_t> mine;
-    for (const std::size_t t : global)
-      if (t >= slice.token_begin && t < slice.token_end) mine.push_back(t - slice.token_begin);
-    replayed_sum +=
-        cascade_rl::kl_cov_loss(exec::seq, slice.layout(), in, token_selection::replay(mine),
-                                slice.of_mutable(replayed_grad), normalizer, options)
-            .loss;
-  }
-  EXPECT_NE(local_selected, whole.metrics.clipped);
-  EXPECT_NE(local_sum, whole.loss);
-  // Shares of a canonical sum each: the split changes the order of addition only.
-  EXPECT_NEAR(replayed_sum, whole.loss, 1e-12 * (1 + std::abs(whole.loss)));
-  for (std::size_t t = 0; t < layout.tokens(); ++t)
-    EXPECT_EQ(replayed_grad[t], whole_grad[t]) << "token " << t;
+  const auto normalizer =
+      cascade_rl::local_loss_counts(exec::seq, layout).normalizer(options.aggregation, 20.0);
+  cascade_rl::testing::expect_micro_batches_change_the_selection_but_not_a_replayed_one(
+      b, cascade_rl::kl_cov_selection(exec::seq, layout, inputs_of(b), options),
+      [&](const cascade_rl::token_layout& part, const policy_ratio_inputs<double>& in,
+          std::span<double> grad) {
+        return cascade_rl::kl_cov_loss(exec::seq, part, in, grad, normalizer, options);
+      },
+      [&](const cascade_rl::token_layout& part, const policy_ratio_inputs<double>& in,
+          std::span<const std::size_t> tokens, std::span<double> grad) {
+        return cascade_rl::kl_cov_loss(exec::seq, part, in, token_selection::replay(tokens), grad,
+                                       normalizer, options);
+      });
 }
 
 // ---- refusals ---------------------------------------------------------------------------

@@ -1255,6 +1255,42 @@ TEST_F(Gpu, RatioLossesNameEachNonFiniteInputAsTheHost) {
 
 namespace {
 
+// A covariance loss over one selection in every mode, with and without weights: the
+// device's loss, counts, approx_kl sum and gradient bits are the host's, and every selected
+// token counts as clipped. host_loss / device_loss(mode, inputs, grad_out, normalizer).
+template <class HostLoss, class DeviceLoss>
+void expect_selection_loss_matches_host(const char* name, const cr::testing::random_batch<float>& b,
+                                        std::span<const float> device_weights,
+                                        const cr::policy_ratio_inputs<float>& host_inputs,
+                                        const cr::policy_ratio_inputs<float>& device_inputs,
+                                        device_vector<float>& grad, std::size_t selection_size,
+                                        HostLoss host_loss, DeviceLoss device_loss) {
+  const auto layout = b.layout();
+  const auto weights = cr::testing::rollout_is_weights_of(b);
+  const auto counts = cr::local_loss_counts(cr::exec::seq, layout);
+  std::vector<float> want(b.tokens());
+  for (auto mode : cr::testing::all_aggregation_modes)
+    for (const bool weighted : {false, true}) {
+      SCOPED_TRACE(std::string(name) + " " + std::string(cr::to_string(mode)) +
+                   (weighted ? " weighted" : ""));
+      const auto normalizer = counts.normalizer(mode, 128.0);
+      auto hin = host_inputs;
+      auto din = device_inputs;
+      if (weighted) {
+        hin.rollout_is_weights = weights;
+        din.rollout_is_weights = device_weights;
+      }
+      const cr::policy_loss_result h = host_loss(mode, hin, std::span<float>(want), normalizer);
+      const cr::policy_loss_result d = device_loss(mode, din, grad.span(), normalizer);
+      expect_same_sum(d.loss, h.loss, "loss");
+      EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
+      EXPECT_EQ(d.metrics.clipped, h.metrics.clipped);
+      EXPECT_EQ(h.metrics.clipped, selection_size);
+      expect_same_sum(d.metrics.approx_kl_sum, h.metrics.approx_kl_sum, "approx_kl_sum");
+      expect_same_bits(grad.host(), want, "grad");
+    }
+}
+
 // Our seeded draw on the device selects the host's tokens (CUB's radix sort), and the loss
 // over that selection gives the host's bits in every mode, with and without weights.
 TEST_F(Gpu, ClipCovMatchesHost) {
@@ -1272,7 +1308,6 @@ TEST_F(Gpu, ClipCovMatchesHost) {
       .log_probs = b.log_probs, .old_log_probs = b.old_log_probs, .advantages = b.advantages};
   const cr::policy_ratio_inputs<float> device_inputs{
       .log_probs = logp.cspan(), .old_log_probs = old.cspan(), .advantages = adv.cspan()};
-  const auto counts = cr::local_loss_counts(cr::exec::seq, layout);
   for (const double ratio : {0.0002, 0.01, 1.0})
     for (const std::uint64_t seed : {1ull, 99ull}) {
       const cr::clip_cov_options options{
@@ -1294,31 +1329,23 @@ TEST_F(Gpu, ClipCovMatchesHost) {
       cr::clip_cov_seeded_selection(cr::exec::seq, layout, host_inputs, 5, drawn);
   cr::clip_cov_seeded_selection(cr::exec::cuda{}, d_layout, device_inputs, 5, selected.span(),
                                 drawn);
-  std::vector<float> want(n);
-  for (auto mode : cr::testing::all_aggregation_modes)
-    for (const bool weighted : {false, true}) {
-      SCOPED_TRACE(std::string(cr::to_string(mode)) + (weighted ? " weighted" : ""));
-      auto options = drawn;
-      options.aggregation = mode;
-      const auto normalizer = counts.normalizer(mode, 128.0);
-      auto hin = host_inputs;
-      auto din = device_inputs;
-      if (weighted) {
-        hin.rollout_is_weights = weights;
-        din.rollout_is_weights = w.cspan();
-      }
-      const auto h =
-          cr::clip_cov_loss(cr::exec::seq, layout, hin, cr::token_selection::replay(host_selection),
-                            want, normalizer, options);
-      const auto d = cr::clip_cov_loss(cr::exec::cuda{}, d_layout, din, selected.cspan(),
-                                       grad.span(), normalizer, options);
-      expect_same_sum(d.loss, h.loss, "clip_cov loss");
-      EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
-      EXPECT_EQ(d.metrics.clipped, h.metrics.clipped);
-      EXPECT_EQ(h.metrics.clipped, host_selection.size());
-      expect_same_sum(d.metrics.approx_kl_sum, h.metrics.approx_kl_sum, "clip_cov approx_kl_sum");
-      expect_same_bits(grad.host(), want, "clip_cov grad");
-    }
+  expect_selection_loss_matches_host(
+      "clip_cov", b, w.cspan(), host_inputs, device_inputs, grad, host_selection.size(),
+      [&](cr::loss_aggregation mode, const auto& in, std::span<float> want,
+          const cr::loss_normalizer& normalizer) {
+        auto options = drawn;
+        options.aggregation = mode;
+        return cr::clip_cov_loss(cr::exec::seq, layout, in,
+                                 cr::token_selection::replay(host_selection), want, normalizer,
+                                 options);
+      },
+      [&](cr::loss_aggregation mode, const auto& in, std::span<float> out,
+          const cr::loss_normalizer& normalizer) {
+        auto options = drawn;
+        options.aggregation = mode;
+        return cr::clip_cov_loss(cr::exec::cuda{}, d_layout, in, selected.cspan(), out, normalizer,
+                                 options);
+      });
 }
 
 // The rollout correction on the kernels: weights, keep bytes and every metric are the
@@ -1453,30 +1480,22 @@ TEST_F(Gpu, KlCovMatchesHost) {
   const cr::kl_cov_options drawn{.kl_cov_ratio = 0.01, .ppo_kl_coef = 0.4};
   const auto host_selection = cr::kl_cov_selection(cr::exec::seq, layout, host_inputs, drawn);
   cr::kl_cov_selection(cr::exec::cuda{}, d_layout, device_inputs, selected.span(), drawn);
+  expect_selection_loss_matches_host(
+      "kl_cov", b, w.cspan(), host_inputs, device_inputs, grad, host_selection.size(),
+      [&](cr::loss_aggregation mode, const auto& in, std::span<float> want,
+          const cr::loss_normalizer& normalizer) {
+        auto options = drawn;
+        options.aggregation = mode;
+        return cr::kl_cov_loss(cr::exec::seq, layout, in, want, normalizer, options);
+      },
+      [&](cr::loss_aggregation mode, const auto& in, std::span<float> out,
+          const cr::loss_normalizer& normalizer) {
+        auto options = drawn;
+        options.aggregation = mode;
+        return cr::kl_cov_loss(cr::exec::cuda{}, d_layout, in, selected.cspan(), out, normalizer,
+                               options);
+      });
   const auto counts = cr::local_loss_counts(cr::exec::seq, layout);
-  std::vector<float> want(n);
-  for (auto mode : cr::testing::all_aggregation_modes)
-    for (const bool weighted : {false, true}) {
-      SCOPED_TRACE(std::string(cr::to_string(mode)) + (weighted ? " weighted" : ""));
-      auto options = drawn;
-      options.aggregation = mode;
-      const auto normalizer = counts.normalizer(mode, 128.0);
-      auto hin = host_inputs;
-      auto din = device_inputs;
-      if (weighted) {
-        hin.rollout_is_weights = weights;
-        din.rollout_is_weights = w.cspan();
-      }
-      const auto h = cr::kl_cov_loss(cr::exec::seq, layout, hin, want, normalizer, options);
-      const auto d = cr::kl_cov_loss(cr::exec::cuda{}, d_layout, din, selected.cspan(), grad.span(),
-                                     normalizer, options);
-      expect_same_sum(d.loss, h.loss, "kl_cov loss");
-      EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
-      EXPECT_EQ(d.metrics.clipped, h.metrics.clipped);
-      EXPECT_EQ(h.metrics.clipped, host_selection.size());
-      expect_same_sum(d.metrics.approx_kl_sum, h.metrics.approx_kl_sum, "kl_cov approx_kl_sum");
-      expect_same_bits(grad.host(), want, "kl_cov grad");
-    }
   for (const cr::kl_cov_options bad :
        {cr::kl_cov_options{.kl_cov_ratio = 0.0}, cr::kl_cov_options{.ppo_kl_coef = -1.0}}) {
     const char* name = bad.kl_cov_ratio == 0.0 ? "options.kl_cov_ratio" : "options.ppo_kl_coef";
@@ -1492,6 +1511,51 @@ TEST_F(Gpu, KlCovMatchesHost) {
         },
         name);
   }
+}
+
+// A selection mask that selects a token the layout leaves out is refused, naming the
+// token, by both covariance losses (the host core refuses such a replayed token), before
+// any loss is computed.
+TEST_F(Gpu, CovarianceLossesRefuseAMaskedSelectedToken) {
+  const auto b = cr::testing::make_random_batch<float>(35, {.sequences = 40, .max_length = 30});
+  const std::size_t n = b.tokens();
+  device_vector<std::int64_t> offsets(b.offsets);
+  device_vector<std::uint8_t> mask(b.mask);
+  const device_token_layout d_layout{offsets.data(), mask.data(), b.offsets.size() - 1, n};
+  device_vector<float> logp(b.log_probs), old(b.old_log_probs), adv(b.advantages), grad(n);
+  const cr::policy_ratio_inputs<float> inputs{
+      .log_probs = logp.cspan(), .old_log_probs = old.cspan(), .advantages = adv.cspan()};
+  std::size_t first_masked = 0;
+  while (b.mask[first_masked] != 0) ++first_masked;
+  std::vector<std::uint8_t> flags(n, 0);
+  for (std::size_t t = 0; t < n; t += 7) flags[t] = b.mask[t];  // valid selections are fine
+  flags[first_masked] = 1;
+  flags[n - 1] = 1;  // a later masked or valid token: the first bad one is named
+  device_vector<std::uint8_t> selected(flags);
+  const auto normalizer =
+      cr::local_loss_counts(cr::exec::seq, b.layout()).normalizer(cr::loss_aggregation::token_mean);
+  const std::string needle = "selected[" + std::to_string(first_masked) + "]: selects token " +
+                             std::to_string(first_masked);
+  cr::testing::expect_error_naming(
+      [&] {
+        (void)cr::clip_cov_loss(cr::exec::cuda{}, d_layout, inputs, selected.cspan(), grad.span(),
+                                normalizer);
+      },
+      needle, "which the mask leaves out");
+  cr::testing::expect_error_naming(
+      [&] {
+        (void)cr::kl_cov_loss(cr::exec::cuda{}, d_layout, inputs, selected.cspan(), grad.span(),
+                              normalizer);
+      },
+      needle, "which the mask leaves out");
+  // Without the masked token the same mask runs.
+  flags[first_masked] = 0;
+  flags[n - 1] = b.mask[n - 1];
+  device_vector<std::uint8_t> fine(flags);
+  const auto r =
+      cr::kl_cov_loss(cr::exec::cuda{}, d_layout, inputs, fine.cspan(), grad.span(), normalizer);
+  EXPECT_TRUE(std::isfinite(r.loss));
+  EXPECT_GT(r.metrics.clipped, 0u);
 }
 
 }  // namespace

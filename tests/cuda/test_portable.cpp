@@ -1196,15 +1196,46 @@ TEST(PortableTokens, OptimalTokenBaselineMatchesHost) {
 
 namespace {
 
-// Our seeded draw selects the host's tokens, and the loss over that selection (replayed on
-// the host) gives the host's bits, in every mode, with and without weights.
-TEST(PortableLosses, ClipCovMatchesHost) {
-  const auto b = big_batch(21);
+// A covariance loss over one selection mask in every mode, with and without weights: the
+// portable path's metrics and gradient bits are the host's, and every selected token counts
+// as clipped. host_loss(mode, inputs, grad_out, normalizer) and portable_loss(mode, weights
+// or null, grad_out, normalizer, scratch) run the same selection.
+template <class HostLoss, class PortableLoss>
+void expect_selection_loss_matches_host(const char* name, const cr::testing::random_batch<float>& b,
+                                        std::size_t selection_size, const HostLoss& host_loss,
+                                        const PortableLoss& portable_loss) {
   const auto layout = b.layout();
   const auto weights = cr::testing::rollout_is_weights_of(b);
   const auto counts = cr::local_loss_counts(cr::exec::seq, layout);
   const std::size_t n = b.tokens();
   std::vector<portable::loss_tally> scratch(portable::scratch_tallies(n));
+  for (auto mode : cr::testing::all_aggregation_modes)
+    for (const bool weighted : {false, true}) {
+      SCOPED_TRACE(std::string(name) + " " + std::string(cr::to_string(mode)) +
+                   (weighted ? " weighted" : ""));
+      const cr::loss_normalizer normalizer = counts.normalizer(mode, 64.0);
+      std::vector<float> hg(n), dg(n, -7.0f);
+      const cr::policy_ratio_inputs<float> in{
+          .log_probs = b.log_probs,
+          .old_log_probs = b.old_log_probs,
+          .advantages = b.advantages,
+          .rollout_is_weights =
+              weighted ? std::span<const float>(weights) : std::span<const float>{}};
+      const cr::policy_loss_result h = host_loss(mode, in, std::span<float>(hg), normalizer);
+      portable_loss(mode, weighted ? weights.data() : nullptr, dg.data(), normalizer,
+                    scratch.data());
+      expect_same_metrics(scratch[portable::result_index(n)], h);
+      expect_same_bits(dg, hg, "dL/dlogp");
+      EXPECT_EQ(h.metrics.clipped, selection_size);
+    }
+}
+
+// Our seeded draw selects the host's tokens, and the loss over that selection (replayed on
+// the host) gives the host's bits, in every mode, with and without weights.
+TEST(PortableLosses, ClipCovMatchesHost) {
+  const auto b = big_batch(21);
+  const auto layout = b.layout();
+  const std::size_t n = b.tokens();
   std::vector<double> sums(portable::covariance_sum_scratch(n));
   std::vector<std::uint8_t> selected(n);
   std::vector<std::uint64_t> keys(n);
@@ -1231,29 +1262,24 @@ TEST(PortableLosses, ClipCovMatchesHost) {
   const auto host_selection = cr::clip_cov_seeded_selection(cr::exec::seq, layout, plain, 5, drawn);
   std::fill(selected.begin(), selected.end(), std::uint8_t{0});
   for (const std::size_t t : host_selection) selected[t] = 1;
-  for (auto mode : cr::testing::all_aggregation_modes)
-    for (const bool weighted : {false, true}) {
-      SCOPED_TRACE(std::string(cr::to_string(mode)) + (weighted ? " weighted" : ""));
-      auto options = drawn;
-      options.aggregation = mode;
-      const cr::loss_normalizer normalizer = counts.normalizer(mode, 64.0);
-      std::vector<float> hg(n), dg(n);
-      const auto h =
-          cr::clip_cov_loss(cr::exec::seq, layout,
-                            cr::policy_ratio_inputs<float>{
-                                .log_probs = b.log_probs,
-                                .old_log_probs = b.old_log_probs,
-                                .advantages = b.advantages,
-                                .rollout_is_weights = weighted ? std::span<const float>(weights)
-                                                               : std::span<const float>{}},
-                            cr::token_selection::replay(host_selection), hg, normalizer, options);
-      portable::clip_cov_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
-                              b.advantages.data(), weighted ? weights.data() : nullptr,
-                              selected.data(), dg.data(), normalizer, options, scratch.data());
-      expect_same_metrics(scratch[portable::result_index(n)], h);
-      expect_same_bits(dg, hg, "clip_cov dL/dlogp");
-      EXPECT_EQ(h.metrics.clipped, host_selection.size());
-    }
+  expect_selection_loss_matches_host(
+      "clip_cov", b, host_selection.size(),
+      [&](cr::loss_aggregation mode, const cr::policy_ratio_inputs<float>& in,
+          std::span<float> grad, const cr::loss_normalizer& normalizer) {
+        auto options = drawn;
+        options.aggregation = mode;
+        return cr::clip_cov_loss(cr::exec::seq, layout, in,
+                                 cr::token_selection::replay(host_selection), grad, normalizer,
+                                 options);
+      },
+      [&](cr::loss_aggregation mode, const float* weights, float* grad,
+          const cr::loss_normalizer& normalizer, portable::loss_tally* scratch) {
+        auto options = drawn;
+        options.aggregation = mode;
+        portable::clip_cov_loss(system, device_layout(b), b.log_probs.data(),
+                                b.old_log_probs.data(), b.advantages.data(), weights,
+                                selected.data(), grad, normalizer, options, scratch);
+      });
 }
 
 // ---- the rollout correction ------------------------------------------------------------
@@ -1311,10 +1337,7 @@ namespace {
 TEST(PortableLosses, KlCovMatchesHost) {
   const auto b = big_batch(31);
   const auto layout = b.layout();
-  const auto weights = cr::testing::rollout_is_weights_of(b);
-  const auto counts = cr::local_loss_counts(cr::exec::seq, layout);
   const std::size_t n = b.tokens();
-  std::vector<portable::loss_tally> scratch(portable::scratch_tallies(n));
   std::vector<double> sums(portable::covariance_sum_scratch(n));
   std::vector<std::uint8_t> selected(n);
   std::vector<std::uint64_t> keys(n);
@@ -1349,23 +1372,22 @@ TEST(PortableLosses, KlCovMatchesHost) {
   const auto host_selection = cr::kl_cov_selection(cr::exec::seq, layout, plain, drawn);
   portable::kl_cov_selection(system, device_layout(b), b.log_probs.data(), b.advantages.data(),
                              drawn, selected.data(), sums.data(), keys.data(), indices.data());
-  for (auto mode : cr::testing::all_aggregation_modes)
-    for (const bool weighted : {false, true}) {
-      SCOPED_TRACE(std::string(cr::to_string(mode)) + (weighted ? " weighted" : ""));
-      auto options = drawn;
-      options.aggregation = mode;
-      const cr::loss_normalizer normalizer = counts.normalizer(mode, 64.0);
-      std::vector<float> hg(n), dg(n, -7.0f);
-      auto in = plain;
-      if (weighted) in.rollout_is_weights = weights;
-      const auto h = cr::kl_cov_loss(cr::exec::seq, layout, in, hg, normalizer, options);
-      portable::kl_cov_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
-                            b.advantages.data(), weighted ? weights.data() : nullptr,
-                            selected.data(), dg.data(), normalizer, options, scratch.data());
-      expect_same_metrics(scratch[portable::result_index(n)], h);
-      expect_same_bits(dg, hg, "kl_cov dL/dlogp");
-      EXPECT_EQ(h.metrics.clipped, host_selection.size());
-    }
+  expect_selection_loss_matches_host(
+      "kl_cov", b, host_selection.size(),
+      [&](cr::loss_aggregation mode, const cr::policy_ratio_inputs<float>& in,
+          std::span<float> grad, const cr::loss_normalizer& normalizer) {
+        auto options = drawn;
+        options.aggregation = mode;
+        return cr::kl_cov_loss(cr::exec::seq, layout, in, grad, normalizer, options);
+      },
+      [&](cr::loss_aggregation mode, const float* weights, float* grad,
+          const cr::loss_normalizer& normalizer, portable::loss_tally* scratch) {
+        auto options = drawn;
+        options.aggregation = mode;
+        portable::kl_cov_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
+                              b.advantages.data(), weights, selected.data(), grad, normalizer,
+                              options, scratch);
+      });
 }
 
 }  // namespace

@@ -7,9 +7,9 @@
 //                              the same tokens) into a selection mask, one byte per token;
 //   clip_cov_loss              the loss over a selection mask (the host's bits for the same
 //                              selection). To replay a list of tokens (e.g. veRL's draw),
-//                              write 1 at those tokens of a zeroed mask; the device layer
-//                              takes the mask as given (the host core checks a replayed
-//                              list: in range, valid, unrepeated).
+//                              write 1 at those tokens of a zeroed mask; a mask that selects
+//                              a token the layout leaves out is refused, naming the token,
+//                              as the host core refuses such a replayed token.
 //   kl_cov_selection           KL-Cov's top-covariance selection (kl_cov_selection of the
 //                              host core: the same tokens) into a selection mask;
 //   kl_cov_loss                KL-Cov over a selection mask (the host's bits for the same
@@ -23,12 +23,56 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "cascade_rl/algorithms/covariance_losses.hpp"
 #include "cascade_rl/cuda/device/covariance_losses.cuh"
 #include "cascade_rl/cuda/token_losses.cuh"
 
 namespace cascade_rl {
+
+namespace detail {
+
+// A selection's run: `select(temp, bytes)` is the device layer's selection call.
+template <class Select>
+void run_covariance_selection(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+                              std::span<const std::uint8_t> selected_out, Select select) {
+  cuda::detail::require_tokens(selected_out.size(), layout, "selected_out");
+  cuda::detail::throw_if_reported(cuda::detail::run_and_report(policy.stream, select), {});
+}
+
+// What both losses over a selection mask check and run (the options are validated by the
+// caller): the inputs' sizes, the mask against the layout, then `run(temp, bytes,
+// rollout_is_weights, result)`, the device layer's loss call.
+template <class T, class Run>
+policy_loss_result run_covariance_loss(exec::cuda_policy policy,
+                                       const cuda::device_token_layout& layout,
+                                       const policy_ratio_inputs<T>& inputs,
+                                       std::span<const std::uint8_t> selected,
+                                       std::span<T> grad_out, const loss_normalizer& normalizer,
+                                       loss_aggregation aggregation, Run run) {
+  cuda::detail::require_tokens(inputs.log_probs.size(), layout, "log_probs");
+  cuda::detail::require_tokens(inputs.old_log_probs.size(), layout, "old_log_probs");
+  cuda::detail::require_tokens(inputs.advantages.size(), layout, "advantages");
+  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
+  cuda::detail::require_tokens(selected.size(), layout, "selected");
+  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
+  const cuda::device_report report =
+      cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
+        return cuda::check_selection_mask(temp, bytes, layout, selected.data(), policy.stream);
+      });
+  if (report.first_refused != cuda::device_report::none) {
+    const std::size_t t = static_cast<std::size_t>(report.first_refused);
+    fail_at("selected", t, "selects token " + std::to_string(t) + ", which the mask leaves out");
+  }
+  return cuda::detail::run_tokens_throwing<cuda::detail::ratio_loss_arguments>(
+      policy.stream, aggregation, normalizer,
+      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
+        return run(temp, bytes, weights, result);
+      });
+}
+
+}  // namespace detail
 
 template <std::floating_point T>
 void clip_cov_seeded_selection(exec::cuda_policy policy, const cuda::device_token_layout& layout,
@@ -39,14 +83,12 @@ void clip_cov_seeded_selection(exec::cuda_policy policy, const cuda::device_toke
   cuda::detail::require_tokens(inputs.log_probs.size(), layout, "log_probs");
   cuda::detail::require_tokens(inputs.old_log_probs.size(), layout, "old_log_probs");
   cuda::detail::require_tokens(inputs.advantages.size(), layout, "advantages");
-  cuda::detail::require_tokens(selected_out.size(), layout, "selected_out");
-  const cuda::device_report report =
-      cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
+  detail::run_covariance_selection(
+      policy, layout, selected_out, [&](void* temp, std::size_t& bytes) {
         return cuda::clip_cov_seeded_selection(
             temp, bytes, layout, inputs.log_probs.data(), inputs.old_log_probs.data(),
             inputs.advantages.data(), seed, options, selected_out.data(), policy.stream);
       });
-  cuda::detail::throw_if_reported(report, {});
 }
 
 // Clip-Cov with the selection mask `selected` (one byte per token, device memory).
@@ -56,21 +98,14 @@ policy_loss_result clip_cov_loss(exec::cuda_policy policy, const cuda::device_to
                                  std::span<const std::uint8_t> selected, std::span<T> grad_out,
                                  const loss_normalizer& normalizer,
                                  const clip_cov_options& options = {}) {
-  const std::span<const T> log_probs = inputs.log_probs, old_log_probs = inputs.old_log_probs;
-  const std::span<const T> advantages = inputs.advantages;
   detail::validate_clip_cov_options(options);
-  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
-  cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
-  cuda::detail::require_tokens(advantages.size(), layout, "advantages");
-  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
-  cuda::detail::require_tokens(selected.size(), layout, "selected");
-  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
-  return cuda::detail::run_tokens_throwing<cuda::detail::ratio_loss_arguments>(
-      policy.stream, options.aggregation, normalizer,
-      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
-        return cuda::clip_cov_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
-                                   advantages.data(), weights, selected.data(), grad_out.data(),
-                                   normalizer, options, result, policy.stream);
+  return detail::run_covariance_loss(
+      policy, layout, inputs, selected, grad_out, normalizer, options.aggregation,
+      [&](void* temp, std::size_t& bytes, const T* weights, cuda::loss_tally* result) {
+        return cuda::clip_cov_loss(temp, bytes, layout, inputs.log_probs.data(),
+                                   inputs.old_log_probs.data(), inputs.advantages.data(), weights,
+                                   selected.data(), grad_out.data(), normalizer, options, result,
+                                   policy.stream);
       });
 }
 
@@ -81,14 +116,12 @@ void kl_cov_selection(exec::cuda_policy policy, const cuda::device_token_layout&
   detail::validate_kl_cov_options(options);
   cuda::detail::require_tokens(inputs.log_probs.size(), layout, "log_probs");
   cuda::detail::require_tokens(inputs.advantages.size(), layout, "advantages");
-  cuda::detail::require_tokens(selected_out.size(), layout, "selected_out");
-  const cuda::device_report report =
-      cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
+  detail::run_covariance_selection(
+      policy, layout, selected_out, [&](void* temp, std::size_t& bytes) {
         return cuda::kl_cov_selection(temp, bytes, layout, inputs.log_probs.data(),
                                       inputs.advantages.data(), options, selected_out.data(),
                                       policy.stream);
       });
-  cuda::detail::throw_if_reported(report, {});
 }
 
 // KL-Cov with the selection mask `selected` (one byte per token, device memory).
@@ -98,21 +131,14 @@ policy_loss_result kl_cov_loss(exec::cuda_policy policy, const cuda::device_toke
                                std::span<const std::uint8_t> selected, std::span<T> grad_out,
                                const loss_normalizer& normalizer,
                                const kl_cov_options& options = {}) {
-  const std::span<const T> log_probs = inputs.log_probs, old_log_probs = inputs.old_log_probs;
-  const std::span<const T> advantages = inputs.advantages;
   detail::validate_kl_cov_options(options);
-  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
-  cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
-  cuda::detail::require_tokens(advantages.size(), layout, "advantages");
-  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
-  cuda::detail::require_tokens(selected.size(), layout, "selected");
-  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
-  return cuda::detail::run_tokens_throwing<cuda::detail::ratio_loss_arguments>(
-      policy.stream, options.aggregation, normalizer,
-      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
-        return cuda::kl_cov_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
-                                 advantages.data(), weights, selected.data(), grad_out.data(),
-                                 normalizer, options, result, policy.stream);
+  return detail::run_covariance_loss(
+      policy, layout, inputs, selected, grad_out, normalizer, options.aggregation,
+      [&](void* temp, std::size_t& bytes, const T* weights, cuda::loss_tally* result) {
+        return cuda::kl_cov_loss(temp, bytes, layout, inputs.log_probs.data(),
+                                 inputs.old_log_probs.data(), inputs.advantages.data(), weights,
+                                 selected.data(), grad_out.data(), normalizer, options, result,
+                                 policy.stream);
       });
 }
 

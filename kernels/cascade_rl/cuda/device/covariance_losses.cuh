@@ -1,7 +1,8 @@
 #pragma once
 // The CUB-shaped layer of the covariance-selection losses (Clip-Cov, KL-Cov): the
 // selections (the block sums, their totals, the keys, cub::DeviceRadixSort::SortPairs, the
-// marking) and the losses over a selection mask (one byte per token, non-zero: selected).
+// marking), the check of a given mask against the layout, and the losses over a selection
+// mask (one byte per token, non-zero: selected).
 // Size query with d_temp_storage == nullptr, then the run; the temporary storage starts
 // with the device_report (report_of).
 
@@ -112,6 +113,23 @@ cudaError_t kl_cov_selection(void* d_temp_storage, std::size_t& temp_storage_byt
         return detail::kl_cov_keys_functor<T>{layout, d_log_probs, d_advantages,
                                               totals, keys,        indices};
       });
+}
+
+// The first token a selection mask selects that the layout leaves out, into the report's
+// first_refused (none when every selected token is valid). Temporary storage: the report.
+inline cudaError_t check_selection_mask(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                                        const device_token_layout& layout,
+                                        const std::uint8_t* d_selected,
+                                        cudaStream_t stream = nullptr) {
+  device_report* report = nullptr;
+  if (const detail::call_start start =
+          detail::begin_report_call(d_temp_storage, temp_storage_bytes, report, stream);
+      !start.proceed)
+    return start.status;
+  if (layout.tokens == 0) return cudaSuccess;
+  const detail::masked_selection_check check{layout, d_selected, report};
+  return detail::launch(detail::for_each_kernel<detail::masked_selection_check>,
+                        detail::blocks_for(layout.tokens, 256), 256, stream, layout.tokens, check);
 }
 
 // Clip-Cov over a selection mask, as cascade_rl::clip_cov_loss with that selection;

@@ -10,3 +10,19 @@
 #include "cascade_rl/cuda/detail/covariance_terms.hpp"
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/kernel/token_losses.cuh"
+
+namespace cascade_rl::cuda::detail {
+
+// A selection mask checked against the layout: first_refused receives the first token the
+// mask selects but the layout leaves out (the host core refuses such a replayed token; the
+// loss would silently drop it).
+struct masked_selection_check {
+  device_token_layout layout;
+  const std::uint8_t* selected;
+  device_report* report;
+  __device__ void operator()(std::size_t t) const {
+    if (selected[t] != 0 && !layout.valid(t)) report_min(&report->first_refused, t);
+  }
+};
+
+}  // namespace cascade_rl::cuda::detail
