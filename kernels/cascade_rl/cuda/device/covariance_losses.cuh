@@ -62,9 +62,8 @@ cudaError_t run_covariance_selection(void* d_temp_storage, std::size_t& temp_sto
     return start.status;
   if (n == 0) return cudaSuccess;
   CASCADE_RL_CUDA_TRY(cudaMemsetAsync(d_selected, 0, n, stream));
-  const covariance_block_sums_functor<T> block_sums{layout, d_advantages, d_log_probs, sums};
-  CASCADE_RL_CUDA_TRY(launch(for_each_kernel<decltype(block_sums)>, blocks_for(blocks, 64), 64,
-                             stream, blocks, block_sums));
+  CASCADE_RL_CUDA_TRY(launch(covariance_block_sums_kernel<T>, blocks_for(blocks * 32, 256), 256,
+                             stream, layout, d_advantages, d_log_probs, sums, blocks));
   const covariance_combine_functor combine{sums, blocks};
   CASCADE_RL_CUDA_TRY(
       launch(for_each_kernel<decltype(combine)>, 1, 1, stream, std::size_t{1}, combine));
