@@ -1513,6 +1513,45 @@ TEST_F(Gpu, KlCovMatchesHost) {
   }
 }
 
+// The selections' block sums (a warp per canonical block) are the host's canonical block
+// sums bit for bit: three full blocks and a partial one, a mask, values of mixed sign and
+// magnitude.
+TEST_F(Gpu, CovarianceBlockSumsMatchTheCanonicalSums) {
+  const auto b = cr::testing::make_random_batch<double>(37, {.sequences = 110, .max_length = 240});
+  const std::size_t n = b.tokens();
+  const std::size_t block = cr::detail::reduce_block_size;
+  ASSERT_GT(n, 3 * block);
+  // Doubles with full significands at mixed scales: their sums round, and another order
+  // of addition rounds differently (sums of floats in double are often exact).
+  std::vector<double> wide(b.advantages);
+  for (std::size_t t = 0; t < n; t += 3) wide[t] *= 1e7;
+  device_vector<std::int64_t> offsets(b.offsets);
+  device_vector<std::uint8_t> mask(b.mask);
+  const device_token_layout d_layout{offsets.data(), mask.data(), b.offsets.size() - 1, n};
+  const std::size_t blocks = (n + block - 1) / block;
+  device_vector<double> adv(wide), logp(b.log_probs);
+  device_vector<double> sums(3 * blocks);
+  ASSERT_EQ(cr::cuda::detail::launch(cr::cuda::detail::covariance_block_sums_kernel<double>,
+                                     cr::cuda::detail::blocks_for(blocks * 32, 256), 256, nullptr,
+                                     d_layout, adv.data(), logp.data(), sums.data(), blocks),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+  const std::vector<double> got = sums.host();
+  const auto layout = b.layout();
+  for (std::size_t k = 0; k < blocks; ++k) {
+    const std::size_t first = k * block, last = std::min(first + block, n);
+    const auto sum_of = [&](const std::vector<double>& v) {
+      return cr::detail::canonical_block_sum(
+          first, last, [&](std::size_t t) { return layout.valid(t) ? v[t] : 0.0; });
+    };
+    double count = 0;
+    for (std::size_t t = first; t < last; ++t) count += layout.valid(t) ? 1.0 : 0.0;
+    expect_same_sum(got[3 * k], sum_of(wide), "advantage block sum");
+    expect_same_sum(got[3 * k + 1], sum_of(b.log_probs), "log-prob block sum");
+    EXPECT_EQ(got[3 * k + 2], count) << "block " << k;
+  }
+}
+
 // A selection mask that selects a token the layout leaves out is refused, naming the
 // token, by both covariance losses (the host core refuses such a replayed token), before
 // any loss is computed.
