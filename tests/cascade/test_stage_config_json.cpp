@@ -323,7 +323,7 @@ TEST(StageConfigJsonErrors, RemovedUpdateFieldsSayWhereTheyLiveNow) {
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": "ppo_clip"})")),
             "cascade_rl: stages[2].update.rule: expected an object with one key naming the "
             "alternative (one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, gspo, "
-            "geo_mean, clip_cov, kl_cov), got "
+            "geo_mean, clip_cov, kl_cov, bypass_mode), got "
             "string \"ppo_clip\"; write "
             "{\"ppo_clip\": {}}");
 }
@@ -334,23 +334,23 @@ TEST(StageConfigJsonErrors, RuleNamesExactlyOneKnownAlternative) {
                 R"("update": {"rule": {"on_policy": {}, "ppo_clip": {"epochs": 2}}})")),
             "cascade_rl: stages[2].update.rule: has 2 keys (on_policy, ppo_clip); expected exactly "
             "one, naming the alternative chosen (one of: on_policy, ppo_clip, cispo, dppo_tv, "
-            "dppo_kl, dro, sapo, gspo, geo_mean, clip_cov, kl_cov)");
+            "dppo_kl, dro, sapo, gspo, geo_mean, clip_cov, kl_cov, bypass_mode)");
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {}})")),
             "cascade_rl: stages[2].update.rule: has no key; expected exactly one, naming the "
             "alternative chosen (one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, "
-            "gspo, geo_mean, clip_cov, kl_cov)");
+            "gspo, geo_mean, clip_cov, kl_cov, bypass_mode)");
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"ppo_clp": {"epochs": 2}}})")),
             "cascade_rl: stages[2].update.rule.ppo_clp: unknown alternative (did you mean "
             "ppo_clip?); expected one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, "
-            "gspo, geo_mean, clip_cov, kl_cov");
+            "gspo, geo_mean, clip_cov, kl_cov, bypass_mode");
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"reinforce": {}}})")),
             "cascade_rl: stages[2].update.rule.reinforce: unknown alternative; expected one of: "
             "on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, gspo, geo_mean, clip_cov, "
-            "kl_cov");
+            "kl_cov, bypass_mode");
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": [1]})")),
             "cascade_rl: stages[2].update.rule: expected an object with one key naming the "
             "alternative (one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, gspo, "
-            "geo_mean, clip_cov, kl_cov), got array");
+            "geo_mean, clip_cov, kl_cov, bypass_mode), got array");
   // Inside the alternative, its own fields only: epochs mean nothing on policy.
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"on_policy": {"epochs": 2}}})")),
             "cascade_rl: stages[2].update.rule.on_policy.epochs: unknown key");
@@ -471,6 +471,90 @@ TEST(StageConfigJson, RatioLossRulesReadByVerlNames) {
                             .update = {.rule = cr::sapo_update{.mini_batches = 3}}};
   cr::testing::expect_error_naming([&] { cr::detail::validate_grpo_config(too_many); },
                                    "update.rule.sapo.mini_batches", "more than prompts_per_step");
+}
+
+// veRL's bypass mode as a rule, its correction by veRL's policy_loss.rollout_correction
+// keys (text where veRL takes text), read into the options presets::verl builds; written
+// back and read again unchanged; a bad value refused at its path.
+TEST(StageConfigJson, BypassModeRuleReadByVerlNames) {
+  const auto rule_of = [](const std::string& rule) {
+    return cr::parse_schedule(with_third_stage(R"("update": {"rule": )" + rule + "}"))[2]
+        .update.rule;
+  };
+  const auto bypass = std::get<cr::bypass_mode_update>(rule_of(R"({"bypass_mode": {
+      "mini_batches": 2, "loss_type": "reinforce", "rollout_is": "sequence",
+      "rollout_is_threshold": "0.5_4.0", "rollout_is_batch_normalize": true,
+      "rollout_rs": "token_k1,seq_mean_k3", "rollout_rs_threshold": "0.2_5.0,0.3"}})"));
+  EXPECT_EQ(bypass.mini_batches, 2u);
+  EXPECT_EQ(bypass.loss_type, "reinforce");
+  const cr::bypass_mode_options options =
+      bypass.loss_options(cr::loss_aggregation::seq_mean_token_mean);
+  const cr::bypass_mode_options verl = cr::presets::verl::bypass_mode(
+      cr::presets::verl::rollout_correction("sequence", "0.5_4.0", true, "token_k1,seq_mean_k3",
+                                            "0.2_5.0,0.3"),
+      "reinforce", cr::loss_aggregation::seq_mean_token_mean);
+  EXPECT_EQ(options.loss, cr::bypass_loss::reinforce);
+  EXPECT_EQ(options.correction.is_level, cr::rollout_is_level::sequence);
+  EXPECT_EQ(options.correction.is_lower, 0.5);
+  EXPECT_EQ(options.correction.is_upper, 4.0);
+  EXPECT_TRUE(options.correction.batch_normalize);
+  ASSERT_EQ(options.correction.rejection_count, 2u);
+  for (std::size_t c = 0; c < 2; ++c) {
+    EXPECT_EQ(cr::to_string(options.correction.rejection[c]),
+              cr::to_string(verl.correction.rejection[c]));
+    EXPECT_EQ(options.correction.rejection[c].lower, verl.correction.rejection[c].lower);
+    EXPECT_EQ(options.correction.rejection[c].upper, verl.correction.rejection[c].upper);
+  }
+  EXPECT_EQ(options.reinforce.aggregation, cr::loss_aggregation::seq_mean_token_mean);
+  EXPECT_EQ(options.reinforce.surrogate, verl.reinforce.surrogate);
+  // The defaults: veRL's ppo_clip with its dual clip, no weights, no rejection.
+  const auto plain = std::get<cr::bypass_mode_update>(rule_of(R"({"bypass_mode": {}})"))
+                         .loss_options(cr::loss_aggregation::token_mean);
+  EXPECT_EQ(plain.loss, cr::bypass_loss::ppo_clip);
+  EXPECT_EQ(plain.ppo.dual_clip, 3.0);
+  EXPECT_EQ(plain.correction.is_level, cr::rollout_is_level::none);
+  EXPECT_EQ(plain.correction.rejection_count, 0u);
+
+  std::vector<cr::stage_config> stages{
+      {.name = "a", .steps = 1, .update = {.rule = bypass}},
+      {.name = "b",
+       .steps = 1,
+       .update = {.rule = cr::bypass_mode_update{.epochs = 2, .dual_clip = std::nullopt}}}};
+  expect_round_trip(stages);
+  EXPECT_EQ(cr::stage_config_to_json(stages[1]).at("update").at("rule").dump(),
+            R"({"bypass_mode":{"epochs":2,"mini_batches":1,"loss_type":"ppo_clip",)"
+            R"("rollout_is":null,"rollout_is_threshold":"2.0","rollout_is_batch_normalize":false,)"
+            R"("rollout_rs":null,"rollout_rs_threshold":null,"clip_low":0.2,"clip_high":0.2,)"
+            R"("dual_clip":null}})");
+
+  EXPECT_EQ(
+      parse_error(with_third_stage(
+          R"("update": {"rule": {"bypass_mode": {"rollout_rs": "token_k4", "rollout_rs_threshold": "2"}}})")),
+      "cascade_rl: stages[2].update.rule.bypass_mode.rollout_rs: names \"token_k4\", not a veRL "
+      "criterion (token_k1, token_k2, token_k3, seq_sum_k1, seq_sum_k2, seq_sum_k3, seq_mean_k1, "
+      "seq_mean_k2, seq_mean_k3, seq_max_k2, seq_max_k3)");
+  EXPECT_EQ(parse_error(with_third_stage(
+                R"("update": {"rule": {"bypass_mode": {"rollout_rs": "token_k2"}}})")),
+            "cascade_rl: stages[2].update.rule.bypass_mode.rollout_rs_threshold: is not set; "
+            "rejection sampling (rollout_rs) needs it");
+  EXPECT_EQ(
+      parse_error(with_third_stage(R"("update": {"rule": {"bypass_mode": {"loss_type": "ppo"}}})")),
+      "cascade_rl: stages[2].update.rule.bypass_mode.rollout_correction.loss_type: is "
+      "\"ppo\", expected reinforce or ppo_clip");
+  EXPECT_EQ(parse_error(with_third_stage(
+                R"("update": {"rule": {"bypass_mode": {"rollout_is_threshold": 2.0}}})")),
+            "cascade_rl: stages[2].update.rule.bypass_mode.rollout_is_threshold: expected a "
+            "string, got number 2.0");
+  cr::stage_config bad_clip{
+      .name = "d", .steps = 1, .update = {.rule = cr::bypass_mode_update{.clip_low = -1}}};
+  cr::testing::expect_error_naming([&] { cr::detail::validate_grpo_config(bad_clip); },
+                                   "update.rule.bypass_mode.clip_low");
+  cr::stage_config bad_is{.name = "d",
+                          .steps = 1,
+                          .update = {.rule = cr::bypass_mode_update{.rollout_is = "token",
+                                                                    .rollout_is_threshold = "0"}}};
+  cr::testing::expect_error_naming([&] { cr::detail::validate_grpo_config(bad_is); },
+                                   "update.rule.bypass_mode.rollout_is_threshold", "expected > 0");
 }
 
 TEST(StageConfigJsonErrors, WrongType) {

@@ -223,6 +223,98 @@ TEST(GrpoStep, ClipCovRuleSelectsPerMiniBatchFromTheStageGenerator) {
   for (std::size_t k = 0; k < first.size(); ++k) EXPECT_EQ(first[k].dlogp_sum, again[k].dlogp_sum);
 }
 
+// veRL's bypass mode as a rule. Without weights or rejection, its ppo_clip loss is the PPO
+// rule's (old = the sampler's log-probs, the same clip and dual clip, the same normaliser)
+// in every update, bit for bit; its REINFORCE with token-level IS weights is -w A, so at
+// the first update (the policy is the sampler: w = 1) it is PPO's there too, and then
+// parts ways.
+TEST(GrpoStep, BypassModeRuleIsPpoWithoutCorrection) {
+  const auto run = [](cr::update_options update) {
+    auto c = config(4, 6);
+    c.update = update;
+    c.filters.drop_zero_variance_groups = false;
+    auto stage =
+        cr::make_grpo_stage(c, cr::prompt_pool(domain_prompts("a", 0, 6)), exact_answer_reward{});
+    tabular_policy policy;
+    cr::rng_type rng(2);
+    const auto m = step(stage, policy, rng);
+    return std::pair{m, policy.update_calls};
+  };
+  const auto [ppo_metrics, ppo] =
+      run({.rule = cr::ppo_clip_update{.epochs = 2, .mini_batches = 3, .dual_clip = 3.0}});
+  const auto [m, bypass] = run({.rule = cr::bypass_mode_update{.epochs = 2, .mini_batches = 3}});
+  ASSERT_EQ(ppo.size(), 6u);
+  ASSERT_EQ(bypass.size(), 6u);
+  for (std::size_t k = 0; k < ppo.size(); ++k)
+    EXPECT_EQ(bypass[k].dlogp_sum, ppo[k].dlogp_sum) << k;
+  EXPECT_NE(ppo[5].dlogp_sum, ppo[0].dlogp_sum);
+  EXPECT_EQ(m.tokens, ppo_metrics.tokens);
+  EXPECT_EQ(m.loss, ppo_metrics.loss);
+  EXPECT_EQ(m.clip_fraction, ppo_metrics.clip_fraction);
+  const auto [rm, reinforce] = run({.rule = cr::bypass_mode_update{.epochs = 2,
+                                                                   .mini_batches = 3,
+                                                                   .loss_type = "reinforce",
+                                                                   .rollout_is = "token",
+                                                                   .rollout_is_threshold = "2.0"}});
+  ASSERT_EQ(reinforce.size(), 6u);
+  EXPECT_NE(reinforce[0].dlogp_sum, 0.0);
+  EXPECT_NEAR(reinforce[0].dlogp_sum, ppo[0].dlogp_sum, 1e-6 * std::abs(ppo[0].dlogp_sum));
+  EXPECT_NE(reinforce[5].dlogp_sum, ppo[5].dlogp_sum);
+  EXPECT_EQ(rm.tokens, ppo_metrics.tokens);
+}
+
+// A policy that records, at each optimizer step, dL/dlogp and the log-ratio of its
+// current log-probs (those the loss just read) to the sampler's.
+struct recording_policy : tabular_policy {
+  std::vector<std::vector<float>> dlogps;
+  std::vector<std::vector<double>> log_ratios;
+  void apply_gradient(const cr::rollout_batch& batch, std::span<const float> dlogp, double lr) {
+    std::vector<float> logp(batch.token_count());
+    log_probs(batch, std::span<float>(logp));
+    std::vector<double> d(batch.token_count());
+    for (std::size_t t = 0; t < d.size(); ++t)
+      d[t] = static_cast<double>(logp[t]) - static_cast<double>(batch.behaviour_log_probs[t]);
+    dlogps.emplace_back(dlogp.begin(), dlogp.end());
+    log_ratios.push_back(std::move(d));
+    tabular_policy::apply_gradient(batch, dlogp, lr);
+  }
+};
+
+// With a rejection threshold (token_k2: kept where d^2 / 2 <= 1e-4), the tokens whose
+// policy moved past it since sampling carry no gradient, and they leave the normaliser:
+// the step counts fewer tokens than PPO's. Tokens within it keep their gradient.
+TEST(GrpoStep, BypassModeRuleRejectedTokensCarryNoGradient) {
+  auto c = config(4, 6);
+  c.update = {.rule = cr::bypass_mode_update{.epochs = 3,
+                                             .mini_batches = 3,
+                                             .rollout_rs = "token_k2",
+                                             .rollout_rs_threshold = "1e-4"}};
+  c.filters.drop_zero_variance_groups = false;
+  auto stage =
+      cr::make_grpo_stage(c, cr::prompt_pool(domain_prompts("a", 0, 6)), exact_answer_reward{});
+  recording_policy policy;
+  cr::rng_type rng(2);
+  const cr::teacher_registry<tabular_snapshot> none;
+  cr::step_context<tabular_snapshot> context{0, c.lr.at(0, c.steps), rng, none};
+  const auto m = stage.step(policy, context);
+  ASSERT_EQ(policy.dlogps.size(), 9u);
+  std::size_t rejected = 0, kept_moving = 0, tokens = 0;
+  for (std::size_t k = 0; k < policy.dlogps.size(); ++k)
+    for (std::size_t t = 0; t < policy.dlogps[k].size(); ++t) {
+      const double d = policy.log_ratios[k][t];
+      ++tokens;
+      if (0.5 * d * d > 1e-4) {
+        ++rejected;
+        EXPECT_EQ(policy.dlogps[k][t], 0.0f) << "update " << k << " token " << t;
+      } else {
+        kept_moving += policy.dlogps[k][t] != 0.0f;
+      }
+    }
+  EXPECT_GT(rejected, 0u);
+  EXPECT_GT(kept_moving, 0u);
+  EXPECT_EQ(m.tokens, tokens - rejected);
+}
+
 TEST(GrpoStep, TrainingImprovesTheReward) {
   auto stage = cr::make_grpo_stage(config(8, 4), cr::prompt_pool(domain_prompts("a", 0, 4)), exact_answer_reward{});
   tabular_policy policy;

@@ -1430,6 +1430,132 @@ TEST_F(Gpu, RolloutCorrectionMatchesHost) {
   }
 }
 
+// The bypass mode on the device pieces: loss, gradient, weights, keep bytes, the loss's
+// metrics (REINFORCE's plain approx_kl included) and every rollout_corr metric are the
+// host's bits, for both losses, with IS weights and rejected tokens, the normaliser taken
+// from the effective mask (veRL's agg_loss) or given; the refusals are the host's.
+TEST_F(Gpu, BypassModeMatchesHost) {
+  const auto b = cr::testing::make_random_batch<float>(33, {.sequences = 700, .max_length = 120});
+  const auto layout = b.layout();
+  const std::size_t n = b.tokens();
+  device_vector<std::int64_t> offsets(b.offsets);
+  device_vector<std::uint8_t> mask(b.mask);
+  const device_token_layout d_layout{offsets.data(), mask.data(), b.offsets.size() - 1, n};
+  device_vector<float> logp(b.log_probs), rollout(b.behaviour_log_probs), adv(b.advantages);
+  device_vector<float> weights(n), grad(n);
+  device_vector<std::uint8_t> keep(n);
+  const cr::bypass_mode_inputs<float> h_in{.log_probs = b.log_probs,
+                                           .rollout_log_probs = b.behaviour_log_probs,
+                                           .advantages = b.advantages};
+  const cr::bypass_mode_inputs<float> d_in{
+      .log_probs = logp.cspan(), .rollout_log_probs = rollout.cspan(), .advantages = adv.cspan()};
+  std::size_t cases = 0;
+  for (const auto& correction : cr::testing::rollout_correction_variants()) {
+    if (correction.is_level == cr::rollout_is_level::none || correction.rejection_count == 0)
+      continue;
+    for (const auto loss : {cr::bypass_loss::ppo_clip, cr::bypass_loss::reinforce})
+      for (const auto mode :
+           {cr::loss_aggregation::token_mean, cr::loss_aggregation::seq_mean_token_mean})
+        for (const bool given : {false, true}) {
+          SCOPED_TRACE(std::to_string(static_cast<int>(correction.is_level)) + " " +
+                       (loss == cr::bypass_loss::ppo_clip ? "ppo_clip " : "reinforce ") +
+                       std::string(cr::to_string(mode)) + (given ? " given" : " effective"));
+          const cr::bypass_mode_options options = cr::presets::verl::bypass_mode(
+              correction, loss == cr::bypass_loss::ppo_clip ? "ppo_clip" : "reinforce", mode);
+          const cr::loss_normalizer fixed =
+              cr::local_loss_counts(cr::exec::seq, layout).normalizer(mode, 120.0);
+          std::vector<float> hg(n, -7.0f), hw(n, -7.0f);
+          std::vector<std::uint8_t> hk(n, 7);
+          const auto h =
+              given ? cr::bypass_mode_loss(cr::exec::seq, layout, h_in, hg, fixed, options,
+                                           std::span<float>(hw), std::span<std::uint8_t>(hk))
+                    : cr::bypass_mode_loss(
+                          cr::exec::seq, layout, h_in, hg,
+                          [&](const cr::token_layout& effective) {
+                            return cr::local_loss_counts(cr::exec::seq, effective)
+                                .normalizer(mode, 120.0);
+                          },
+                          options, std::span<float>(hw), std::span<std::uint8_t>(hk));
+          const auto d = given ? cr::bypass_mode_loss(cr::exec::cuda{}, d_layout, d_in, grad.span(),
+                                                      fixed, options, weights.span(), keep.span())
+                               : cr::bypass_mode_loss(
+                                     cr::exec::cuda{}, d_layout, d_in, grad.span(),
+                                     [&](const device_token_layout& effective) {
+                                       return cr::local_loss_counts(cr::exec::cuda{}, effective)
+                                           .normalizer(mode, 120.0);
+                                     },
+                                     options, weights.span(), keep.span());
+          expect_same_sum(d.loss, h.loss, "bypass loss");
+          expect_same_sum(d.metrics.approx_kl_sum, h.metrics.approx_kl_sum, "approx_kl_sum");
+          EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
+          EXPECT_EQ(d.metrics.clipped, h.metrics.clipped);
+          EXPECT_EQ(d.metrics.dual_clipped, h.metrics.dual_clipped);
+          expect_same_bits(grad.host(), hg, "bypass dL/dlogp");
+          expect_same_bits(weights.host(), hw, "rollout_is_weights");
+          EXPECT_EQ(keep.host(), hk);
+          const auto dv = cr::testing::rollout_correction_values(d.correction);
+          const auto hv = cr::testing::rollout_correction_values(h.correction);
+          ASSERT_EQ(dv.size(), hv.size());
+          for (std::size_t i = 0; i < dv.size(); ++i)
+            if (!(std::isnan(dv[i]) && std::isnan(hv[i])))
+              expect_same_sum(dv[i], hv[i], "rollout_corr metric");
+          ASSERT_GT(h.correction.rs_masked_fraction, 0.0);
+          EXPECT_LT(h.metrics.valid_tokens, cr::local_loss_counts(cr::exec::seq, layout).tokens);
+          EXPECT_NE(h.metrics.approx_kl_sum, 0.0);
+          ++cases;
+        }
+  }
+  EXPECT_EQ(cases, 6u * 2 * 2 * 2);  // token and sequence level, three rejecting each
+  // The host's refusals, by name, before any launch; non-finite inputs by name and index.
+  const cr::loss_normalizer normalizer =
+      cr::local_loss_counts(cr::exec::seq, layout).normalizer(cr::loss_aggregation::token_mean, 0);
+  cr::bypass_mode_options bad;
+  bad.correction.is_level = cr::rollout_is_level::token;
+  const auto refused = [&](const cr::bypass_mode_inputs<float>& in, const std::string& argument,
+                           const std::string& words) {
+    cr::testing::expect_error_naming(
+        [&] {
+          (void)cr::bypass_mode_loss(cr::exec::cuda{}, d_layout, in, grad.span(), normalizer, bad,
+                                     weights.span(), keep.span());
+        },
+        argument, words);
+  };
+  bad.ppo.importance.mode = cr::importance_sampling::truncated;
+  refused(d_in, "options.ppo.importance", "must be none");
+  bad.ppo.importance.mode = cr::importance_sampling::none;
+  bad.reinforce.importance.mode = cr::importance_sampling::band_mask;
+  refused(d_in, "options.reinforce.importance", "must be none");
+  bad.reinforce.importance.mode = cr::importance_sampling::none;
+  bad.correction.is_upper = 0;
+  refused(d_in, "options.is_upper", "expected a finite value > 0");
+  bad.correction.is_upper = 2;
+  refused({.log_probs = logp.cspan(),
+           .rollout_log_probs = rollout.cspan(),
+           .advantages = adv.cspan().first(n - 1)},
+          "advantages", std::to_string(n - 1) + " entries");
+  std::size_t valid = 0;
+  while (b.mask[valid] == 0) ++valid;
+  std::vector<float> bad_adv(b.advantages);
+  bad_adv[valid] = NAN;
+  device_vector<float> d_bad_adv(bad_adv);
+  refused({.log_probs = logp.cspan(),
+           .rollout_log_probs = rollout.cspan(),
+           .advantages = d_bad_adv.cspan()},
+          "advantages[" + std::to_string(valid) + "]", "NaN");
+  std::vector<float> hg(n), hw(n);
+  std::vector<std::uint8_t> hk(n);
+  cr::testing::expect_error_naming(
+      [&] {
+        (void)cr::bypass_mode_loss(
+            cr::exec::seq, layout,
+            cr::bypass_mode_inputs<float>{.log_probs = b.log_probs,
+                                          .rollout_log_probs = b.behaviour_log_probs,
+                                          .advantages = bad_adv},
+            hg, normalizer, bad, std::span<float>(hw), std::span<std::uint8_t>(hk));
+      },
+      "advantages[" + std::to_string(valid) + "]", "NaN");
+}
+
 }  // namespace
 
 // ---- KL-Cov -------------------------------------------------------------------------------
@@ -1540,9 +1666,13 @@ TEST_F(Gpu, CovarianceBlockSumsMatchTheCanonicalSums) {
   const auto layout = b.layout();
   for (std::size_t k = 0; k < blocks; ++k) {
     const std::size_t first = k * block, last = std::min(first + block, n);
+    // core/canonical_sum.hpp's steps 2 and 3, written out (under nvcc a host lambda cannot
+    // be the term of the host-device canonical_block_sum).
     const auto sum_of = [&](const std::vector<double>& v) {
-      return cr::detail::canonical_block_sum(
-          first, last, [&](std::size_t t) { return layout.valid(t) ? v[t] : 0.0; });
+      double lanes[cr::detail::reduce_lanes] = {};
+      for (std::size_t t = first; t < last; ++t)
+        lanes[(t - first) % cr::detail::reduce_lanes] += layout.valid(t) ? v[t] : 0.0;
+      return cr::detail::fold_lanes(lanes, cr::detail::plus{});
     };
     double count = 0;
     for (std::size_t t = first; t < last; ++t) count += layout.valid(t) ? 1.0 : 0.0;

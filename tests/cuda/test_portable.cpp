@@ -1324,6 +1324,133 @@ TEST(PortableRolloutCorrection, MatchesHostBitForBit) {
   EXPECT_GT(rejected, 1u);
 }
 
+// The bypass mode composed of the device pieces gives exec::seq's bits: loss, gradient,
+// weights, keep bytes, the loss's metrics (REINFORCE's plain approx_kl included) and every
+// rollout_corr metric, for both losses, with IS weights (token and sequence level,
+// normalised or not) and rejected tokens, the normaliser taken from the effective mask
+// (veRL's agg_loss) in every mode or given.
+TEST(PortableBypassMode, MatchesHostBitForBit) {
+  const auto b = big_batch(23);
+  const auto layout = b.layout();
+  const std::size_t n = b.tokens(), rows = layout.sequences();
+  std::vector<double> row(portable::rollout_row_scratch(rows));
+  std::vector<std::size_t> row_of(n);
+  std::vector<double> block_sums(portable::rollout_block_sum_scratch(n));
+  std::vector<double> block_extremes(portable::rollout_block_extreme_scratch(n));
+  std::vector<portable::loss_tally> tallies(portable::scratch_tallies(n));
+  std::vector<float> kl(2 * n);
+  const portable::bypass_mode_scratch<float> scratch{row.data(),        row_of.data(),
+                                                     block_sums.data(), block_extremes.data(),
+                                                     tallies.data(),    kl.data()};
+  const cr::bypass_mode_inputs<float> inputs{.log_probs = b.log_probs,
+                                             .rollout_log_probs = b.behaviour_log_probs,
+                                             .advantages = b.advantages};
+  std::size_t cases = 0;
+  for (const auto& correction : cr::testing::rollout_correction_variants()) {
+    if (correction.is_level == cr::rollout_is_level::none || correction.rejection_count == 0)
+      continue;
+    for (const auto loss : {cr::bypass_loss::ppo_clip, cr::bypass_loss::reinforce})
+      for (const auto mode : cr::testing::all_aggregation_modes)
+        for (const bool given : {false, true}) {
+          SCOPED_TRACE(std::to_string(static_cast<int>(correction.is_level)) + " " +
+                       (loss == cr::bypass_loss::ppo_clip ? "ppo_clip " : "reinforce ") +
+                       std::string(cr::to_string(mode)) + (given ? " given" : " effective"));
+          cr::bypass_mode_options options = cr::presets::verl::bypass_mode(
+              correction, loss == cr::bypass_loss::ppo_clip ? "ppo_clip" : "reinforce", mode);
+          const cr::loss_normalizer fixed =
+              cr::local_loss_counts(cr::exec::seq, layout).normalizer(mode, 120.0);
+          std::vector<float> hg(n, -7.0f), dg(n, -7.0f), hw(n, -7.0f), dw(n, -7.0f);
+          std::vector<std::uint8_t> hk(n, 7), dk(n, 9);
+          const auto h =
+              given ? cr::bypass_mode_loss(cr::exec::seq, layout, inputs, hg, fixed, options,
+                                           std::span<float>(hw), std::span<std::uint8_t>(hk))
+                    : cr::bypass_mode_loss(
+                          cr::exec::seq, layout, inputs, hg,
+                          [&](const cr::token_layout& effective) {
+                            return cr::local_loss_counts(cr::exec::seq, effective)
+                                .normalizer(mode, 120.0);
+                          },
+                          options, std::span<float>(hw), std::span<std::uint8_t>(hk));
+          const auto effective_normalizer = [&](const device_token_layout& effective) {
+            return portable::local_loss_counts(system, effective).normalizer(mode, 120.0);
+          };
+          const auto d = given ? portable::bypass_mode_loss(
+                                     system, device_layout(b), b.log_probs.data(),
+                                     b.behaviour_log_probs.data(), b.advantages.data(), dg.data(),
+                                     fixed, options, dw.data(), dk.data(), scratch)
+                               : portable::bypass_mode_loss(
+                                     system, device_layout(b), b.log_probs.data(),
+                                     b.behaviour_log_probs.data(), b.advantages.data(), dg.data(),
+                                     effective_normalizer, options, dw.data(), dk.data(), scratch);
+          expect_same_metrics({d.loss, d.metrics}, {h.loss, h.metrics});
+          expect_same_bits(dg, hg, "bypass dL/dlogp");
+          expect_same_bits(dw, hw, "weights");
+          expect_same_bits(dk, hk, "keep");
+          expect_same_bits(cr::testing::rollout_correction_values(d.correction),
+                           cr::testing::rollout_correction_values(h.correction),
+                           "rollout_corr metrics");
+          // Rejected tokens carry no gradient; IS weights reached REINFORCE's.
+          ASSERT_GT(h.correction.rs_masked_fraction, 0.0);
+          std::size_t moved = 0;
+          for (std::size_t t = 0; t < n; ++t) moved += b.mask[t] != 0 && hk[t] == 0 && hg[t] != 0;
+          EXPECT_EQ(moved, 0u);
+          EXPECT_NE(h.metrics.approx_kl_sum, 0.0);
+          ++cases;
+        }
+  }
+  // Token and sequence level, three corrections each that reject.
+  EXPECT_EQ(cases, 6u * 2 * std::size(cr::testing::all_aggregation_modes) * 2);
+}
+
+// The options the host refuses, refused by name before anything runs.
+TEST(PortableBypassMode, RefusesTheHostsBadOptionsByName) {
+  const auto b = big_batch(24);
+  const std::size_t n = b.tokens();
+  std::vector<float> g(n), w(n), kl(2 * n);
+  std::vector<std::uint8_t> k(n);
+  std::vector<double> row(portable::rollout_row_scratch(b.offsets.size() - 1));
+  std::vector<std::size_t> row_of(n);
+  std::vector<double> block_sums(portable::rollout_block_sum_scratch(n));
+  std::vector<double> block_extremes(portable::rollout_block_extreme_scratch(n));
+  std::vector<portable::loss_tally> tallies(portable::scratch_tallies(n));
+  const portable::bypass_mode_scratch<float> scratch{row.data(),        row_of.data(),
+                                                     block_sums.data(), block_extremes.data(),
+                                                     tallies.data(),    kl.data()};
+  const cr::loss_normalizer normalizer = cr::local_loss_counts(cr::exec::seq, b.layout())
+                                             .normalizer(cr::loss_aggregation::token_mean, 0);
+  const auto refused = [&](const cr::bypass_mode_options& options, const std::string& argument,
+                           const std::string& words) {
+    const auto device = [&] {
+      (void)portable::bypass_mode_loss(system, device_layout(b), b.log_probs.data(),
+                                       b.behaviour_log_probs.data(), b.advantages.data(), g.data(),
+                                       normalizer, options, w.data(), k.data(), scratch);
+    };
+    const auto host = [&] {
+      (void)cr::bypass_mode_loss(
+          cr::exec::seq, b.layout(),
+          cr::bypass_mode_inputs<float>{b.log_probs, b.behaviour_log_probs, b.advantages}, g,
+          normalizer, options, std::span<float>(w), std::span<std::uint8_t>(k));
+    };
+    cr::testing::expect_error_naming(host, argument, words);
+    cr::testing::expect_error_naming(device, argument, words);
+  };
+  cr::bypass_mode_options options;
+  options.correction.is_level = cr::rollout_is_level::token;
+  options.ppo.importance.mode = cr::importance_sampling::truncated;
+  refused(options, "options.ppo.importance", "must be none");
+  options.ppo.importance.mode = cr::importance_sampling::none;
+  options.reinforce.importance.mode = cr::importance_sampling::band_mask;
+  refused(options, "options.reinforce.importance", "must be none");
+  options.reinforce.importance.mode = cr::importance_sampling::none;
+  options.correction.is_upper = 0;
+  refused(options, "options.is_upper", "expected a finite value > 0");
+  options.correction.is_upper = 2;
+  options.correction.rejection[0] = {.level = cr::rollout_rs_level::seq_max,
+                                     .statistic = cr::rollout_rs_statistic::k1};
+  options.correction.rejection_count = 1;
+  refused(options, "options.rejection[0]", "seq_max_k1");
+}
+
 }  // namespace
 
 // ---- KL-Cov -------------------------------------------------------------------------------

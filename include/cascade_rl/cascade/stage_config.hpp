@@ -20,10 +20,12 @@
 #include "cascade_rl/algorithms/length_filters.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/algorithms/rollout_correction.hpp"
 #include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
 #include "cascade_rl/cascade/lr_schedule.hpp"
 #include "cascade_rl/cascade/prompt.hpp"
 #include "cascade_rl/core/error.hpp"
+#include "cascade_rl/presets/verl_losses.hpp"
 
 namespace cascade_rl {
 
@@ -224,6 +226,45 @@ struct kl_cov_update {
   }
 };
 
+// veRL's bypass mode under the same schedule ("bypass_mode"): the rollout correction of
+// the trainer's log-probs against the sampler's, then PPO's clipped loss (the ratio to the
+// sampler is the correction) or REINFORCE with the correction's IS weights, on the tokens
+// the rejection keeps, divided by the counts that mask leaves (veRL's agg_loss on the
+// modified mask). The batch's behaviour log-probs are the sampler's: veRL's
+// rollout_log_probs, which bypass mode uses as old_log_prob (no recomputed old policy).
+// The correction's fields are veRL's policy_loss.rollout_correction keys, as text where
+// veRL takes text: rollout_is "token" / "sequence" (unset: no weights),
+// rollout_is_threshold "2.0" (truncated) or "0.5_5.0" (IcePop), rollout_rs
+// "token_k1,seq_mean_k3", rollout_rs_threshold one spec or one per criterion; loss_type
+// "ppo_clip" or "reinforce" (presets::verl::rollout_correction and bypass_mode read them).
+struct bypass_mode_update {
+  std::size_t epochs = 1;
+  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
+  std::string loss_type = "ppo_clip";
+  std::optional<std::string> rollout_is{};
+  std::string rollout_is_threshold = "2.0";
+  bool rollout_is_batch_normalize = false;
+  std::optional<std::string> rollout_rs{};
+  std::optional<std::string> rollout_rs_threshold{};
+  // loss_type ppo_clip: veRL's clip_ratio_low / clip_ratio_high / clip_ratio_c.
+  double clip_low = ppo_clip_options{}.clip_low;
+  double clip_high = ppo_clip_options{}.clip_high;
+  std::optional<double> dual_clip = 3.0;
+
+  [[nodiscard]] bypass_mode_options loss_options(loss_aggregation aggregation) const {
+    const auto view = [](const std::optional<std::string>& s) {
+      return s ? std::optional<std::string_view>(*s) : std::nullopt;
+    };
+    bypass_mode_options options = presets::verl::bypass_mode(
+        presets::verl::rollout_correction(view(rollout_is), rollout_is_threshold,
+                                          rollout_is_batch_normalize, view(rollout_rs),
+                                          view(rollout_rs_threshold)),
+        loss_type, aggregation, clip_low, clip_high);
+    options.ppo.dual_clip = dual_clip;
+    return options;
+  }
+};
+
 // The rules that take optimizer steps over mini-batches and epochs.
 template <class Rule>
 concept mini_batch_rule = requires(const Rule& rule) {
@@ -240,7 +281,7 @@ struct update_options {
   loss_aggregation aggregation = loss_aggregation::token_mean;  // every rule
   std::variant<on_policy_update, ppo_clip_update, cispo_update, dppo_tv_update, dppo_kl_update,
                dro_update, sapo_update, gspo_update, geo_mean_update, clip_cov_update,
-               kl_cov_update>
+               kl_cov_update, bypass_mode_update>
       rule{};
 
   // The options of ppo_clip_loss; the rule must be ppo_clip_update.
@@ -268,6 +309,7 @@ constexpr std::string_view update_rule_name() {
   if constexpr (std::is_same_v<Rule, geo_mean_update>) return "geo_mean";
   if constexpr (std::is_same_v<Rule, clip_cov_update>) return "clip_cov";
   if constexpr (std::is_same_v<Rule, kl_cov_update>) return "kl_cov";
+  if constexpr (std::is_same_v<Rule, bypass_mode_update>) return "bypass_mode";
 }
 
 struct filter_options {
@@ -415,7 +457,10 @@ inline void validate_grpo_config(const stage_config& c, std::string_view at = {}
               validate_clip_cov_options(options);
             else if constexpr (std::is_same_v<Rule, kl_cov_update>)
               validate_kl_cov_options(options);
-            else
+            else if constexpr (std::is_same_v<Rule, bypass_mode_update>) {
+              validate_rollout_correction_options(options.correction);
+              validate_ppo_options(options.ppo);
+            } else
               validate_ratio_options(options);
           });
         }

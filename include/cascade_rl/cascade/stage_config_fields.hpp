@@ -256,6 +256,24 @@ struct config_fields<kl_cov_update> {
 };
 
 template <>
+struct config_fields<bypass_mode_update> {
+  using T = bypass_mode_update;
+  static constexpr std::string_view alternative = update_rule_name<T>();
+  static constexpr std::tuple list{
+      config_field{"epochs", &T::epochs},
+      config_field{"mini_batches", &T::mini_batches},
+      config_field{"loss_type", &T::loss_type},
+      config_field{"rollout_is", &T::rollout_is},
+      config_field{"rollout_is_threshold", &T::rollout_is_threshold},
+      config_field{"rollout_is_batch_normalize", &T::rollout_is_batch_normalize},
+      config_field{"rollout_rs", &T::rollout_rs},
+      config_field{"rollout_rs_threshold", &T::rollout_rs_threshold},
+      config_field{"clip_low", &T::clip_low},
+      config_field{"clip_high", &T::clip_high},
+      config_field{"dual_clip", &T::dual_clip}};
+};
+
+template <>
 struct config_fields<update_options> {
   using T = update_options;
   static constexpr std::tuple list{config_field{"aggregation", &T::aggregation},
@@ -386,9 +404,10 @@ static_assert(lists_every_member<sampling_params> && lists_every_member<prompt> 
                   lists_every_member<dro_update> && lists_every_member<sapo_update> &&
                   lists_every_member<gspo_update> && lists_every_member<geo_mean_update> &&
                   lists_every_member<clip_cov_update> && lists_every_member<kl_cov_update> &&
-                  lists_every_member<update_options> && lists_every_member<overlong_options> &&
-                  lists_every_member<filter_options> && lists_every_member<mopd_settings> &&
-                  lists_every_member<eval_set> && lists_every_member<stage_config>,
+                  lists_every_member<bypass_mode_update> && lists_every_member<update_options> &&
+                  lists_every_member<overlong_options> && lists_every_member<filter_options> &&
+                  lists_every_member<mopd_settings> && lists_every_member<eval_set> &&
+                  lists_every_member<stage_config>,
               "a config struct gained a member: list it in config_fields (stage_config_fields.hpp) "
               "so that config files carry it");
 

@@ -13,6 +13,11 @@
 //   geo_mean_update, clip_cov_update, kl_cov_update
 //                     the same schedule with veRL's ratio losses (mini_batch_steps); the
 //                     covariance losses select their tokens in each mini-batch's call.
+//   bypass_mode_update
+//                     the same schedule with veRL's bypass mode: the rollout correction
+//                     of the trainer's log-probs against the sampler's (the batch's
+//                     behaviour log-probs), then PPO clip or REINFORCE on the tokens it
+//                     keeps, normalised by the counts of that mask over every rank.
 //
 // Data-parallel (comm of size R): the batch is this rank's shard of whole groups. The
 // normalisers count the tokens of every rank (integers, exact), so each token's
@@ -31,6 +36,7 @@
 #include "cascade_rl/algorithms/covariance_losses.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/algorithms/rollout_correction.hpp"
 #include "cascade_rl/cascade/concepts.hpp"
 #include "cascade_rl/cascade/data_parallel.hpp"
 #include "cascade_rl/cascade/metrics.hpp"
@@ -179,7 +185,32 @@ void mini_batch_steps(P& policy, const rollout_batch& batch, std::span<const flo
       std::uint64_t selection_seed = 0;
       if constexpr (std::is_same_v<Rule, clip_cov_update>) selection_seed = rng();
       policy_loss_result result;
-      if (mini.response_count() != 0) {
+      if constexpr (std::is_same_v<Rule, bypass_mode_update>) {
+        // The bypass mode divides by the counts of the tokens its rejection keeps (veRL's
+        // agg_loss on the modified mask), over every rank: a collective, so a rank with no
+        // valid token still counts its (empty) share.
+        bool counted = false;
+        const auto effective_normalizer = [&](const token_layout& effective) {
+          counted = true;
+          return step_normalizer(effective, config.update.aggregation, config, comm);
+        };
+        if (mini.response_count() != 0 && local_loss_counts(exec::par, layout).tokens != 0) {
+          broadcast_to_tokens(exec::par, layout, mini_advantages, token_advantages);
+          policy.log_probs(mini, std::span<float>(log_probs));
+          std::vector<float> weights(mini.token_count());
+          std::vector<std::uint8_t> keep(mini.token_count());
+          const bypass_mode_result bypass = bypass_mode_loss(
+              exec::par, layout,
+              bypass_mode_inputs<float>{.log_probs = log_probs,
+                                        .rollout_log_probs = mini.behaviour_log_probs,
+                                        .advantages = token_advantages},
+              dlogp, effective_normalizer, options, std::span<float>(weights),
+              std::span<std::uint8_t>(keep));
+          result.loss = bypass.loss;
+          result.metrics = bypass.metrics;
+        }
+        if (!counted) (void)effective_normalizer(layout);
+      } else if (mini.response_count() != 0) {
         broadcast_to_tokens(exec::par, layout, mini_advantages, token_advantages);
         policy.log_probs(mini, std::span<float>(log_probs));
         result = mini_batch_loss(layout, log_probs, mini.behaviour_log_probs, token_advantages,

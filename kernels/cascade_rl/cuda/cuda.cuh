@@ -4,6 +4,7 @@
 // host compiler.
 
 #include "cascade_rl/cuda/broadcast.cuh"
+#include "cascade_rl/cuda/bypass_mode.cuh"
 #include "cascade_rl/cuda/covariance_losses.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/cuda/distillation_advantages.cuh"
