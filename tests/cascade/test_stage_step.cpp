@@ -315,6 +315,53 @@ TEST(GrpoStep, BypassModeRuleRejectedTokensCarryNoGradient) {
   EXPECT_EQ(m.tokens, tokens - rejected);
 }
 
+// The kept tokens are the normaliser (token-mean over the kept count): the first two
+// updates of a run with a rejection threshold and of one without start from the same
+// policy (nothing is rejected before the policy first moves), and in the second update
+// every kept token's gradient is the unrejected run's scaled by all tokens / kept tokens.
+TEST(GrpoStep, BypassModeRuleNormalisesByTheKeptTokens) {
+  const auto run = [](const char* threshold) {
+    auto c = config(4, 6);
+    cr::bypass_mode_update rule{.epochs = 2, .mini_batches = 1};
+    if (threshold != nullptr) {
+      rule.rollout_rs = "token_k2";
+      rule.rollout_rs_threshold = threshold;
+    }
+    c.update = {.rule = rule};
+    c.filters.drop_zero_variance_groups = false;
+    auto stage =
+        cr::make_grpo_stage(c, cr::prompt_pool(domain_prompts("a", 0, 6)), exact_answer_reward{});
+    recording_policy policy;
+    cr::rng_type rng(2);
+    const cr::teacher_registry<tabular_snapshot> none;
+    cr::step_context<tabular_snapshot> context{0, c.lr.at(0, c.steps), rng, none};
+    (void)stage.step(policy, context);
+    return policy;
+  };
+  const recording_policy rejecting = run("1e-4"), plain = run(nullptr);
+  ASSERT_EQ(rejecting.dlogps.size(), 2u);
+  ASSERT_EQ(plain.dlogps.size(), 2u);
+  EXPECT_EQ(rejecting.dlogps[0], plain.dlogps[0]);  // nothing moved yet: nothing rejected
+  const std::vector<float>& with = rejecting.dlogps[1];
+  const std::vector<float>& without = plain.dlogps[1];
+  ASSERT_EQ(with.size(), without.size());
+  ASSERT_EQ(rejecting.log_ratios[1], plain.log_ratios[1]);
+  std::size_t kept = 0;
+  for (const double d : rejecting.log_ratios[1]) kept += 0.5 * d * d <= 1e-4;
+  ASSERT_GT(kept, 0u);
+  ASSERT_LT(kept, with.size());
+  const double scale = static_cast<double>(with.size()) / static_cast<double>(kept);
+  std::size_t compared = 0;
+  for (std::size_t t = 0; t < with.size(); ++t) {
+    const double d = rejecting.log_ratios[1][t];
+    if (0.5 * d * d > 1e-4 || without[t] == 0.0f) continue;
+    // Two float roundings of the same double product: 2^-23 relative each.
+    EXPECT_NEAR(with[t] / (without[t] * scale), 1.0, 4e-7) << "token " << t;
+    ++compared;
+  }
+  EXPECT_GT(compared, 0u);
+}
+
 TEST(GrpoStep, TrainingImprovesTheReward) {
   auto stage = cr::make_grpo_stage(config(8, 4), cr::prompt_pool(domain_prompts("a", 0, 4)), exact_answer_reward{});
   tabular_policy policy;
