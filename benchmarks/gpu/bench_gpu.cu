@@ -145,13 +145,17 @@ void bench_ppo_loss(std::size_t tokens, double target) {
   check(cudaMalloc(&result, sizeof(*result)), "cudaMalloc");
   std::size_t bytes = 0;
   const cr::ppo_clip_options options{};
-  check(cr::cuda::ppo_clip_loss<float>(nullptr, bytes, layout, logp, old, adv, nullptr, grad, normalizer,
-                                       options, result, nullptr), "query");
+  check(cr::cuda::ppo_clip_loss<float>(nullptr, bytes, layout, logp, old, adv, nullptr, nullptr,
+                                       grad, normalizer, options, result, nullptr),
+        "query");
   void* temp = device_temp(bytes);
-  const double seconds = time_it([&] {
-    check(cr::cuda::ppo_clip_loss<float>(temp, bytes, layout, logp, old, adv, nullptr, grad, normalizer,
-                                         options, result, nullptr), "ppo");
-  }, 20);
+  const double seconds = time_it(
+      [&] {
+        check(cr::cuda::ppo_clip_loss<float>(temp, bytes, layout, logp, old, adv, nullptr, nullptr,
+                                             grad, normalizer, options, result, nullptr),
+              "ppo");
+      },
+      20);
   // Read: log-probs, old log-probs, advantages (4 B each), mask (1 B); write: dL/dlogp.
   report("ppo_clip_loss/token_mean", static_cast<double>(tokens), tokens * (3 * 4.0 + 1 + 4), seconds, target);
   for (void* p : {static_cast<void*>(d_offsets), static_cast<void*>(d_mask), static_cast<void*>(logp),

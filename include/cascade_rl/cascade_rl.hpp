@@ -36,6 +36,7 @@
 #include "cascade_rl/algorithms/policy_loss.hpp"
 #include "cascade_rl/algorithms/rollout_correction.hpp"
 #include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
+#include "cascade_rl/algorithms/token_loss_terms.hpp"
 
 // Presets reproducing peer frameworks' conventions.
 #include "cascade_rl/presets/nemo_rl.hpp"

@@ -106,22 +106,29 @@ TYPED_TEST(LossExecutors, PpoClipBitIdentical) {
   const auto& b = large_batch<T>();
   const auto layout = b.layout();
   const auto counts = cascade_rl::local_loss_counts(exec::seq, layout);
-  for (const auto mode : all_aggregation_modes) {
-    const cascade_rl::ppo_clip_options options{
-        .clip_high = 0.28, .dual_clip = 2.0, .aggregation = mode,
-        .importance = {.mode = importance_sampling::truncated, .cap = 1.5}};
-    const auto expected = expect_parallel_matches_seq<T>(
-        "ppo " + std::string(cascade_rl::to_string(mode)), b.tokens(),
-        [&](const auto& policy, std::vector<T>& grad) {
-          return cascade_rl::ppo_clip_loss(policy, layout,
-                                           {.log_probs = b.log_probs,
-                                            .old_log_probs = b.old_log_probs,
-                                            .advantages = b.advantages,
-                                            .behaviour_log_probs = b.behaviour_log_probs},
-                                           grad, counts.normalizer(mode, 400), options);
-        });
-    EXPECT_GT(expected.metrics.clipped, 0u);
-  }
+  const auto weights = cascade_rl::testing::rollout_is_weights_of(b);
+  for (const auto mode : all_aggregation_modes)
+    for (const bool weighted : {false, true}) {  // given rollout_is_weights, or none
+      const cascade_rl::ppo_clip_options options{
+          .clip_high = 0.28,
+          .dual_clip = 2.0,
+          .aggregation = mode,
+          .importance = {.mode = importance_sampling::truncated, .cap = 1.5}};
+      const auto expected = expect_parallel_matches_seq<T>(
+          (weighted ? "weighted ppo " : "ppo ") + std::string(cascade_rl::to_string(mode)),
+          b.tokens(), [&](const auto& policy, std::vector<T>& grad) {
+            return cascade_rl::ppo_clip_loss(
+                policy, layout,
+                {.log_probs = b.log_probs,
+                 .old_log_probs = b.old_log_probs,
+                 .advantages = b.advantages,
+                 .behaviour_log_probs = b.behaviour_log_probs,
+                 .rollout_is_weights =
+                     weighted ? std::span<const T>(weights) : std::span<const T>{}},
+                grad, counts.normalizer(mode, 400), options);
+          });
+      EXPECT_GT(expected.metrics.clipped, 0u);
+    }
 }
 
 TYPED_TEST(LossExecutors, ReinforceBitIdentical) {

@@ -72,16 +72,21 @@ loss_normalizer normalizer_of(const random_batch<double>& batch,
 
 bool near(double x, double kink) { return std::abs(x - kink) < 1e-4 * std::max(1.0, std::abs(kink)); }
 
-void check_ppo(const ppo_clip_options& options, std::uint64_t seed, const std::string& name) {
+// weighted: with given rollout_is_weights (a stop-gradient factor on each token's loss).
+void check_ppo(const ppo_clip_options& options, std::uint64_t seed, const std::string& name,
+               bool weighted = false) {
   const auto batch = batch_for(seed);
   const auto layout = batch.layout();
   const auto normalizer = normalizer_of(batch, options.aggregation);
+  const std::vector<double> weights =
+      weighted ? cascade_rl::testing::rollout_is_weights_of(batch) : std::vector<double>{};
   const auto ppo = [&](const std::vector<double>& lp, std::vector<double>& grad) {
     return cascade_rl::ppo_clip_loss(exec::seq, layout,
                                      {.log_probs = lp,
                                       .old_log_probs = batch.old_log_probs,
                                       .advantages = batch.advantages,
-                                      .behaviour_log_probs = batch.behaviour_log_probs},
+                                      .behaviour_log_probs = batch.behaviour_log_probs,
+                                      .rollout_is_weights = weights},
                                      grad, normalizer, options);
   };
   const loss_fn loss = [&](const std::vector<double>& lp, std::vector<double>& grad) {
@@ -128,6 +133,17 @@ TEST(LossGradients, PpoWithImportanceCorrectionMatchesFiniteDifferences) {
   check_ppo({.aggregation = loss_aggregation::seq_mean_token_mean,
              .importance = {.mode = importance_sampling::band_mask}},
             201, "ppo band mask");
+}
+
+// Given weights (veRL's vanilla rollout_is_weights, NeMo-RL's actor importance weights)
+// scale each token's loss and gradient: alone, and under a truncated correction.
+TEST(LossGradients, PpoWithGivenWeightsMatchesFiniteDifferences) {
+  std::uint64_t seed = 250;
+  for (const auto mode : all_aggregation_modes)
+    check_ppo({.clip_high = 0.28, .dual_clip = 1.5, .aggregation = mode}, seed++,
+              "weighted ppo " + std::string(cascade_rl::to_string(mode)), true);
+  check_ppo({.dual_clip = 2.0, .importance = {.mode = importance_sampling::truncated, .cap = 1.2}},
+            seed, "weighted ppo truncated IS", true);
 }
 
 // With the ratio surrogate REINFORCE's value does not move with logp (the ratio's

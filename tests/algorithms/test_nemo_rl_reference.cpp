@@ -1,7 +1,7 @@
 // Conformance with NeMo-RL's ClippedPGLossFn through presets::nemo_rl
 // (tests/reference/trl_nemo_rl.json, see tests/reference/README_trl_nemo_rl.md): every
-// case of nemo_rl.clipped_pg_loss, in double and in float, either reproduced (loss,
-// gradient w.r.t. curr_logprobs, every metric with a field of ours) or refused by name.
+// case of nemo_rl.clipped_pg_loss, in double and in float, reproduced (loss, gradient
+// w.r.t. curr_logprobs, every metric with a field of ours).
 
 #include <gtest/gtest.h>
 
@@ -24,12 +24,14 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/presets/nemo_rl.hpp"
 #include "support/expect_error.hpp"
+#include "support/peer_loss_case.hpp"
 #include "support/reference.hpp"
 
 namespace {
 
 namespace nemo = cascade_rl::presets::nemo_rl;
-using cascade_rl::testing::expect_all_close;
+using cascade_rl::testing::case_totals;
+using cascade_rl::testing::check_every_case;
 using cascade_rl::testing::expect_close;
 using cascade_rl::testing::flatten;
 using cascade_rl::testing::load_reference;
@@ -72,18 +74,6 @@ nemo::clipped_pg_loss_config config_of(const nlohmann::json& r, std::string& typ
   return c;
 }
 
-// The field presets::nemo_rl must name when it refuses the case, from the case's settings
-// alone (nemo_rl.hpp's list); empty: reproduced.
-std::string expected_refusal(const nemo::clipped_pg_loss_config& c) {
-  const bool ppo_path = !c.use_cispo && !c.disable_ppo_ratio && !c.sequence_level_importance_ratios;
-  if (c.use_importance_sampling_correction && (ppo_path || c.force_on_policy_ratio) &&
-      (c.truncated_importance_sampling_type == "seq-mask-tis" ||
-       (c.truncated_importance_sampling_type == "tis" &&
-        c.truncated_importance_sampling_ratio_min)))
-    return "truncated_importance_sampling_type";
-  return "";
-}
-
 // Metrics NeMo reports that are statistics of the inputs (ratios, log-prob errors, sample
 // counts), not of the loss: no field of ours holds them.
 bool unmapped_metric(const std::string& key) {
@@ -93,22 +83,11 @@ bool unmapped_metric(const std::string& key) {
          key == "approx_entropy";
 }
 
-struct case_totals {
-  int reproduced = 0;
-  int refused = 0;
-};
-
 template <class T>
 void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::string& context,
                 case_totals& totals) {
   std::string type, kl_type;
   const auto config = config_of(c["resolved_config"], type, kl_type);
-  const std::string refusal = expected_refusal(config);
-  if (!refusal.empty()) {
-    cascade_rl::testing::expect_error_naming([&] { (void)nemo::policy_loss(config); }, refusal);
-    ++totals.refused;
-    return;
-  }
   ++totals.reproduced;
   // The valid tokens are token_mask * sample_mask.
   nlohmann::json mask = b["token_mask"];
@@ -145,7 +124,8 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
                                            {.log_probs = curr,
                                             .old_log_probs = prev,
                                             .advantages = advantages,
-                                            .behaviour_log_probs = behaviour(o.importance)},
+                                            .behaviour_log_probs = behaviour(o.importance),
+                                            .rollout_is_weights = weights},
                                            grad, normalizer, o);
         else if constexpr (std::is_same_v<O, cascade_rl::reinforce_options>)
           return cascade_rl::reinforce_loss(cascade_rl::exec::seq, layout,
@@ -162,21 +142,17 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
                                         normalizer, o);
       },
       options);
-  double loss = result.loss;
-  std::vector<double> total_grad(grad.begin(), grad.end());
+  cascade_rl::testing::summed_loss total(layout.tokens());
+  total.add(result.loss, grad);
   // NeMo's KL term through aggregate_token_losses over the same normaliser.
   const std::vector<T> ref = flatten<T>(b["reference_policy_logprobs"]);
   const auto kl = nemo::kl_token_terms<T>(config, layout, curr, ref, generation);
   double kl_value = 0;
-  if (!kl.token_losses.empty()) {
+  if (!kl.empty()) {
     std::vector<T> kl_grad(layout.tokens(), T(-7));
-    kl_value = cascade_rl::aggregate_token_losses(
-        cascade_rl::exec::seq, layout,
-        {.token_losses = kl.token_losses, .token_grads = kl.token_grads}, kl_grad, normalizer,
-        nemo::aggregation(config));
-    loss += kl_value;
-    for (std::size_t t = 0; t < kl_grad.size(); ++t)
-      total_grad[t] += static_cast<double>(kl_grad[t]);
+    kl_value = cascade_rl::aggregate_token_losses(cascade_rl::exec::seq, layout, kl, kl_grad,
+                                                  normalizer, nemo::aggregation(config));
+    total.add(kl_value, kl_grad);
   }
   std::optional<double> nll;
   if (c["data_rewards_given"].get<bool>()) {
@@ -185,15 +161,11 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
       const auto r = cascade_rl::reinforce_loss(cascade_rl::exec::seq, layout,
                                                 {.log_probs = curr, .advantages = term->advantages},
                                                 nll_grad, term->normalizer, term->options);
-      loss += r.loss;
+      total.add(r.loss, nll_grad);
       nll = r.loss / config.positive_example_nll_weight;
-      for (std::size_t t = 0; t < nll_grad.size(); ++t)
-        total_grad[t] += static_cast<double>(nll_grad[t]);
     }
   }
-  expect_close(loss, c["loss"].get<double>(), context + " loss");
-  expect_all_close(std::span<const double>(total_grad), flatten<double>(c["grad_curr_logprobs"]),
-                   context + " grad_curr_logprobs");
+  total.expect_matches(c, "loss", "grad_curr_logprobs", context);
 
   const bool options_carry_correction = !nemo::takes_rollout_is_weights(config);
   for (const auto& item : c["metrics"].items()) {
@@ -203,11 +175,11 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
     if (unmapped_metric(key)) continue;
     const double expected = expected_value();
     if (key == "loss") {
-      expect_close(loss, expected, context + " metrics.loss");
+      expect_close(total.loss, expected, context + " metrics.loss");
     } else if (key == "kl_penalty") {
       // NeMo reports kl / coefficient (0 without a KL in the loss).
-      expect_close(kl.token_losses.empty() ? 0.0 : kl_value / config.reference_policy_kl_penalty,
-                   expected, context + " kl_penalty");
+      expect_close(kl.empty() ? 0.0 : kl_value / config.reference_policy_kl_penalty, expected,
+                   context + " kl_penalty");
     } else if (key == "positive_nll_loss") {
       expect_close(nll.value_or(0.0), expected, context + " positive_nll_loss");
     } else if (key == "is_oob_ratio") {
@@ -228,17 +200,15 @@ TEST(NemoRlReference, ClippedPgLossEveryCaseReproducedOrRefusedByName) {
   const auto& cases = reference["nemo_rl"]["clipped_pg_loss"]["cases"];
   ASSERT_EQ(cases.size(), 62u);
   case_totals totals;
-  for (std::size_t k = 0; k < cases.size(); ++k) {
-    const auto& c = cases[k];
-    const auto& b = reference["nemo_rl"]["batches"][c["batch"].get<std::string>()];
-    const std::string context = "clipped_pg_loss[" + std::to_string(k) + "] " +
-                                c["batch"].get<std::string>() + " " + c["config"].dump();
-    check_case<double>(c, b, context, totals);
-    check_case<float>(c, b, context + " (float)", totals);
-  }
-  // A case moving between reproduced and refused must update nemo_rl.hpp and this count.
-  EXPECT_EQ(totals.reproduced, 2 * 56);
-  EXPECT_EQ(totals.refused, 2 * 6);
+  check_every_case(cases, reference["nemo_rl"]["batches"], "clipped_pg_loss",
+                   [&](const auto& c, const auto& b, const std::string& context, auto precision) {
+                     check_case<decltype(precision)>(c, b, context + " " + c["config"].dump(),
+                                                     totals);
+                   });
+  // Every case is reproduced (tis with a min and seq-mask-tis on the PPO clip through its
+  // rollout_is_weights); a case moving to refused must update nemo_rl.hpp and this count.
+  EXPECT_EQ(totals.reproduced, 2 * 62);
+  EXPECT_EQ(totals.refused, 0);
 }
 
 // token_level_loss on a hand-computed 2-row batch at ratio 1 (prev = curr), every token's
@@ -308,11 +278,24 @@ TEST(NemoRlReference, RolloutIsWeightsOfEveryTruncationType) {
                                         .use_importance_sampling_correction = true};
   expect(nemo::rollout_is_weights<double>(sequence, layout, prev, generation),
          {0.8, 0.8, 0.8, 1.44, 1.44, 0}, "sequence level");
-  // The PPO clip carries the correction in its options instead: no weights.
+  // The PPO clip carries the plain correction in its options instead: no weights.
   EXPECT_TRUE(nemo::rollout_is_weights<double>(
                   {.reference_policy_kl_penalty = 0.0, .use_importance_sampling_correction = true},
                   layout, prev, generation)
                   .empty());
+  // seq-mask-tis (and tis with a min) no importance_options expresses: the PPO clip takes
+  // the same weights as the other losses, and no correction in its options.
+  const nemo::clipped_pg_loss_config ppo_seq_mask{
+      .reference_policy_kl_penalty = 0.0,
+      .use_importance_sampling_correction = true,
+      .truncated_importance_sampling_type = "seq-mask-tis",
+      .truncated_importance_sampling_ratio = 1.3,
+      .truncated_importance_sampling_ratio_min = 0.95};
+  ASSERT_TRUE(nemo::takes_rollout_is_weights(ppo_seq_mask));
+  EXPECT_EQ(std::get<cascade_rl::ppo_clip_options>(nemo::policy_loss(ppo_seq_mask)).importance.mode,
+            cascade_rl::importance_sampling::none);
+  expect(nemo::rollout_is_weights<double>(ppo_seq_mask, layout, prev, generation),
+         {0, 0, 0, 1.2, 1.2, 0}, "seq-mask-tis on the PPO clip");
 }
 
 // An unknown KL type is refused by name, as are NeMo's own invalid combinations.
@@ -334,6 +317,15 @@ TEST(NemoRlReference, RefusalsNameTheField) {
                                  .truncated_importance_sampling_ratio_min = 0.5});
       },
       "truncated_importance_sampling_type", "use_importance_sampling_correction");
+  expect_error_naming(
+      [] {
+        (void)nemo::policy_loss({.reference_policy_kl_penalty = 0.0,
+                                 .use_importance_sampling_correction = true,
+                                 .truncated_importance_sampling_type = "tis",
+                                 .truncated_importance_sampling_ratio = 1.5,
+                                 .truncated_importance_sampling_ratio_min = 2.0});
+      },
+      "truncated_importance_sampling_ratio_min", "<= truncated_importance_sampling_ratio");
   EXPECT_TRUE(std::holds_alternative<cascade_rl::ppo_clip_options>(
       nemo::policy_loss({.reference_policy_kl_penalty = 0.05, .use_kl_in_reward = true})));
 }
@@ -482,14 +474,10 @@ TEST(NemoRlReference, SeqLogprobErrorMaskingEveryCase) {
   const auto& cases = reference["nemo_rl"]["seq_logprob_error_masking"]["cases"];
   ASSERT_EQ(cases.size(), 6u);
   case_totals totals;
-  for (std::size_t k = 0; k < cases.size(); ++k) {
-    const auto& c = cases[k];
-    const auto& b = reference["nemo_rl"]["batches"][c["batch"].get<std::string>()];
-    const std::string context =
-        "seq_logprob_error_masking[" + std::to_string(k) + "] " + c["batch"].get<std::string>();
-    check_error_masking<double>(c, b, context, totals);
-    check_error_masking<float>(c, b, context + " (float)", totals);
-  }
+  check_every_case(cases, reference["nemo_rl"]["batches"], "seq_logprob_error_masking",
+                   [&](const auto& c, const auto& b, const std::string& context, auto precision) {
+                     check_error_masking<decltype(precision)>(c, b, context, totals);
+                   });
   EXPECT_EQ(totals.reproduced, 2 * 4);  // every loss_after_mask runs without the KL
   EXPECT_EQ(totals.refused, 0);
 }

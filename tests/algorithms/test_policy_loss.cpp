@@ -280,6 +280,45 @@ TEST(PpoClipLoss, TruncatedImportanceUsesOldLogProbs) {
   EXPECT_EQ(result.metrics.importance_truncated, 1u);
 }
 
+// Given weights (veRL's vanilla rollout_is_weights, NeMo-RL's precomputed actor importance
+// weights) scale the clipped token loss and its gradient, stop-gradient, before the
+// importance correction: on TruncatedImportanceUsesOldLogProbs' batch with weights 3 and
+// 0.25, t0: 3 * 2 * -1.1 (gradient 3 * 2 * -1.1); t1: 0.25 * 0.5 * -1.2 (gradient 0).
+TEST(PpoClipLoss, GivenWeightsScaleTheClippedLoss) {
+  const std::vector<std::int64_t> offsets{0, 2};
+  const std::vector<double> old_log_probs{-1, -2};
+  const std::vector<double> log_probs{-1 + std::log(1.1), -2 + std::log(1.5)};
+  const std::vector<double> behaviour{-1 - std::log(4.0), -2 - std::log(0.5)};
+  const std::vector<double> advantages{1, 1};
+  const std::vector<double> weights{3.0, 0.25};
+  std::vector<double> grad(2, -7.0);
+  const auto result = cascade_rl::ppo_clip_loss(
+      exec::seq, token_layout(offsets),
+      {.log_probs = in(log_probs),
+       .old_log_probs = in(old_log_probs),
+       .advantages = in(advantages),
+       .behaviour_log_probs = in(behaviour),
+       .rollout_is_weights = in(weights)},
+      out(grad), loss_normalizer{.mode = loss_aggregation::token_sum},
+      ppo_clip_options{.aggregation = loss_aggregation::token_sum,
+                       .importance = {.mode = importance_sampling::truncated, .cap = 2.0}});
+  EXPECT_NEAR(result.loss, 3 * 2 * -1.1 + 0.25 * 0.5 * -1.2, 1e-12);
+  EXPECT_NEAR(grad[0], 3 * 2 * -1.1, 1e-12);
+  EXPECT_EQ(grad[1], 0.0);
+  EXPECT_EQ(result.metrics.clipped, 1u);  // the weights do not change what the clip counts
+  EXPECT_EQ(result.metrics.importance_truncated, 1u);
+  // Without the correction the weight alone: 3 * -1.1 + 0.25 * -1.2 over 2 tokens.
+  const auto plain =
+      cascade_rl::ppo_clip_loss(exec::seq, token_layout(offsets),
+                                {.log_probs = in(log_probs),
+                                 .old_log_probs = in(old_log_probs),
+                                 .advantages = in(advantages),
+                                 .rollout_is_weights = in(weights)},
+                                out(grad), loss_normalizer{.tokens = 2}, ppo_clip_options{});
+  EXPECT_NEAR(plain.loss, (3 * -1.1 + 0.25 * -1.2) / 2, 1e-12);
+  EXPECT_NEAR(grad[0], 3 * -1.1 / 2, 1e-12);
+}
+
 TEST(ImportanceWeights, WritesWeightsAndCounts) {
   const std::vector<std::int64_t> offsets{0, 4};
   const std::vector<std::uint8_t> mask{1, 1, 1, 0};
@@ -337,12 +376,14 @@ TEST(PolicyLosses, RefuseBadInputsNamingArgumentAndIndex) {
   ppo_clip_options options{.importance = {.mode = importance_sampling::truncated}};
   loss_normalizer normalizer{.tokens = 7};
   const auto layout = b.layout();
+  std::vector<double> weights;  // empty: none
   auto ppo = [&] {
     cascade_rl::ppo_clip_loss(exec::seq, layout,
                               {.log_probs = in(log_probs),
                                .old_log_probs = in(old_log_probs),
                                .advantages = in(advantages),
-                               .behaviour_log_probs = in(behaviour)},
+                               .behaviour_log_probs = in(behaviour),
+                               .rollout_is_weights = in(weights)},
                               out(grad), normalizer, options);
   };
   EXPECT_NO_THROW(ppo());
@@ -360,6 +401,23 @@ TEST(PolicyLosses, RefuseBadInputsNamingArgumentAndIndex) {
   expect_error_naming(ppo, "behaviour_log_probs[6]");
   behaviour[6] = -1;
   EXPECT_NO_THROW(ppo());  // NaN on the masked token 7 is fine
+
+  // Given weights: one per token, finite where valid, checked after the advantages and
+  // before the behaviour log-probs (the device report's order).
+  weights.assign(7, 1.0);
+  expect_error_naming(ppo, "rollout_is_weights", "one per token");
+  weights.assign(8, 1.0);
+  weights[7] = nan;  // masked: not read
+  EXPECT_NO_THROW(ppo());
+  weights[5] = inf;
+  expect_error_naming(ppo, "rollout_is_weights[5]", "infinite");
+  behaviour[3] = nan;
+  expect_error_naming(ppo, "rollout_is_weights[5]");
+  behaviour[3] = -1;
+  advantages[6] = nan;
+  expect_error_naming(ppo, "advantages[6]");
+  advantages[6] = 1;
+  weights.clear();
 
   advantages.push_back(0);
   expect_error_naming(ppo, "advantages");

@@ -22,11 +22,14 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/presets/trl.hpp"
 #include "support/expect_error.hpp"
+#include "support/peer_loss_case.hpp"
 #include "support/reference.hpp"
 
 namespace {
 
 namespace trl = cascade_rl::presets::trl;
+using cascade_rl::testing::case_totals;
+using cascade_rl::testing::check_every_case;
 using cascade_rl::testing::expect_all_close;
 using cascade_rl::testing::expect_close;
 using cascade_rl::testing::flatten;
@@ -81,9 +84,6 @@ trl::grpo_config config_of(const nlohmann::json& c, std::string& loss_type, std:
 // settings alone (the list in trl.hpp's header); empty: the case is reproduced.
 std::string expected_refusal(const trl::grpo_config& c) {
   const bool sequence = c.importance_sampling_level == "sequence";
-  if (c.beta != 0.0 && c.use_bias_correction_kl && sequence) return "use_bias_correction_kl";
-  if (c.loss_type == "sapo" && sequence) return "importance_sampling_level";
-  if (c.loss_type == "luspo" && !sequence) return "importance_sampling_level";
   if (sequence && c.delta) return "delta";
   return "";
 }
@@ -97,11 +97,6 @@ bool unmapped_metric(const std::string& key) {
          key == "cispo_clip_ratio"         // counts A > 0 only; ours counts every cap
          || key.starts_with("sampling/");  // statistics of the IS ratio input
 }
-
-struct case_totals {
-  int reproduced = 0;
-  int refused = 0;
-};
 
 template <class T>
 void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::string& context,
@@ -122,10 +117,9 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
       c["old_per_token_logps_given"].get<bool>() ? flatten<T>(b["old_per_token_logps"]) : log_probs;
   const std::vector<T> sampling = flatten<T>(b["sampling_per_token_logps"]);
   const std::vector<T> ref = flatten<T>(b["ref_per_token_logps"]);
-  std::vector<T> raw_advantages;  // TRL's [N] advantages, one per token of the row
-  for (std::size_t i = 0; i < batch.rows; ++i)
-    for (std::size_t t = 0; t < batch.width; ++t)
-      raw_advantages.push_back(b["advantages"][i].get<T>());
+  // TRL's [N] advantages, one per token of the row.
+  const std::vector<T> raw_advantages =
+      cascade_rl::testing::per_token_of_rows<T>(b["advantages"], batch.width);
   // TRL's token masks; sampling_per_token_logps when the inputs hold them, else the old.
   bool sampling_given = false;
   for (const auto& key : c["inputs_used"]) sampling_given |= key == "sampling_per_token_logps";
@@ -147,6 +141,9 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
           : std::vector<T>{};
   const auto normalizer =
       trl::normalizer(cascade_rl::exec::seq, config, layout, c["num_items_in_batch"].get<double>());
+  // luspo at token level: every position of the grid, weighted by L / T.
+  const auto policy_layout = trl::policy_layout(config, layout);
+  const std::vector<T> luspo = trl::luspo_weights<T>(config, layout);
   std::vector<T> grad(layout.tokens(), T(-7));
   const cascade_rl::policy_ratio_inputs<T> ratio_inputs{
       .log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages};
@@ -154,13 +151,21 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
       [&](const auto& o) {
         using O = std::decay_t<decltype(o)>;
         if constexpr (std::is_same_v<O, cascade_rl::ppo_clip_options>)
-          return cascade_rl::ppo_clip_loss(cascade_rl::exec::seq, layout,
+          return cascade_rl::ppo_clip_loss(cascade_rl::exec::seq, policy_layout,
                                            {.log_probs = log_probs,
                                             .old_log_probs = old_log_probs,
                                             .advantages = advantages,
-                                            .behaviour_log_probs = std::span<const T>(behaviour)},
+                                            .behaviour_log_probs = std::span<const T>(behaviour),
+                                            .rollout_is_weights = luspo},
                                            grad, normalizer, o);
-        else if constexpr (std::is_same_v<O, cascade_rl::gspo_options>)
+        else if constexpr (std::is_same_v<O, trl::aggregated_terms>) {
+          const auto terms =
+              trl::sapo_sequence_terms<T>(config, layout, log_probs, old_log_probs, advantages);
+          return cascade_rl::policy_loss_result{
+              cascade_rl::aggregate_token_losses(cascade_rl::exec::seq, layout, terms, grad,
+                                                 normalizer, o.aggregation),
+              {}};
+        } else if constexpr (std::is_same_v<O, cascade_rl::gspo_options>)
           return cascade_rl::gspo_loss(cascade_rl::exec::seq, layout, ratio_inputs, grad,
                                        normalizer, o);
         else if constexpr (std::is_same_v<O, cascade_rl::cispo_options>)
@@ -176,35 +181,36 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
               normalizer, o);
       },
       options);
-  double loss = result.loss;
-  std::vector<double> total_grad(grad.begin(), grad.end());
+  cascade_rl::testing::summed_loss total(layout.tokens());
+  total.add(result.loss, grad);
   std::optional<double> kl_mean;
-  if (config.beta != 0.0 && config.use_bias_correction_kl) {
-    const auto terms =
-        trl::bias_corrected_kl_terms<T>(config, layout, log_probs, old_log_probs, ref);
+  if (config.beta != 0.0 && (config.use_bias_correction_kl || loss_type == "luspo")) {
+    const auto terms = trl::kl_token_terms<T>(config, layout, log_probs, old_log_probs, ref);
     std::vector<T> kl_grad(layout.tokens(), T(-7));
-    loss += cascade_rl::aggregate_token_losses(
-        cascade_rl::exec::seq, layout,
-        {.token_losses = terms.token_losses, .token_grads = terms.token_grads}, kl_grad, normalizer,
-        trl::aggregation(loss_type));
-    for (std::size_t t = 0; t < kl_grad.size(); ++t)
-      total_grad[t] += static_cast<double>(kl_grad[t]);
-    double sum = 0;  // TRL's "kl": the masked mean of r * k3
+    total.add(
+        cascade_rl::aggregate_token_losses(cascade_rl::exec::seq, trl::kl_layout(config, layout),
+                                           terms, kl_grad, normalizer, trl::aggregation(loss_type)),
+        kl_grad);
+    // TRL's "kl": the masked mean of (r *) k3 over the valid tokens, without luspo's weight.
+    trl::grpo_config unweighted = config;
+    unweighted.loss_type = "grpo";
+    const auto per_token =
+        trl::kl_token_terms<T>(unweighted, layout, log_probs, old_log_probs, ref);
+    double sum = 0;
     std::size_t count = 0;
     for (std::size_t t = 0; t < layout.tokens(); ++t)
       if (layout.valid(t)) {
-        sum += static_cast<double>(terms.token_losses[t]) / config.beta;
+        sum += static_cast<double>(per_token.token_losses[t]) / config.beta;
         ++count;
       }
     kl_mean = sum / static_cast<double>(count);
   } else if (const auto kl = trl::kl_loss(config)) {
     std::vector<T> kl_grad(layout.tokens(), T(-7));
-    loss +=
+    total.add(
         cascade_rl::kl_loss(cascade_rl::exec::seq, layout,
                             cascade_rl::kl_inputs<T>{.log_probs = log_probs, .ref_log_probs = ref},
-                            kl_grad, normalizer, *kl);
-    for (std::size_t t = 0; t < kl_grad.size(); ++t)
-      total_grad[t] += static_cast<double>(kl_grad[t]);
+                            kl_grad, normalizer, *kl),
+        kl_grad);
     // TRL's "kl" metric: the plain masked mean of k3 over the micro-batch.
     const auto counts = cascade_rl::local_loss_counts(cascade_rl::exec::seq, layout);
     cascade_rl::kl_loss_options mean = *kl;
@@ -221,7 +227,7 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
   // accumulation steps (dapo and cispo do not divide).
   const bool divides = loss_type != "dapo" && loss_type != "cispo";
   const double policy_loss =
-      loss * (divides ? static_cast<double>(config.gradient_accumulation_steps) : 1.0);
+      total.loss * (divides ? static_cast<double>(config.gradient_accumulation_steps) : 1.0);
   // The static entropy bonus over the kept tokens (its entropy seed is not in the file:
   // the stub's entropies are constants).
   const std::vector<std::uint8_t> keep = trl::entropy_mask<T>(config, layout, entropies);
@@ -234,21 +240,21 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
       losses[t] = static_cast<T>(w * static_cast<double>(entropies[t]));
       seeds[t] = static_cast<T>(w);
     }
-    loss += cascade_rl::aggregate_token_losses(cascade_rl::exec::seq, layout,
-                                               {.token_losses = losses, .token_grads = seeds}, h,
-                                               *bonus, cascade_rl::loss_aggregation::token_mean);
+    // Its grad_out h is the entropy seed, not a log-prob gradient: the loss only.
+    total.loss += cascade_rl::aggregate_token_losses(
+        cascade_rl::exec::seq, layout, {.token_losses = losses, .token_grads = seeds}, h, *bonus,
+        cascade_rl::loss_aggregation::token_mean);
   }
-  expect_close(loss, c["loss"].get<double>(), context + " loss");
-  expect_all_close(std::span<const double>(total_grad), flatten<double>(c["grad_per_token_logps"]),
-                   context + " grad_per_token_logps");
+  total.expect_matches(c, "loss", "grad_per_token_logps", context);
 
   for (const auto& item : c["metrics"].items()) {
     const std::string& key = item.key();
     const double expected = item.value().get<double>();
     if (key == "clip_ratio/region_mean") {
       // TRL averages the sequence level's clip flags over rows, ours over tokens; and it
-      // counts the clips of the tokens its masks drop, whose advantage we zeroed.
-      if (level == "token" && !token_masks)
+      // counts the clips of the tokens its masks drop, whose advantage we zeroed; luspo at
+      // token level counts the padded positions too.
+      if (level == "token" && !token_masks && loss_type != "luspo")
         expect_close(result.metrics.clip_fraction(), expected, context + " " + key);
     } else if (key == "vespo/phi_seq_mean") {
       double sum = 0;  // one value per row
@@ -272,19 +278,19 @@ TEST(TrlReference, GrpoLossEveryCaseReproducedOrRefusedByName) {
   const auto& cases = reference["trl"]["grpo_loss"]["cases"];
   ASSERT_EQ(cases.size(), 78u);
   case_totals totals;
-  for (std::size_t k = 0; k < cases.size(); ++k) {
-    const auto& c = cases[k];
-    const auto& b = reference["trl"]["batches"][c["batch"].get<std::string>()];
-    std::string context = "grpo_loss[" + std::to_string(k) + "] " + c["batch"].get<std::string>() +
-                          " " + c["attributes_read"]["loss_type"].get<std::string>() + " " +
-                          c["attributes_read"]["importance_sampling_level"].get<std::string>();
-    check_case<double>(c, b, context, totals);
-    check_case<float>(c, b, context + " (float)", totals);
-  }
+  check_every_case(cases, reference["trl"]["batches"], "grpo_loss",
+                   [&](const auto& c, const auto& b, const std::string& context, auto precision) {
+                     const auto& a = c["attributes_read"];
+                     check_case<decltype(precision)>(
+                         c, b,
+                         context + " " + a["loss_type"].template get<std::string>() + " " +
+                             a["importance_sampling_level"].template get<std::string>(),
+                         totals);
+                   });
   // The split is part of the contract: a case moving from refused to reproduced (or back)
   // must update trl.hpp's list and this count.
-  EXPECT_EQ(totals.reproduced, 2 * 72);
-  EXPECT_EQ(totals.refused, 2 * 6);
+  EXPECT_EQ(totals.reproduced, 2 * 78);
+  EXPECT_EQ(totals.refused, 0);
 }
 
 // The four aggregations on one hand-computed 2-row batch at ratio 1 (old = logp), where
@@ -343,6 +349,41 @@ TEST(TrlReference, GrpoCountsAFullyMaskedRowInTheMean) {
         std::get<cascade_rl::ppo_clip_options>(trl::policy_loss(config)));
     EXPECT_EQ(result.loss, std::string(type) == "grpo" ? -0.5 : -0.25) << type;
   }
+}
+
+// luspo at token level: TRL's (per_token_loss * L).mean() runs over the whole (rows, T)
+// grid, the padded positions too. At ratio 1 each position's loss is -A (its gradient -A):
+// rows {1 valid of 2, A = 1}, {2 valid, A = 2} give (-1 * 1 * 2 - 2 * 2 * 2) / 4 = -2.5, and
+// d/dlogp is -A * L / 4 on every position, row 0's padded one included (-0.25).
+TEST(TrlReference, LuspoAtTokenLevelReadsThePaddedPositions) {
+  const auto batch = padded_from_mask(nlohmann::json{{1, 0}, {1, 1}});
+  const auto layout = batch.layout();
+  const std::vector<double> logp{-1.0, -2.0, -0.5, -0.7};
+  const std::vector<double> advantages{1, 1, 2, 2};
+  const trl::grpo_config config{.loss_type = "luspo", .importance_sampling_level = "token"};
+  const std::vector<double> weights = trl::luspo_weights<double>(config, layout);
+  EXPECT_EQ(weights, (std::vector<double>{0.5, 0.5, 1.0, 1.0}));  // L / T
+  std::vector<double> grad(layout.tokens(), -7.0);
+  const auto result =
+      cascade_rl::ppo_clip_loss(cascade_rl::exec::seq, trl::policy_layout(config, layout),
+                                {.log_probs = logp,
+                                 .old_log_probs = logp,
+                                 .advantages = advantages,
+                                 .rollout_is_weights = weights},
+                                grad, trl::normalizer(cascade_rl::exec::seq, config, layout, 3.0),
+                                std::get<cascade_rl::ppo_clip_options>(trl::policy_loss(config)));
+  EXPECT_NEAR(result.loss, -2.5, 1e-15);
+  EXPECT_NEAR(grad[0], -0.25, 1e-15);
+  EXPECT_NEAR(grad[1], -0.25, 1e-15);  // padding
+  EXPECT_NEAR(grad[2], -1.0, 1e-15);
+  EXPECT_NEAR(grad[3], -1.0, 1e-15);
+  // At sequence level the loss is one per row: the padded position has no gradient.
+  EXPECT_TRUE(trl::luspo_weights<double>(
+                  {.loss_type = "luspo", .importance_sampling_level = "sequence"}, layout)
+                  .empty());
+  EXPECT_FALSE(
+      trl::policy_layout({.loss_type = "luspo", .importance_sampling_level = "sequence"}, layout)
+          .valid(1));
 }
 
 // masked_advantages on a hand-made batch (the reference vectors drop no row by the

@@ -260,6 +260,33 @@ TEST_F(Gpu, LossesMatchHostInEveryMode) {
       EXPECT_EQ(d.metrics.importance_masked, h.metrics.importance_masked);
       EXPECT_EQ(d.metrics.importance_truncated, h.metrics.importance_truncated);
       expect_same_bits(grad.host(), want, "weighted reinforce grad");
+
+      // The PPO clip with given weights (veRL's vanilla rollout_is_weights, NeMo-RL's
+      // precomputed actor importance weights), under every correction too.
+      const cr::ppo_clip_options po{
+          .clip_high = 0.28, .dual_clip = 3.0, .aggregation = mode, .importance = is};
+      const auto hp = cr::ppo_clip_loss(cr::exec::seq, layout,
+                                        {.log_probs = b.log_probs,
+                                         .old_log_probs = b.old_log_probs,
+                                         .advantages = b.advantages,
+                                         .behaviour_log_probs = b.behaviour_log_probs,
+                                         .rollout_is_weights = weights},
+                                        want, normalizer_for(mode), po);
+      const auto dp = cr::ppo_clip_loss(cr::exec::cuda{}, d_layout,
+                                        {.log_probs = logp.cspan(),
+                                         .old_log_probs = old.cspan(),
+                                         .advantages = adv.cspan(),
+                                         .behaviour_log_probs = behaviour.cspan(),
+                                         .rollout_is_weights = d_weights.cspan()},
+                                        grad.span(), normalizer_for(mode), po);
+      expect_same_sum(dp.loss, hp.loss, "weighted ppo loss");
+      EXPECT_EQ(dp.metrics.clipped, hp.metrics.clipped);
+      EXPECT_EQ(dp.metrics.dual_clipped, hp.metrics.dual_clipped);
+      EXPECT_EQ(dp.metrics.importance_masked, hp.metrics.importance_masked);
+      EXPECT_EQ(dp.metrics.importance_truncated, hp.metrics.importance_truncated);
+      expect_same_sum(dp.metrics.approx_kl_sum, hp.metrics.approx_kl_sum,
+                      "weighted ppo approx_kl_sum");
+      expect_same_bits(grad.host(), want, "weighted ppo grad");
     }
   // The ratio losses (CISPO, DPPO-TV/KL, DRO, SAPO), with and without given weights: a row
   // each, host and device called by the same public name.
@@ -1115,6 +1142,57 @@ TEST_F(Gpu, NonFiniteInputsAreNamedAsTheHostNamesThem) {
                              cr::mopd_options());
         },
         "reinforce_loss weights");
+    // As the PPO clip's rollout_is_weights (after advantages, before the behaviour
+    // log-probs: the host core's order, the fifth report slot).
+    expect_same_refusal(
+        [&] {
+          cr::ppo_clip_loss(
+              cr::exec::cuda{}, layout,
+              {.log_probs = d_finite.cspan(),
+               .old_log_probs = d_finite.cspan(),
+               .advantages = d_finite.cspan(),
+               .behaviour_log_probs = rewards.cspan(),
+               .rollout_is_weights = rewards.cspan()},
+              out.span(), normalizer_for(cr::loss_aggregation::token_mean),
+              cr::ppo_clip_options{.importance = {.mode = cr::importance_sampling::truncated}});
+        },
+        [&] {
+          cr::ppo_clip_loss(
+              cr::exec::seq, host_layout,
+              {.log_probs = host_finite,
+               .old_log_probs = host_finite,
+               .advantages = host_finite,
+               .behaviour_log_probs = host_r,
+               .rollout_is_weights = host_r},
+              host_out, normalizer_for(cr::loss_aggregation::token_mean),
+              cr::ppo_clip_options{.importance = {.mode = cr::importance_sampling::truncated}});
+        },
+        "ppo_clip_loss weights");
+    // The behaviour log-probs in the fifth slot when the weights are finite.
+    expect_same_refusal(
+        [&] {
+          cr::ppo_clip_loss(
+              cr::exec::cuda{}, layout,
+              {.log_probs = d_finite.cspan(),
+               .old_log_probs = d_finite.cspan(),
+               .advantages = d_finite.cspan(),
+               .behaviour_log_probs = rewards.cspan(),
+               .rollout_is_weights = d_finite.cspan()},
+              out.span(), normalizer_for(cr::loss_aggregation::token_mean),
+              cr::ppo_clip_options{.importance = {.mode = cr::importance_sampling::truncated}});
+        },
+        [&] {
+          cr::ppo_clip_loss(
+              cr::exec::seq, host_layout,
+              {.log_probs = host_finite,
+               .old_log_probs = host_finite,
+               .advantages = host_finite,
+               .behaviour_log_probs = host_r,
+               .rollout_is_weights = host_finite},
+              host_out, normalizer_for(cr::loss_aggregation::token_mean),
+              cr::ppo_clip_options{.importance = {.mode = cr::importance_sampling::truncated}});
+        },
+        "ppo_clip_loss behaviour");
   }
 }
 

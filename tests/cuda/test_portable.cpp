@@ -236,27 +236,33 @@ TEST(PortableLosses, PpoClipEveryModeMatchesHost) {
   variants[1].clip_high = 0.28;
   variants[2].dual_clip = 3.0;
   variants[2].log_ratio_clamp = 0.5;
-  for (auto mode : cr::testing::all_aggregation_modes)
-    for (auto options : variants)
-      for (const auto& importance : importance_variants()) {
-        options.aggregation = mode;
-        options.importance = importance;
-        std::vector<float> hg(b.tokens()), dg(b.tokens());
-        const auto h = cr::ppo_clip_loss(cr::exec::seq, layout,
-                                         {.log_probs = b.log_probs,
-                                          .old_log_probs = b.old_log_probs,
-                                          .advantages = b.advantages,
-                                          .behaviour_log_probs = b.behaviour_log_probs},
-                                         hg, normalizer_for(mode), options);
-        portable::ppo_clip_loss(system, device_layout(b), b.log_probs.data(),
-                                b.old_log_probs.data(), b.advantages.data(),
-                                b.behaviour_log_probs.data(), dg.data(), normalizer_for(mode),
-                                options, scratch.data());
-        const auto d = scratch[portable::result_index(b.tokens())];
-        expect_same_metrics(d, h);
-        EXPECT_GT(h.metrics.clipped, 0u);
-        expect_same_bits(dg, hg, "ppo dL/dlogp");
-      }
+  // Without and with given weights (veRL's vanilla rollout_is_weights, NeMo-RL's
+  // precomputed actor importance weights).
+  const std::vector<float> given = cr::testing::rollout_is_weights_of(b);
+  for (const std::span<const float> weights : {std::span<const float>{}, std::span(given)})
+    for (auto mode : cr::testing::all_aggregation_modes)
+      for (auto options : variants)
+        for (const auto& importance : importance_variants()) {
+          options.aggregation = mode;
+          options.importance = importance;
+          std::vector<float> hg(b.tokens()), dg(b.tokens());
+          const auto h = cr::ppo_clip_loss(cr::exec::seq, layout,
+                                           {.log_probs = b.log_probs,
+                                            .old_log_probs = b.old_log_probs,
+                                            .advantages = b.advantages,
+                                            .behaviour_log_probs = b.behaviour_log_probs,
+                                            .rollout_is_weights = weights},
+                                           hg, normalizer_for(mode), options);
+          portable::ppo_clip_loss(system, device_layout(b), b.log_probs.data(),
+                                  b.old_log_probs.data(), b.advantages.data(),
+                                  b.behaviour_log_probs.data(),
+                                  weights.empty() ? nullptr : weights.data(), dg.data(),
+                                  normalizer_for(mode), options, scratch.data());
+          const auto d = scratch[portable::result_index(b.tokens())];
+          expect_same_metrics(d, h);
+          EXPECT_GT(h.metrics.clipped, 0u);
+          expect_same_bits(dg, hg, weights.empty() ? "ppo dL/dlogp" : "weighted ppo dL/dlogp");
+        }
 }
 
 // veRL's GPG and compute_policy_loss_reinforce: the log-prob surrogate with given weights,
@@ -437,7 +443,7 @@ TEST(PortableLosses, UnmaskedReinforceAndPpoMatchHost) {
       {.log_probs = b.log_probs, .old_log_probs = b.old_log_probs, .advantages = b.advantages}, hg,
       normalizer_for(ppo.aggregation), ppo);
   portable::ppo_clip_loss(system, dlayout, b.log_probs.data(), b.old_log_probs.data(),
-                          b.advantages.data(), no_behaviour, dg.data(),
+                          b.advantages.data(), no_behaviour, no_behaviour, dg.data(),
                           normalizer_for(ppo.aggregation), ppo, scratch.data());
   expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
   expect_same_bits(dg, hg, "unmasked ppo dL/dlogp");
@@ -501,10 +507,10 @@ TEST(PortableLosses, SameBitsForAnyThreadCount) {
   for (int threads : {1, 2, 3, 8}) {
     omp_set_num_threads(threads);
     std::vector<float> g(b.tokens());
-    portable::ppo_clip_loss(system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(),
-                            b.advantages.data(), b.behaviour_log_probs.data(), g.data(),
-                            normalizer_for(cr::loss_aggregation::token_mean),
-                            cr::ppo_clip_options{}, scratch.data());
+    portable::ppo_clip_loss(
+        system, device_layout(b), b.log_probs.data(), b.old_log_probs.data(), b.advantages.data(),
+        b.behaviour_log_probs.data(), static_cast<const float*>(nullptr), g.data(),
+        normalizer_for(cr::loss_aggregation::token_mean), cr::ppo_clip_options{}, scratch.data());
     losses.push_back(scratch[portable::result_index(b.tokens())].loss);
   }
   for (double l : losses) EXPECT_EQ(l, losses[0]);

@@ -27,13 +27,16 @@ struct reinforce_inputs {
   std::span<const T> rollout_is_weights = {};
 };
 
-// ppo_clip_loss. behaviour_log_probs as for reinforce_inputs (veRL's rollout_log_probs).
+// ppo_clip_loss. behaviour_log_probs as for reinforce_inputs (veRL's rollout_log_probs);
+// rollout_is_weights as for policy_ratio_inputs (veRL's compute_policy_loss_vanilla and
+// NeMo-RL's ClippedPGLossFn multiply the clipped token loss by them).
 template <std::floating_point T>
 struct ppo_clip_inputs {
   std::span<const T> log_probs;
   std::span<const T> old_log_probs;
   std::span<const T> advantages;
   std::span<const T> behaviour_log_probs = {};
+  std::span<const T> rollout_is_weights = {};
 };
 
 // The losses of the ratio to the old policy from veRL's wave 2 (cispo_loss, dppo_loss, dro_loss,

@@ -287,7 +287,9 @@ policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layo
 
 // PPO clipped surrogate with clip-higher, dual clip and an optional importance
 // correction against inputs.behaviour_log_probs (applied to the clipped token loss, as
-// veRL's truncated IS does).
+// veRL's truncated IS does). inputs.rollout_is_weights, when given, scale each token's
+// clipped loss first (veRL's vanilla rollout_is_weights, NeMo-RL's precomputed actor
+// importance weights: a stop-gradient factor, value and gradient alike).
 template <exec::host_policy Policy, contiguous_output Out>
 policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layout,
                                  const ppo_clip_inputs<output_value_t<Out>>& inputs, Out&& grad_out,
@@ -318,7 +320,7 @@ policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layou
       std::array{detail::token_input<T>{log_probs, "log_probs"},
                  detail::token_input<T>{old_log_probs, "old_log_probs"},
                  detail::token_input<T>{advantages, "advantages"}},
-      std::span<const T>{}, old_log_probs, inputs.behaviour_log_probs, output_span(grad_out),
+      inputs.rollout_is_weights, old_log_probs, inputs.behaviour_log_probs, output_span(grad_out),
       normalizer, options.aggregation, options.importance,
       [&](std::size_t t) {
         return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |

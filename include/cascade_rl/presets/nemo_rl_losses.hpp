@@ -22,9 +22,10 @@
 //     truncated_importance_sampling_type tis (clamp to [min or 0, ratio]), icepop (0
 //     outside [min, ratio]), seq-mask-tis (0 for the whole row when the geometric mean of
 //     its ratios leaves [min, ratio]). The PPO clip and force_on_policy_ratio take it as
-//     options.importance against behaviour_log_probs = generation_logprobs (plain, tis
-//     without a min, icepop); the other losses take rollout_is_weights(...) as
-//     inputs.rollout_is_weights.
+//     options.importance against behaviour_log_probs = generation_logprobs where an
+//     importance_options expresses it (plain, tis without a min, icepop); otherwise (tis
+//     with a min, seq-mask-tis), and for every other loss, as rollout_is_weights(...) in
+//     inputs.rollout_is_weights (takes_rollout_is_weights says which).
 //   - positive_example_nll_weight > 0 adds weight * the mean -logp over the tokens of the
 //     rows with reward > 0: a second reinforce_loss, positive_example_nll below.
 //
@@ -36,9 +37,9 @@
 //     kl_options has that gradient: kl_token_terms() computes the per-token values and
 //     gradients for aggregate_token_losses, over the policy term's normaliser.
 //
-// Refused by name (cascade_rl::error naming the ClippedPGLossConfig field): the PPO
-// clip with tis and a min or with seq-mask-tis (ppo_clip_inputs takes no precomputed
-// weights); ratio_clip_c with anything but the token ratio's PPO clip.
+// Refused by name (cascade_rl::error naming the ClippedPGLossConfig field): ratio_clip_c
+// with anything but the token ratio's PPO clip (NeMo's own asserts are refused by name
+// too).
 
 #include <algorithm>
 #include <cmath>
@@ -54,6 +55,7 @@
 
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/policy_loss_options.hpp"
+#include "cascade_rl/algorithms/token_loss_terms.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/token_layout.hpp"
@@ -118,6 +120,11 @@ inline void validate(const clipped_pg_loss_config& c) {
     if (type != "tis" && !c.truncated_importance_sampling_ratio_min)
       refuse("truncated_importance_sampling_ratio_min", "unset",
              "icepop and seq-mask-tis need it (NeMo asserts)");
+    if (c.truncated_importance_sampling_ratio_min &&
+        !(*c.truncated_importance_sampling_ratio_min <= *c.truncated_importance_sampling_ratio))
+      refuse("truncated_importance_sampling_ratio_min",
+             std::to_string(*c.truncated_importance_sampling_ratio_min),
+             "expected <= truncated_importance_sampling_ratio (NeMo asserts)");
     if (type == "seq-mask-tis" && c.sequence_level_importance_ratios)
       refuse("truncated_importance_sampling_type", quoted(type),
              "incompatible with sequence_level_importance_ratios (NeMo asserts)");
@@ -131,7 +138,8 @@ inline void validate(const clipped_pg_loss_config& c) {
 }
 
 // The correction as importance_options (the PPO clip's and force_on_policy's way), or
-// nullopt when the weights must be precomputed (rollout_is_weights).
+// nullopt when no importance_options expresses it (tis with a min, seq-mask-tis): the
+// weights are then precomputed (rollout_is_weights).
 inline std::optional<importance_options> importance_as_options(const clipped_pg_loss_config& c) {
   if (!c.use_importance_sampling_correction) return importance_options{};
   const std::string_view type = c.truncated_importance_sampling_type;
@@ -176,16 +184,13 @@ inline std::optional<importance_options> importance_as_options(const clipped_pg_
                    "the dual clip is supported on the token ratio's PPO clip only");
   if (c.ratio_clip_c && !(*c.ratio_clip_c > 1.0))
     detail::refuse("ratio_clip_c", std::to_string(*c.ratio_clip_c), "expected > 1 (NeMo asserts)");
-  if (c.force_on_policy_ratio) {
-    const auto importance = detail::importance_as_options(c);
-    if (!importance)
-      detail::refuse("truncated_importance_sampling_type",
-                     detail::quoted(c.truncated_importance_sampling_type),
-                     "with force_on_policy_ratio only plain, tis without a min and icepop are "
-                     "supported");
+  // The PPO clip and force_on_policy_ratio: the correction as options where they express
+  // it, else as precomputed inputs.rollout_is_weights (none in the options).
+  const importance_options importance =
+      detail::importance_as_options(c).value_or(importance_options{});
+  if (c.force_on_policy_ratio)
     return reinforce_options{
-        .aggregation = mode, .surrogate = reinforce_surrogate::ratio, .importance = *importance};
-  }
+        .aggregation = mode, .surrogate = reinforce_surrogate::ratio, .importance = importance};
   if (c.disable_ppo_ratio)
     return reinforce_options{
         .aggregation = mode, .surrogate = reinforce_surrogate::log_prob, .importance = {}};
@@ -194,19 +199,12 @@ inline std::optional<importance_options> importance_as_options(const clipped_pg_
                         .clip_high = c.ratio_clip_max,
                         .log_ratio_bound = detail::largest_finite_log,
                         .aggregation = mode};
-  const auto importance = detail::importance_as_options(c);
-  if (!importance)
-    detail::refuse("truncated_importance_sampling_type",
-                   detail::quoted(c.truncated_importance_sampling_type) +
-                       (c.truncated_importance_sampling_type == "tis" ? " with a min" : ""),
-                   "the PPO clip takes the correction as importance options: plain, tis "
-                   "without truncated_importance_sampling_ratio_min, and icepop");
   return ppo_clip_options{.clip_low = c.ratio_clip_min,
                           .clip_high = c.ratio_clip_max,
                           .dual_clip = c.ratio_clip_c,
                           .log_ratio_clamp = detail::no_clamp,
                           .aggregation = mode,
-                          .importance = *importance};
+                          .importance = importance};
 }
 
 // masked_mean's divisors: global_valid_toks or global_valid_seqs, each + 1e-8.
@@ -220,11 +218,12 @@ inline std::optional<importance_options> importance_as_options(const clipped_pg_
 }
 
 // Whether policy_loss's options take the correction as precomputed inputs.rollout_is_weights
-// (GSPO, CISPO, disable_ppo_ratio) rather than as options.importance.
+// (GSPO, CISPO, disable_ppo_ratio; the PPO clip and force_on_policy_ratio under tis with a
+// min or seq-mask-tis) rather than as options.importance.
 [[nodiscard]] inline bool takes_rollout_is_weights(const clipped_pg_loss_config& c) {
   return c.use_importance_sampling_correction &&
          (c.use_cispo || c.sequence_level_importance_ratios ||
-          (c.disable_ppo_ratio && !c.force_on_policy_ratio));
+          (c.disable_ppo_ratio && !c.force_on_policy_ratio) || !detail::importance_as_options(c));
 }
 
 // NeMo's actor importance weights for the losses that take them as inputs (see
@@ -315,19 +314,13 @@ template <class T>
 // with the policy term's normaliser and aggregation(c); empty when the KL is not in the
 // loss. generation_logprobs are read only with use_on_policy_kl_approximation.
 template <std::floating_point T>
-struct kl_token_terms_result {
-  std::vector<T> token_losses;
-  std::vector<T> token_grads;
-};
-
-template <std::floating_point T>
-[[nodiscard]] kl_token_terms_result<T> kl_token_terms(const clipped_pg_loss_config& c,
-                                                      const token_layout& layout,
-                                                      std::span<const T> log_probs,
-                                                      std::span<const T> ref_log_probs,
-                                                      std::span<const T> generation_logprobs) {
+[[nodiscard]] token_loss_terms<T> kl_token_terms(const clipped_pg_loss_config& c,
+                                                 const token_layout& layout,
+                                                 std::span<const T> log_probs,
+                                                 std::span<const T> ref_log_probs,
+                                                 std::span<const T> generation_logprobs) {
   detail::validate(c);
-  kl_token_terms_result<T> out;
+  token_loss_terms<T> out;
   if (c.reference_policy_kl_penalty == 0.0 || c.use_kl_in_reward) return out;
   const std::size_t n = layout.tokens();
   cascade_rl::detail::require_size(log_probs.size(), n, "log_probs", "one per token");

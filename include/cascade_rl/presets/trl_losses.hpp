@@ -21,9 +21,20 @@
 //            (epsilon_high is the ratio cap itself, not 1 + epsilon); at sequence level r
 //            is the row's ratio: the REINFORCE log-prob surrogate with
 //            cispo_sequence_weights as rollout_is_weights;
-//   sapo     grpo's aggregation, the soft gate sigmoid(tau (r - 1)) * 4 / tau;
-//   luspo    (per-sequence loss * the row's valid tokens).mean() over rows, / steps: with
-//            the sequence-level ratio, seq-mean-token-sum with sequences = rows * steps;
+//   sapo     grpo's aggregation, the soft gate sigmoid(tau (r - 1)) * 4 / tau; at sequence
+//            level r is the row's ratio (the mean log-ratio over its valid tokens), whose
+//            gate no loss option has: policy_loss returns aggregated_terms, and
+//            sapo_sequence_terms gives each token's value and gradient for
+//            aggregate_token_losses (exact: every TRL aggregation weight is constant
+//            within a row, so the row's ratio's gradient lands on each valid token as
+//            the row's summed d/dr times r / the row's valid count);
+//   luspo    (per-token loss * the row's valid tokens L).mean() over the (rows, T) grid,
+//            / steps: seq-mean-token-sum with sequences = rows * steps. At sequence level
+//            the loss is one per row; at token level (and the KL under beta, at either
+//            level) TRL's mean runs over every position of the grid, padding included:
+//            the loss over policy_layout / kl_layout (every position valid) with the
+//            weight L / T on each position of the row (luspo_weights, the PPO clip's
+//            rollout_is_weights; inside kl_token_terms for the KL);
 //   vespo    dapo's aggregation, the token term -phi * A * logp with phi the row's gamma
 //            weight of its summed log-ratio (stop-gradient, vespo_weights): the REINFORCE
 //            log-prob surrogate with phi as rollout_is_weights.
@@ -34,7 +45,9 @@
 // valid tokens), clipped the same way; its gradient per token equals gspo_loss's because
 // every aggregation weight is constant within a row.
 // beta > 0 adds beta * k3(ref - logp) per token (no clamps), aggregated like the policy
-// term: kl_loss with presets::trl::kl_loss's options and the same normaliser.
+// term: kl_loss with presets::trl::kl_loss's options and the same normaliser; where no
+// kl_options expresses TRL's term (use_bias_correction_kl, luspo) kl_token_terms gives its
+// per-token values and gradients for aggregate_token_losses over kl_layout.
 // The vLLM importance-sampling correction multiplies the token loss by
 // r = exp(old_logp - sampling_logp) (token_*) or by the row's exp(sum of old_logp -
 // sampling_logp) (sequence_*), clamped to [clip_min, clip_max] (*_truncate) or 0 outside
@@ -53,13 +66,16 @@
 // -coef * H_t (its grad_out is the entropy seed h of log_probs_backward); TRL's adaptive
 // entropy controller is not covered.
 //
+// use_bias_correction_kl: beta * r * k3 with the ratio r not detached: at token level
+// r = exp(logp - old), gradient beta * r * (k3' + k3); at sequence level the row's ratio
+// s, gradient beta * s * (k3' + the row's mean k3) (s moves with every valid token of the
+// row; exact for the same reason as sapo's): kl_token_terms.
+//
 // Conventions with no cascade_rl expression are refused by name (policy_loss throws
-// cascade_rl::error naming the GRPOConfig field): luspo at token level
-// (TRL averages over the padded positions too); sapo at sequence level;
-// delta with sequence level; use_bias_correction_kl at sequence level.
-// use_bias_correction_kl at token level: beta * r * k3 with r = exp(logp - old) not
-// detached, whose gradient is beta * r * (k3' + k3): bias_corrected_kl_terms() for
-// aggregate_token_losses.
+// cascade_rl::error naming the GRPOConfig field): delta with sequence level; the vLLM
+// correction at sequence level, with cispo or sapo (TRL's ratio on them would be
+// precomputed weights), and with luspo at token level (TRL's ratio on the padded
+// positions, 1 clamped or masked, has no vector to check it against).
 
 #include <algorithm>
 #include <cmath>
@@ -77,6 +93,7 @@
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/loss_counts.hpp"
 #include "cascade_rl/algorithms/policy_loss_options.hpp"
+#include "cascade_rl/algorithms/token_loss_terms.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
@@ -115,8 +132,14 @@ struct grpo_config {
   double vespo_lambda_neg = 2.0;
 };
 
-using policy_loss_options =
-    std::variant<ppo_clip_options, gspo_options, cispo_options, sapo_options, reinforce_options>;
+// The policy term computed per token by the preset (sapo at sequence level:
+// sapo_sequence_terms), aggregated with aggregate_token_losses by this mode.
+struct aggregated_terms {
+  loss_aggregation aggregation = loss_aggregation::seq_mean_token_mean;
+};
+
+using policy_loss_options = std::variant<ppo_clip_options, gspo_options, cispo_options,
+                                         sapo_options, reinforce_options, aggregated_terms>;
 
 namespace detail {
 
@@ -150,10 +173,11 @@ inline void refuse_unsupported(const grpo_config& c) {
     refuse("top_entropy_quantile", std::to_string(c.top_entropy_quantile), "expected in (0, 1]");
   if (!std::isfinite(c.entropy_coef))
     refuse("entropy_coef", std::to_string(c.entropy_coef), "expected a finite coefficient");
-  if (c.beta != 0.0 && c.use_bias_correction_kl && c.importance_sampling_level == "sequence")
-    refuse("use_bias_correction_kl", "true",
-           "at sequence level the KL times the row's differentiated ratio couples the row's "
-           "tokens' gradients: not supported (token level is: bias_corrected_kl_terms)");
+}
+
+// luspo at token level: TRL's mean over the grid reads the padded positions' loss too.
+inline bool luspo_over_positions(const grpo_config& c) {
+  return c.loss_type == "luspo" && !is_sequence_level(c);
 }
 
 inline importance_options vllm_importance(const grpo_config& c) {
@@ -217,21 +241,20 @@ inline importance_options vllm_importance(const grpo_config& c) {
                          .aggregation = mode};
   }
   if (c.loss_type == "sapo") {
-    if (sequence)
-      detail::refuse("importance_sampling_level", "\"sequence\"",
-                     "sapo's gate of the sequence ratio is not supported (token only)");
     if (importance.mode != importance_sampling::none)
       detail::refuse("vllm_importance_sampling_correction", "true",
                      "sapo takes the correction as precomputed rollout_is_weights");
+    // The gate of the row's ratio: sapo_sequence_terms.
+    if (sequence) return aggregated_terms{.aggregation = mode};
     return sapo_options{.tau_pos = c.sapo_temperature_pos,
                         .tau_neg = c.sapo_temperature_neg,
                         .log_ratio_clamp = detail::no_clamp,
                         .aggregation = mode};
   }
-  if (c.loss_type == "luspo" && !sequence)
-    detail::refuse("importance_sampling_level", "\"token\"",
-                   "luspo at token level averages over the padded positions too; only "
-                   "\"sequence\" is supported");
+  if (detail::luspo_over_positions(c) && importance.mode != importance_sampling::none)
+    detail::refuse("vllm_importance_sampling_correction", "true",
+                   "luspo at token level reads TRL's ratio on the padded positions too: not "
+                   "supported");
   if (sequence) {
     if (c.delta)
       detail::refuse("delta", std::to_string(*c.delta),
@@ -261,7 +284,11 @@ inline importance_options vllm_importance(const grpo_config& c) {
   if (c.use_bias_correction_kl)
     detail::refuse("use_bias_correction_kl", "true",
                    "the KL times the differentiated ratio is no kl_options: use "
-                   "bias_corrected_kl_terms with aggregate_token_losses");
+                   "kl_token_terms with aggregate_token_losses");
+  if (c.loss_type == "luspo")
+    detail::refuse("loss_type", "\"luspo\"",
+                   "luspo weighs the KL of every position by its row's valid count: use "
+                   "kl_token_terms with aggregate_token_losses over kl_layout");
   return kl_loss_options{.kl = {.estimator = kl_estimator::k3,
                                 .input_clamp = detail::no_clamp,
                                 .output_clamp = detail::no_clamp},
@@ -525,36 +552,148 @@ template <std::floating_point T>
   return out;
 }
 
-// use_bias_correction_kl at token level: per valid token beta * r * k3 and its gradient
-// beta * r * (k3' + k3) (r = exp(logp - old), k3 of x = ref - logp without clamps), for
-// aggregate_token_losses with the policy term's normaliser and aggregation(loss_type).
-template <std::floating_point T>
-struct kl_token_terms {
-  std::vector<T> token_losses;
-  std::vector<T> token_grads;
-};
+// The layout TRL's policy loss reads: every position of each row for luspo at token level
+// (TRL's mean runs over the padded grid), else `layout` itself. A view of layout's offsets.
+[[nodiscard]] inline token_layout policy_layout(const grpo_config& c, const token_layout& layout) {
+  return detail::luspo_over_positions(c) ? layout.with_mask({}) : layout;
+}
 
+// The layout TRL's KL term reads: every position for luspo with beta != 0 (at either level
+// the KL is per position and luspo's mean runs over the grid), else `layout`.
+[[nodiscard]] inline token_layout kl_layout(const grpo_config& c, const token_layout& layout) {
+  return c.loss_type == "luspo" && c.beta != 0.0 ? layout.with_mask({}) : layout;
+}
+
+namespace detail {
+
+// luspo's weight on every position of a row: its valid count over its length (TRL's
+// per-token loss * L, averaged over T positions instead of summed).
+inline double luspo_position_weight(const token_layout& layout, std::size_t s) {
+  const std::size_t length = layout.length(s);
+  return length == 0 ? 0.0
+                     : static_cast<double>(layout.valid_tokens(s)) / static_cast<double>(length);
+}
+
+}  // namespace detail
+
+// luspo at token level: L / T on every position of each row (see the header), the PPO
+// clip's rollout_is_weights over policy_layout(c, layout); empty otherwise. `layout` is
+// the batch's own (its mask gives L).
 template <std::floating_point T>
-[[nodiscard]] kl_token_terms<T> bias_corrected_kl_terms(const grpo_config& c,
-                                                        const token_layout& layout,
-                                                        std::span<const T> log_probs,
-                                                        std::span<const T> old_log_probs,
-                                                        std::span<const T> ref_log_probs) {
+[[nodiscard]] std::vector<T> luspo_weights(const grpo_config& c, const token_layout& layout) {
+  if (!detail::luspo_over_positions(c)) return {};
+  std::vector<T> out(layout.tokens(), T(0));
+  for (std::size_t s = 0; s < layout.sequences(); ++s) {
+    const T w = static_cast<T>(detail::luspo_position_weight(layout, s));
+    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) out[t] = w;
+  }
+  return out;
+}
+
+// The KL term beta * w * r * k3, k3 of x = ref - logp without clamps, per token, for
+// aggregate_token_losses over kl_layout(c, layout) with the policy term's normaliser and
+// aggregation(loss_type); empty when beta is 0. r is 1, or under use_bias_correction_kl
+// the differentiated ratio: exp(logp - old) per token, or at sequence level the row's
+// s = exp(mean over its valid tokens of logp - old), whose gradient adds s times the row's
+// summed k3 / its valid count on each valid token. w is 1, or for luspo L / T on every
+// position (padding included). old_log_probs are read only under use_bias_correction_kl.
+template <std::floating_point T>
+[[nodiscard]] token_loss_terms<T> kl_token_terms(const grpo_config& c, const token_layout& layout,
+                                                 std::span<const T> log_probs,
+                                                 std::span<const T> old_log_probs,
+                                                 std::span<const T> ref_log_probs) {
+  if (c.beta == 0.0) return {};
+  detail::refuse_unsupported(c);
+  (void)aggregation(c.loss_type);  // refuses an unknown loss_type
+  const bool sequence = detail::is_sequence_level(c);
+  const bool corrected = c.use_bias_correction_kl;
+  const bool luspo = c.loss_type == "luspo";
+  const std::size_t n = layout.tokens();
+  cascade_rl::detail::require_size(log_probs.size(), n, "log_probs", "one per token");
+  if (corrected)
+    cascade_rl::detail::require_size(old_log_probs.size(), n, "old_log_probs", "one per token");
+  cascade_rl::detail::require_size(ref_log_probs.size(), n, "ref_log_probs", "one per token");
+  token_loss_terms<T> out{std::vector<T>(n, T(0)), std::vector<T>(n, T(0))};
+  for (std::size_t s = 0; s < layout.sequences(); ++s) {
+    const std::size_t valid = layout.valid_tokens(s);
+    const double w = luspo ? detail::luspo_position_weight(layout, s) : 1.0;
+    double row_ratio = 1.0;  // the row's s (sequence level, corrected)
+    if (corrected && sequence) {
+      double sum = 0;
+      for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
+        if (layout.valid(t))
+          sum += static_cast<double>(log_probs[t]) - static_cast<double>(old_log_probs[t]);
+      row_ratio = std::exp(sum / std::max(static_cast<double>(valid), 1.0));
+    }
+    double k_sum = 0;  // the row's k3 over the positions in the loss
+    std::vector<double> grads(layout.length(s), 0.0);
+    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) {
+      if (!luspo && !layout.valid(t)) continue;
+      const double logp = static_cast<double>(log_probs[t]);
+      const double x = static_cast<double>(ref_log_probs[t]) - logp;
+      const double k = std::exp(x) - x - 1.0;
+      const double dk = -(std::exp(x) - 1.0);
+      double value = k, grad = dk;
+      if (corrected && !sequence) {
+        const double r = std::exp(logp - static_cast<double>(old_log_probs[t]));
+        value = r * k;
+        grad = r * (dk + k);
+      } else if (corrected) {
+        value = row_ratio * k;
+        grad = row_ratio * dk;
+        k_sum += k;
+      }
+      out.token_losses[t] = static_cast<T>(c.beta * w * value);
+      grads[t - layout.begin(s)] = grad;
+    }
+    const double coupling =
+        corrected && sequence ? row_ratio * k_sum / std::max(static_cast<double>(valid), 1.0) : 0.0;
+    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) {
+      const double g = grads[t - layout.begin(s)] + (layout.valid(t) ? coupling : 0.0);
+      out.token_grads[t] = static_cast<T>(c.beta * w * g);
+    }
+  }
+  return out;
+}
+
+// sapo at sequence level (policy_loss returns aggregated_terms): per valid token
+// -A * g(s) with g(s) = sigmoid(tau (s - 1)) * 4 / tau, s = exp(the row's mean log-ratio
+// over its valid tokens), tau = sapo_temperature_pos for A > 0 else _neg; and as its
+// gradient the row's sum of -A * g'(s) (g' = 4 sigmoid (1 - sigmoid)) times s / the row's
+// valid count, the same on each valid token. For aggregate_token_losses with normalizer()
+// and aggregated_terms::aggregation. advantages: one per token (masked_advantages').
+template <std::floating_point T>
+[[nodiscard]] token_loss_terms<T> sapo_sequence_terms(const grpo_config& c,
+                                                      const token_layout& layout,
+                                                      std::span<const T> log_probs,
+                                                      std::span<const T> old_log_probs,
+                                                      std::span<const T> advantages) {
   detail::refuse_unsupported(c);
   const std::size_t n = layout.tokens();
   cascade_rl::detail::require_size(log_probs.size(), n, "log_probs", "one per token");
   cascade_rl::detail::require_size(old_log_probs.size(), n, "old_log_probs", "one per token");
-  cascade_rl::detail::require_size(ref_log_probs.size(), n, "ref_log_probs", "one per token");
-  kl_token_terms<T> out{std::vector<T>(n, T(0)), std::vector<T>(n, T(0))};
-  for (std::size_t t = 0; t < n; ++t) {
-    if (!layout.valid(t)) continue;
-    const double logp = static_cast<double>(log_probs[t]);
-    const double x = static_cast<double>(ref_log_probs[t]) - logp;
-    const double k = std::exp(x) - x - 1.0;
-    const double dk = -(std::exp(x) - 1.0);
-    const double r = std::exp(logp - static_cast<double>(old_log_probs[t]));
-    out.token_losses[t] = static_cast<T>(c.beta * r * k);
-    out.token_grads[t] = static_cast<T>(c.beta * r * (dk + k));
+  cascade_rl::detail::require_size(advantages.size(), n, "advantages", "one per token");
+  token_loss_terms<T> out{std::vector<T>(n, T(0)), std::vector<T>(n, T(0))};
+  for (std::size_t s = 0; s < layout.sequences(); ++s) {
+    const std::size_t valid = layout.valid_tokens(s);
+    if (valid == 0) continue;
+    double sum = 0;
+    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
+      if (layout.valid(t))
+        sum += static_cast<double>(log_probs[t]) - static_cast<double>(old_log_probs[t]);
+    const double ratio = std::exp(sum / static_cast<double>(valid));
+    double slope = 0;  // the row's sum of d(-A g)/ds
+    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) {
+      if (!layout.valid(t)) continue;
+      const double a = static_cast<double>(advantages[t]);
+      const double tau = a > 0 ? c.sapo_temperature_pos : c.sapo_temperature_neg;
+      const double gate = 1.0 / (1.0 + std::exp(-tau * (ratio - 1.0)));
+      out.token_losses[t] = static_cast<T>(-a * gate * 4.0 / tau);
+      slope += -a * 4.0 * gate * (1.0 - gate);
+    }
+    const T grad = static_cast<T>(slope * ratio / static_cast<double>(valid));
+    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
+      if (layout.valid(t)) out.token_grads[t] = grad;
   }
   return out;
 }

@@ -49,7 +49,7 @@ namespace cascade_rl::presets::verl {
 }
 
 // compute_policy_loss_vanilla with actor config clip_ratio_low / clip_ratio_high /
-// clip_ratio_c.
+// clip_ratio_c; veRL's rollout_is_weights are the inputs' rollout_is_weights.
 [[nodiscard]] inline ppo_clip_options ppo_clip(
     loss_aggregation mode = loss_aggregation::token_mean, double clip_ratio_low = 0.2,
     double clip_ratio_high = 0.2, double clip_ratio_c = 3.0) {

@@ -71,8 +71,10 @@ struct device_report {
   // first_nonfinite[k]: first token or sequence where input argument k (in the order the
   // host core validates them) is NaN or infinite on a valid element, as the entry
   // 2 * index + (1 if infinite, 0 if NaN): the smallest entry is the first index and
-  // still says which it was, so the message can be the host core's.
-  unsigned long long first_nonfinite[4];
+  // still says which it was, so the message can be the host core's. Five slots: the PPO
+  // clip's inputs, the most any term reads.
+  static constexpr std::size_t nonfinite_arguments = 5;
+  unsigned long long first_nonfinite[nonfinite_arguments];
   unsigned long long first_singleton;  // first group of one where the rule refuses it
   unsigned long long first_bad_offset; // first group/sequence whose offsets are not increasing
   unsigned long long first_bad_label;  // log-probs: first row whose label is outside [0, V)

@@ -340,13 +340,16 @@ void reinforce_loss(ExecPolicy&& exec, const device_token_layout& layout, const 
   detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
 }
 
+// behaviour and rollout_is_weights as for reinforce_loss.
 template <class ExecPolicy, class T>
 void ppo_clip_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* log_probs,
-                   const T* old_log_probs, const T* advantages, const T* behaviour, T* grad_out,
-                   const loss_normalizer& normalizer, const ppo_clip_options& options,
-                   loss_tally* scratch) {
-  const detail::ppo_term<T> term{log_probs, old_log_probs, advantages, behaviour,
-                                 cascade_rl::detail::ppo_params_of(options), options.importance};
+                   const T* old_log_probs, const T* advantages, const T* behaviour,
+                   const T* rollout_is_weights, T* grad_out, const loss_normalizer& normalizer,
+                   const ppo_clip_options& options, loss_tally* scratch) {
+  const detail::ppo_term<T> term{log_probs,          old_log_probs,
+                                 advantages,         behaviour,
+                                 rollout_is_weights, cascade_rl::detail::ppo_params_of(options),
+                                 options.importance};
   detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
 }
 

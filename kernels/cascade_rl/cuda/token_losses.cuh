@@ -34,6 +34,8 @@ namespace cascade_rl::cuda::detail {
 template <class Term, class Run>
 loss_tally run_tokens_throwing(cudaStream_t stream, loss_aggregation mode,
                                const loss_normalizer& normalizer, Run run) {
+  static_assert(Term::arguments.size() <= device_report::nonfinite_arguments,
+                "a term names more inputs than device_report has slots");
   cascade_rl::detail::require_normalizer_mode(mode, normalizer);
   const auto [report, tally] = run_and_report_result<loss_tally>(stream, run);
   throw_if_reported(report, Term::arguments);
@@ -119,13 +121,15 @@ policy_loss_result ppo_clip_loss(exec::cuda_policy policy, const cuda::device_to
   cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
   cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
   cuda::detail::require_tokens(advantages.size(), layout, "advantages");
+  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
   const T* behaviour = cuda::detail::behaviour_of(behaviour_log_probs, layout, options.importance);
   cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
   return cuda::detail::run_tokens_throwing<cuda::detail::ppo_term<T>>(
-      policy.stream, options.aggregation, normalizer, [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
+      policy.stream, options.aggregation, normalizer,
+      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
         return cuda::ppo_clip_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
-                                   advantages.data(), behaviour, grad_out.data(), normalizer,
-                                   options, result, policy.stream);
+                                   advantages.data(), behaviour, weights, grad_out.data(),
+                                   normalizer, options, result, policy.stream);
       });
 }
 

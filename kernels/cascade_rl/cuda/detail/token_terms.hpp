@@ -79,39 +79,6 @@ inline loss_counts to_loss_counts(const valid_counts& c) {
   return out;
 }
 
-template <class T>
-struct ppo_term {
-  const T* log_probs;
-  const T* old_log_probs;
-  const T* advantages;
-  const T* behaviour;
-  terms::ppo_clip_params params;
-  importance_options importance;
-
-  // The approx_kl share rides in the tally's metrics (the kernels sum it per lane in the
-  // canonical order, as the host's second channel does).
-  CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
-    const double old_logp = static_cast<double>(old_log_probs[t]);
-    const terms::ppo_clip_token_result r = terms::ppo_clip_token(
-        static_cast<double>(log_probs[t]), old_logp, static_cast<double>(advantages[t]), params);
-    tally.metrics.approx_kl_sum += r.approx_kl;
-    terms::count_clips(r, tally.metrics);
-    const terms::token_loss l{r.value, r.grad};
-    if (importance.mode == importance_sampling::none) return l;
-    return terms::importance_weighted(l, old_logp - static_cast<double>(behaviour[t]), importance,
-                                      tally.metrics);
-  }
-  CASCADE_RL_HD void on_masked(std::size_t) const {}
-  // The arguments first_nonfinite numbers, by the names the host core gives them.
-  static constexpr std::array<const char*, 4> arguments{"log_probs", "old_log_probs", "advantages", "behaviour_log_probs"};
-  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
-    nonfinite_hit hit;
-    hit.check(0, log_probs[t]) || hit.check(1, old_log_probs[t]) || hit.check(2, advantages[t]) ||
-        (importance.mode != importance_sampling::none && hit.check(3, behaviour[t]));
-    return hit;
-  }
-};
-
 // The given weights (veRL's rollout_is_weights) as the host core applies them: after the
 // term, before any importance correction; null: none.
 template <class T>
@@ -119,6 +86,45 @@ CASCADE_RL_HD inline terms::token_loss given_weighted(terms::token_loss l, const
                                                       std::size_t t) {
   return weights == nullptr ? l : terms::given_weighted(l, static_cast<double>(weights[t]));
 }
+
+template <class T>
+struct ppo_term {
+  const T* log_probs;
+  const T* old_log_probs;
+  const T* advantages;
+  const T* behaviour;           // read only when importance.mode != none
+  const T* rollout_is_weights;  // null: none
+  terms::ppo_clip_params params;
+  importance_options importance;
+
+  // The approx_kl share rides in the tally's metrics (the kernels sum it per lane in the
+  // canonical order, as the host's second channel does). The given weights scale the
+  // clipped loss before any importance correction, as in the host core.
+  CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
+    const double old_logp = static_cast<double>(old_log_probs[t]);
+    const terms::ppo_clip_token_result r = terms::ppo_clip_token(
+        static_cast<double>(log_probs[t]), old_logp, static_cast<double>(advantages[t]), params);
+    tally.metrics.approx_kl_sum += r.approx_kl;
+    terms::count_clips(r, tally.metrics);
+    const terms::token_loss l =
+        given_weighted(terms::token_loss{r.value, r.grad}, rollout_is_weights, t);
+    if (importance.mode == importance_sampling::none) return l;
+    return terms::importance_weighted(l, old_logp - static_cast<double>(behaviour[t]), importance,
+                                      tally.metrics);
+  }
+  CASCADE_RL_HD void on_masked(std::size_t) const {}
+  // The arguments first_nonfinite numbers, by the names the host core gives them, in its
+  // order of validation.
+  static constexpr std::array<const char*, 5> arguments{
+      "log_probs", "old_log_probs", "advantages", "rollout_is_weights", "behaviour_log_probs"};
+  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
+    nonfinite_hit hit;
+    hit.check(0, log_probs[t]) || hit.check(1, old_log_probs[t]) || hit.check(2, advantages[t]) ||
+        (rollout_is_weights != nullptr && hit.check(3, rollout_is_weights[t])) ||
+        (importance.mode != importance_sampling::none && hit.check(4, behaviour[t]));
+    return hit;
+  }
+};
 
 template <class T>
 struct reinforce_term {

@@ -123,11 +123,13 @@ template <class T>
 cudaError_t ppo_clip_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                           const device_token_layout& layout, const T* d_log_probs,
                           const T* d_old_log_probs, const T* d_advantages, const T* d_behaviour,
-                          T* d_grad_out, const loss_normalizer& normalizer,
-                          const ppo_clip_options& options, loss_tally* d_result,
-                          cudaStream_t stream = nullptr) {
-  const detail::ppo_term<T> term{d_log_probs, d_old_log_probs, d_advantages, d_behaviour,
-                                 cascade_rl::detail::ppo_params_of(options), options.importance};
+                          const T* d_rollout_is_weights, T* d_grad_out,
+                          const loss_normalizer& normalizer, const ppo_clip_options& options,
+                          loss_tally* d_result, cudaStream_t stream = nullptr) {
+  const detail::ppo_term<T> term{d_log_probs,          d_old_log_probs,
+                                 d_advantages,         d_behaviour,
+                                 d_rollout_is_weights, cascade_rl::detail::ppo_params_of(options),
+                                 options.importance};
   return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
                             options.aggregation, normalizer, d_result, stream);
 }
