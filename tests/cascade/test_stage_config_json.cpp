@@ -555,6 +555,19 @@ TEST(StageConfigJson, BypassModeRuleReadByVerlNames) {
                                                                     .rollout_is_threshold = "0"}}};
   cr::testing::expect_error_naming([&] { cr::detail::validate_grpo_config(bad_is); },
                                    "update.rule.bypass_mode.rollout_is_threshold", "expected > 0");
+  // The texts are held in place (config_text), so the rule variant stays trivially
+  // copyable; a text beyond the capacity is refused, by path from JSON.
+  static_assert(std::is_trivially_copyable_v<cr::bypass_mode_update>);
+  static_assert(std::is_trivially_copyable_v<decltype(cr::update_options{}.rule)>);
+  const std::string long_spec(cr::bypass_mode_update::text::capacity + 1, 'k');
+  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"bypass_mode": {"rollout_rs": ")" +
+                                         long_spec + R"("}}})")),
+            "cascade_rl: stages[2].update.rule.bypass_mode.rollout_rs: has 121 characters, at "
+            "most 120 fit");
+  cr::testing::expect_error_naming([&] { cr::bypass_mode_update{.rollout_rs = long_spec}; }, "text",
+                                   "at most 120 fit");
+  const cr::bypass_mode_update::text fits(std::string(120, 'k'));
+  EXPECT_EQ(fits.view().size(), 120u);
 }
 
 TEST(StageConfigJsonErrors, WrongType) {

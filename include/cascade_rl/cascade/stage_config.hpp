@@ -22,6 +22,7 @@
 #include "cascade_rl/algorithms/policy_loss.hpp"
 #include "cascade_rl/algorithms/rollout_correction.hpp"
 #include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
+#include "cascade_rl/cascade/config_text.hpp"
 #include "cascade_rl/cascade/lr_schedule.hpp"
 #include "cascade_rl/cascade/prompt.hpp"
 #include "cascade_rl/core/error.hpp"
@@ -240,26 +241,28 @@ struct kl_cov_update {
 struct bypass_mode_update {
   std::size_t epochs = 1;
   std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
-  std::string loss_type = "ppo_clip";
-  std::optional<std::string> rollout_is{};
-  std::string rollout_is_threshold = "2.0";
+  // Texts in place (config_text): the rule stays trivially copyable, as the others.
+  using text = config_text<120>;
+  text loss_type = "ppo_clip";
+  std::optional<text> rollout_is{};
+  text rollout_is_threshold = "2.0";
   bool rollout_is_batch_normalize = false;
-  std::optional<std::string> rollout_rs{};
-  std::optional<std::string> rollout_rs_threshold{};
+  std::optional<text> rollout_rs{};
+  std::optional<text> rollout_rs_threshold{};
   // loss_type ppo_clip: veRL's clip_ratio_low / clip_ratio_high / clip_ratio_c.
   double clip_low = ppo_clip_options{}.clip_low;
   double clip_high = ppo_clip_options{}.clip_high;
   std::optional<double> dual_clip = 3.0;
 
   [[nodiscard]] bypass_mode_options loss_options(loss_aggregation aggregation) const {
-    const auto view = [](const std::optional<std::string>& s) {
-      return s ? std::optional<std::string_view>(*s) : std::nullopt;
+    const auto view = [](const std::optional<text>& s) {
+      return s ? std::optional<std::string_view>(s->view()) : std::nullopt;
     };
     bypass_mode_options options = presets::verl::bypass_mode(
-        presets::verl::rollout_correction(view(rollout_is), rollout_is_threshold,
+        presets::verl::rollout_correction(view(rollout_is), rollout_is_threshold.view(),
                                           rollout_is_batch_normalize, view(rollout_rs),
                                           view(rollout_rs_threshold)),
-        loss_type, aggregation, clip_low, clip_high);
+        loss_type.view(), aggregation, clip_low, clip_high);
     options.ppo.dual_clip = dual_clip;
     return options;
   }

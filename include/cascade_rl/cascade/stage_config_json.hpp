@@ -113,6 +113,22 @@ void read(const json& j, T& out, const std::string& path) {
   json_codec<T>::read(j, out, path);
 }
 
+// A config_text: a JSON string that fits its capacity (refused by path otherwise).
+template <std::size_t N>
+struct json_codec<config_text<N>> {
+  static void read(const json& j, config_text<N>& out, const std::string& path) {
+    if (!j.is_string()) wrong_type(j, path, "a string");
+    const std::string& text = j.get_ref<const std::string&>();
+    if (text.size() > N)
+      fail(path, "has " + std::to_string(text.size()) + " characters, at most " +
+                     std::to_string(N) + " fit");
+    out = config_text<N>(text);
+  }
+  static ordered_json write(const config_text<N>& v, const std::string&) {
+    return ordered_json(v.str());
+  }
+};
+
 inline void read(const json& j, bool& out, const std::string& path) {
   if (!j.is_boolean()) wrong_type(j, path, "true or false");
   out = j.get<bool>();

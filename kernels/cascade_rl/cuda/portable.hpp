@@ -946,7 +946,8 @@ bypass_mode_result bypass_mode_loss(ExecPolicy&& exec, const device_token_layout
   policy_loss_result loss;
   if (options.loss == bypass_loss::ppo_clip) {
     ppo_clip_loss(exec, effective, log_probs, rollout_log_probs, advantages,
-                  static_cast<const T*>(nullptr), grad_out, norm, options.ppo, scratch.tallies);
+                  static_cast<const T*>(nullptr), static_cast<const T*>(nullptr), grad_out, norm,
+                  options.ppo, scratch.tallies);
     loss = tally();
   } else {
     reinforce_loss(exec, effective, log_probs, advantages, static_cast<const T*>(nullptr),
