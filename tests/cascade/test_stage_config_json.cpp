@@ -564,8 +564,8 @@ TEST(StageConfigJson, BypassModeRuleReadByVerlNames) {
                                          long_spec + R"("}}})")),
             "cascade_rl: stages[2].update.rule.bypass_mode.rollout_rs: has 121 characters, at "
             "most 120 fit");
-  cr::testing::expect_error_naming([&] { cr::bypass_mode_update{.rollout_rs = long_spec}; }, "text",
-                                   "at most 120 fit");
+  cr::testing::expect_error_naming([&] { (void)cr::bypass_mode_update{.rollout_rs = long_spec}; },
+                                   "text", "at most 120 fit");
   const cr::bypass_mode_update::text fits(std::string(120, 'k'));
   EXPECT_EQ(fits.view().size(), 120u);
 }
