@@ -149,6 +149,9 @@ rollout_correction_metrics rollout_correction(const Policy& policy, const token_
     none[c] = -std::numeric_limits<double>::infinity();
     none[c + 1] = std::numeric_limits<double>::infinity();
   }
+  // Only the configured criteria's channels are summed (the others are zeros: their sums
+  // are +0.0 either way): with one criterion 16 of the 76.
+  const int active = terms::rollout_active_channels(p);
   const auto sums = chunked_blocked_sum<terms::rollout_channels>(
       policy, n, none,
       [&](extremes_t& e, std::size_t first, std::size_t last, double* out) {
@@ -157,13 +160,14 @@ rollout_correction_metrics rollout_correction(const Policy& policy, const token_
           extremes_t x;
           terms::rollout_token_channels(p, logp, rollout, mask, row.data(), rows, row_of.data(), t,
                                         v, x.data());
-          for (int c = 0; c < terms::rollout_channels; ++c) out[c * sum_chunk + t - first] = v[c];
+          for (int c = 0; c < active; ++c) out[c * sum_chunk + t - first] = v[c];
           terms::rollout_join_extremes(e.data(), x.data());
         }
       },
       [](extremes_t& total, const extremes_t& part) {
         terms::rollout_join_extremes(total.data(), part.data());
-      });
+      },
+      static_cast<std::size_t>(active));
   double factor = 1.0;
   rollout_correction_metrics metrics = finish_rollout_correction(
       options, p, row.data(), rows, sums.sums.data(), sums.state.data(), factor);

@@ -111,15 +111,20 @@ struct sum_and_state {
 //     into lane i mod 32: chunks start at multiples of 32), independent chains a vector
 //     unit adds side by side.
 // `combine` joins block states in block order; the block sums are added in block order.
+// `active` < Channels: only channels [0, active) carry terms (`terms` writes those alone);
+// the others are not read and their sums are +0.0, the canonical sum of zeros, so a
+// caller whose unused channels hold zeros gets the same bits for a fraction of the work.
 template <std::size_t Channels = 1, class Policy, class State, class Terms, class Combine>
 sum_and_state<State, Channels> chunked_blocked_sum(const Policy& policy, std::size_t n,
                                                    const State& identity, Terms&& terms,
-                                                   Combine&& combine) {
+                                                   Combine&& combine,
+                                                   std::size_t active = Channels) {
   constexpr std::size_t block = reduce_block_size;
   constexpr std::size_t chunk = sum_chunk;
   constexpr std::size_t lanes = reduce_lanes;
   using partial_t = sum_and_state<State, Channels>;
   const std::size_t blocks = (n + block - 1) / block;
+  if (active > Channels) active = Channels;
   std::vector<partial_t> partial(blocks, partial_t{{}, identity});
   for_each_index(policy, blocks, [&](std::size_t b) {
     alignas(64) double terms_of[Channels * chunk];
@@ -130,14 +135,14 @@ sum_and_state<State, Channels> chunked_blocked_sum(const Policy& policy, std::si
       const std::size_t count = begin + chunk < last ? chunk : last - begin;
       terms(result.state, begin, begin + count, terms_of);
       const std::size_t rows = count / lanes;
-      for (std::size_t c = 0; c < Channels; ++c) {
+      for (std::size_t c = 0; c < active; ++c) {
         const double* in = terms_of + c * chunk;
         for (std::size_t r = 0; r < rows; ++r)
           for (std::size_t j = 0; j < lanes; ++j) lane[c][j] += in[r * lanes + j];
         for (std::size_t j = 0; j < count % lanes; ++j) lane[c][j] += in[rows * lanes + j];
       }
     }
-    for (std::size_t c = 0; c < Channels; ++c) result.sums[c] = fold_lanes(lane[c], plus{});
+    for (std::size_t c = 0; c < active; ++c) result.sums[c] = fold_lanes(lane[c], plus{});
   }, /*min_parallel=*/2);
   partial_t total{{}, identity};
   for (const partial_t& p : partial) {

@@ -61,6 +61,10 @@ enum rollout_channel : int {
 inline constexpr int rollout_criterion_channels = 6;  // stat, high, low, clamped, sq, rejected
 inline constexpr int rollout_channels =
     rc_criteria_base + rollout_criterion_channels * rollout_criteria_max;
+// The channels the configured criteria use: the rest stay 0 on every token.
+CASCADE_RL_HD inline int rollout_active_channels(const rollout_correction_params& p) {
+  return rc_criteria_base + rollout_criterion_channels * p.criteria;
+}
 // Extremes: max and min of the applied weight, then max and min of each criterion's token
 // statistic, over valid tokens (-inf / +inf when none).
 inline constexpr int rollout_extremes = 2 + 2 * rollout_criteria_max;
@@ -161,7 +165,8 @@ CASCADE_RL_HD void rollout_row_tokens(const rollout_correction_params& p, const 
   row[rollout_row_rejected * rows + s] = static_cast<double>(row_bits);
 }
 
-// Token t's channel terms v[0, rollout_channels) (0 on a masked token) and extremes
+// Token t's channel terms v[0, rollout_active_channels(p)) (0 on a masked token; the
+// channels of unconfigured criteria are not written: their sums are 0) and extremes
 // e[0, rollout_extremes) (-inf / +inf on a masked token).
 template <class T>
 CASCADE_RL_HD void rollout_token_channels(const rollout_correction_params& p, const T* logp,
@@ -170,7 +175,8 @@ CASCADE_RL_HD void rollout_token_channels(const rollout_correction_params& p, co
                                           const std::size_t* row_of, std::size_t t, double* v,
                                           double* e) {
   const double inf = INFINITY;
-  for (int c = 0; c < rollout_channels; ++c) v[c] = 0.0;
+  const int active = rollout_active_channels(p);
+  for (int c = 0; c < active; ++c) v[c] = 0.0;
   for (int c = 0; c < rollout_extremes; c += 2) {
     e[c] = -inf;
     e[c + 1] = inf;

@@ -61,6 +61,7 @@ struct rollout_block_functor {
   CASCADE_RL_HD void operator()(std::size_t b) const {
     constexpr int channels = terms::rollout_channels;
     constexpr int extremes = terms::rollout_extremes;
+    const int active = terms::rollout_active_channels(params);
     const std::size_t first = b * cascade_rl::detail::reduce_block_size;
     const std::size_t last = first + cascade_rl::detail::reduce_block_size < layout.tokens
                                  ? first + cascade_rl::detail::reduce_block_size
@@ -76,13 +77,14 @@ struct rollout_block_functor {
       double x[extremes];
       terms::rollout_token_channels(params, log_probs, rollout_log_probs, layout.mask, row,
                                     layout.sequences, row_of, t, v, x);
-      for (int c = 0; c < channels; ++c)
+      for (int c = 0; c < active; ++c)
         lanes[c][(t - first) % cascade_rl::detail::reduce_lanes] += v[c];
       terms::rollout_join_extremes(e, x);
     }
+    // The unconfigured criteria's channels are zeros: their sums are +0.0.
     for (int c = 0; c < channels; ++c)
       block_sums[b * channels + static_cast<std::size_t>(c)] =
-          cascade_rl::detail::fold_lanes(lanes[c], cascade_rl::detail::plus{});
+          c < active ? cascade_rl::detail::fold_lanes(lanes[c], cascade_rl::detail::plus{}) : 0.0;
     for (int c = 0; c < extremes; ++c)
       block_extremes[b * extremes + static_cast<std::size_t>(c)] = e[c];
   }
