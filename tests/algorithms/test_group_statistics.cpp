@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "cascade_rl/algorithms/group_statistics.hpp"
@@ -103,6 +104,47 @@ TEST(GroupStatistics, LeaveOneOutMeanAndStd) {
   cascade_rl::leave_one_out_statistics(exec::seq, group_layout(two_groups), r, mean_only,
                                        std::span<double>());
   EXPECT_EQ(mean_only, mean);
+}
+
+// When the other values of a group are all equal, their std is exactly 0 and their mean
+// exactly their value, whatever rounding the downdate would leave: in {1, 0, 1} the
+// downdated M2 of the 0's others is 1.1e-16 (a std of 1e-8, which an estimator dividing
+// by std + 1e-6 blows up to 1e6). Also for non-dyadic values, where the downdated mean
+// is not exact either, and in float.
+template <class T>
+void expect_lone_values_get_exact_statistics() {
+  const std::vector<T> r{T(1), T(0), T(1),                  // the 0's others are {1, 1}
+                         T(0.1), T(0.7), T(0.1), T(0.1),    // the 0.7's others are 0.1
+                         T(0.3), T(0.1),                    // a group of two
+                         T(1), T(1), T(0), T(0)};           // no lone value
+  const std::vector<std::int64_t> groups{0, 3, 7, 9, 13};
+  std::vector<T> mean(r.size()), std(r.size());
+  for (auto estimator : {cascade_rl::std_estimator::unbiased, cascade_rl::std_estimator::biased}) {
+    cascade_rl::leave_one_out_statistics(exec::seq, group_layout(groups), r, mean, std,
+                                         {.estimator = estimator});
+    EXPECT_EQ(mean[1], T(1));
+    EXPECT_EQ(std[1], T(0));
+    EXPECT_EQ(mean[4], T(0.1));
+    EXPECT_EQ(std[4], T(0));
+    EXPECT_EQ(mean[7], T(0.1));
+    EXPECT_EQ(mean[8], T(0.3));
+    EXPECT_EQ(std[7], T(0));
+    // The 1s of {1, 0, 1}: others {0, 1}; the 0.1s of the second group: {0.7, 0.1, 0.1}.
+    const double divisor = estimator == cascade_rl::std_estimator::unbiased ? 1.0 : 2.0;
+    const double tolerance = std::is_same_v<T, float> ? 1e-6 : 1e-14;
+    EXPECT_NEAR(static_cast<double>(mean[0]), 0.5, tolerance);
+    EXPECT_NEAR(static_cast<double>(std[0]), std::sqrt(0.5 / divisor), tolerance);
+    EXPECT_NEAR(static_cast<double>(mean[3]), 0.3, tolerance);
+    EXPECT_NEAR(static_cast<double>(std[3]), std::sqrt(0.24 / (divisor + 1.0)), tolerance);
+    // {1, 1, 0, 0}: every member's others hold both values.
+    EXPECT_NEAR(static_cast<double>(mean[9]), 1.0 / 3.0, tolerance);
+    EXPECT_NEAR(static_cast<double>(std[12]), std::sqrt((2.0 / 3.0) / (divisor + 1.0)), tolerance);
+  }
+}
+
+TEST(GroupStatistics, LeaveOneOutOfALoneValueIsExact) {
+  expect_lone_values_get_exact_statistics<double>();
+  expect_lone_values_get_exact_statistics<float>();
 }
 
 TEST(GroupStatistics, RefusesBadInput) {

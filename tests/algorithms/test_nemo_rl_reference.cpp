@@ -426,6 +426,93 @@ TEST(NemoRlReference, EveryEstimatorCase) {
   EXPECT_EQ(checked, 15);
 }
 
+// GDPO with leave-one-out on a batch built to hold what a random draw may or may not:
+// a component constant in a group (its leave-one-out spread is zero, so NeMo leaves
+// r - baseline = 0 undivided) beside one whose lone value's others are all equal (b's 0
+// in {1, 0, 1}: others {1, 1}, std exactly 0, advantage 0 - 1 undivided), and a group of
+// two (one other value: std 0). Hand-computed, per row:
+//   group {0, 1, 2}: a = {2, 2, 2} -> 0;  b = {1, 0, 1} -> {x, -1, x},
+//                    x = (1 - 0.5) / (std{0, 1} + 1e-6) = 0.5 / (sqrt(0.5) + 1e-6)
+//   group {3, 4}:    a = {0.5, -0.5} -> {1, -1};  b = {1, 1} -> 0
+// weighted sum s = w_a a + w_b b, then (s - mean(s)) / std(s) over the 5 rows (unbiased,
+// no epsilon). The literal values are NeMo-RL 7ea279a's GDPOAdvantageEstimator run on
+// this batch in float32 (refgen's loader).
+template <class T>
+std::vector<double> nemo_gdpo(const std::vector<std::int64_t>& offsets,
+                              const std::vector<T>& components, std::vector<double> weights,
+                              bool leave_one_out = true) {
+  const std::span<const std::int64_t> offset_view(offsets);
+  std::vector<T> advantages(static_cast<std::size_t>(offsets.back()), T(-7));
+  nemo::gdpo_advantages(cascade_rl::exec::seq, cascade_rl::group_layout(offset_view),
+                        std::span<const T>(components), std::span<const double>(weights),
+                        std::span<T>(advantages),
+                        {.use_leave_one_out_baseline = leave_one_out, .normalize_rewards = true});
+  return {advantages.begin(), advantages.end()};
+}
+
+std::vector<double> standardised(std::vector<double> s) {
+  double mean = 0, m2 = 0;
+  for (double v : s) mean += v / static_cast<double>(s.size());
+  for (double v : s) m2 += (v - mean) * (v - mean);
+  const double std = std::sqrt(m2 / static_cast<double>(s.size() - 1));
+  for (double& v : s) v = (v - mean) / std;
+  return s;
+}
+
+template <class T>
+void expect_gdpo_leave_one_out_with_lone_values() {
+  const std::vector<std::int64_t> offsets{0, 3, 5};
+  const std::vector<T> components{T(2), T(2), T(2), T(0.5), T(-0.5),  // reward/a
+                                  T(1), T(0), T(1), T(1), T(1)};      // reward/b
+  const double x = 0.5 / (std::sqrt(0.5) + 1e-6);
+  const double tolerance = std::is_same_v<T, float> ? 2e-6 : 1e-12;
+  const double peer_tolerance = 2e-6;  // NeMo's values are float32
+  const auto unweighted = nemo_gdpo(offsets, components, {});
+  const auto want = standardised({x, -1, x, 1, -1});
+  const double peer[] = {0.626958668, -1.0875175, 0.626958668, 0.921117485, -1.0875175};
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_NEAR(unweighted[i], want[i], tolerance) << "row " << i;
+    EXPECT_NEAR(unweighted[i], peer[i], peer_tolerance) << "row " << i;
+  }
+  const auto weighted = nemo_gdpo(offsets, components, {1.0, 0.5});
+  const auto want_weighted = standardised({0.5 * x, -0.5, 0.5 * x, 1, -1});
+  const double peer_weighted[] = {0.395498067, -0.686027706, 0.395498067, 1.21460295, -1.31957126};
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_NEAR(weighted[i], want_weighted[i], tolerance) << "weighted row " << i;
+    EXPECT_NEAR(weighted[i], peer_weighted[i], peer_tolerance) << "weighted row " << i;
+  }
+  // Without leave-one-out the same batch: b's group mean 2/3, std sqrt(1/3).
+  const double y = (1.0 / 3.0) / (std::sqrt(1.0 / 3.0) + 1e-6);
+  const double a2 = 0.5 / (std::sqrt(0.5) + 1e-6);
+  const auto plain = nemo_gdpo(offsets, components, {}, false);
+  const auto want_plain = standardised({y, -2 * y, y, a2, -a2});
+  for (std::size_t i = 0; i < 5; ++i)
+    EXPECT_NEAR(plain[i], want_plain[i], tolerance) << "without leave-one-out, row " << i;
+}
+
+TEST(NemoRlReference, GdpoLeaveOneOutWithAConstantComponentAndALoneValue) {
+  expect_gdpo_leave_one_out_with_lone_values<double>();
+  expect_gdpo_leave_one_out_with_lone_values<float>();
+}
+
+TEST(NemoRlReference, GdpoLeaveOneOutDegenerateBatches) {
+  // Groups of two, a constant across the whole batch: b's {1, 0} gives {1, -1} (one other
+  // value, std 0), its {0, 0} nothing: s = {1, -1, 0, 0}, std sqrt(2/3).
+  const std::vector<std::int64_t> pairs{0, 2, 4};
+  const auto lone = nemo_gdpo<double>(pairs, {3, 3, 3, 3, 1, 0, 0, 0}, {});
+  const double r = std::sqrt(1.5);  // NeMo: 1.2247448
+  EXPECT_NEAR(lone[0], r, 1e-12);
+  EXPECT_NEAR(lone[1], -r, 1e-12);
+  EXPECT_EQ(lone[2], 0.0);
+  EXPECT_EQ(lone[3], 0.0);
+  // Every component constant over the batch: every part 0, a zero spread, NeMo's
+  // advantages - mean: exactly 0 everywhere, never NaN.
+  for (bool leave_one_out : {true, false}) {
+    const auto flat = nemo_gdpo<float>(pairs, {3, 3, 3, 3, 1, 1, 1, 1}, {}, leave_one_out);
+    for (std::size_t i = 0; i < flat.size(); ++i) EXPECT_EQ(flat[i], 0.0) << "row " << i;
+  }
+}
+
 // nemo_rl.seq_logprob_error_masking: every case's metrics and sample_mask after the mask,
 // and ClippedPGLossFn on the masked batch (loss_after_mask) through the same check as the
 // loss cases.

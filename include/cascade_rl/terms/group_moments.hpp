@@ -54,14 +54,17 @@ CASCADE_RL_HD inline double variance_divisor(std::size_t n, std_estimator estima
 // A group's moments: m2 = sum of squared deviations. zero_variance is decided on the
 // data (max == min), not on a computed std: a constant group can have a non-zero
 // computed std (double inputs, float32 means), and a tiny real spread must not be
-// mistaken for none. nonfinite: the group holds a NaN or infinite value (the other
-// fields are then 0).
+// mistaken for none. min_count / max_count: how many values equal min / max, so that a
+// leave-one-out statistic can tell exactly when the other values are all equal.
+// nonfinite: the group holds a NaN or infinite value (the other fields are then 0).
 struct group_moments {
   double mean = 0.0;
   double m2 = 0.0;
   double min = 0.0;
   double max = 0.0;
   std::size_t count = 0;
+  std::size_t min_count = 0;
+  std::size_t max_count = 0;
   bool zero_variance = false;
   bool nonfinite = false;
 };
@@ -82,9 +85,12 @@ CASCADE_RL_HD group_moments group_moments_of(const T* values, std::size_t first,
   group_moments m;
   m.count = last - first;
   m.min = m.max = static_cast<double>(values[first]);
+  m.min_count = m.max_count = 1;
   double sum = m.min;
   for (std::size_t i = first + 1; i < last; ++i) {
     const double v = static_cast<double>(values[i]);
+    m.min_count = v < m.min ? 1 : m.min_count + (v == m.min ? 1 : 0);
+    m.max_count = m.max < v ? 1 : m.max_count + (v == m.max ? 1 : 0);
     m.min = v < m.min ? v : m.min;
     m.max = m.max < v ? v : m.max;
     sum += v;
@@ -144,15 +150,33 @@ CASCADE_RL_HD inline double grpo_divisor(double std, double epsilon, epsilon_pla
 // leave_one_out_statistics for value r of a group with moments m (double-precision
 // mean): the mean and std of the group's other values, by downdating the group's
 // moments. A zero-variance group gives r and 0.
+//
+// Numerical trap: when the other values are all equal (r is the one value of its kind,
+// say 0 among {1, 0, 1}), the downdated M2 is rounding noise (1.1e-16 there, a std of
+// 1e-8), and an estimator that divides by std + 1e-6 turns it into an advantage of 1e6
+// (NeMo-RL's GDPO with leave-one-out, whose own E[x^2] - E[x]^2 is exactly 0 there).
+// That case is decided on the data, as zero_variance is: the others' mean is their
+// value and their std 0.
 struct leave_one_out_value {
   double mean = 0;
   double std = 0;
 };
 
+// Whether the values of the group other than r (one of them) are all equal, from the
+// group's min / max counts: only two distinct values, and r the only one of its kind.
+template <class T>
+CASCADE_RL_HD inline bool others_constant(T r, const group_moments& m) {
+  if (m.zero_variance) return true;
+  if (m.min_count + m.max_count != m.count) return false;
+  const double v = static_cast<double>(r);
+  return (v == m.min && m.min_count == 1) || (v == m.max && m.max_count == 1);
+}
+
 template <class T>
 CASCADE_RL_HD leave_one_out_value leave_one_out_of(T r, const group_moments& m,
                                                    std_estimator estimator) {
   if (m.zero_variance) return {static_cast<double>(r), 0.0};
+  if (others_constant(r, m)) return {static_cast<double>(r) == m.min ? m.max : m.min, 0.0};
   const double n = static_cast<double>(m.count);
   const double d = static_cast<double>(r) - m.mean;
   leave_one_out_value out;
