@@ -1017,7 +1017,8 @@ TEST(VerlReferenceV2, Gdpo) {
         // spread over the batch by the whitening: no first-order bound holds there. The
         // preset, which rounds as veRL does, is compared above; the double result is
         // checked for what it must keep: centred over the batch, as whitening makes it.
-        EXPECT_EQ(b.name, "near-identical") << label;
+        // Which batches land here is the data's conditioning, not their names: the
+        // near-identical batch always does, a random draw's group of close rewards may.
         double sum = 0, slack = 0;
         for (std::size_t t = 0; t < grouped.size(); ++t) {
           sum += grouped[t];

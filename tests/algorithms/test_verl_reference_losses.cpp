@@ -18,6 +18,7 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/presets/verl_losses.hpp"
 #include "cascade_rl/presets/verl_names.hpp"
+#include "support/conditioning.hpp"
 #include "support/expect_error.hpp"
 #include "support/reference.hpp"
 #include "support/verl_v2_case.hpp"
@@ -83,9 +84,11 @@ TEST(VerlReferenceLosses, PolicyLossVanillaEveryEntryFloat) {
                                                      "] (float)");
 }
 
-// The reference holds clipped tokens (pg_clipfrac up to 0.6) and a fully masked row
-// (entries 50..59): without them the comparisons above would not exercise the clip
-// branches or veRL's count of non-empty sequences.
+// The shipped reference holds clipped tokens (pg_clipfrac up to 0.6) and a fully masked
+// row (entries 50..59): without them the comparisons above would not exercise the clip
+// branches or veRL's count of non-empty sequences. A regenerated draw that lacks one is
+// reported; PpoClipLoss.EveryClipRegimeHandComputed and
+// LossAggregation.LocalCountsSkipMaskedTokensAndEmptySequences build them by hand.
 TEST(VerlReferenceLosses, PolicyLossReferenceExercisesClipsAndEmptyRows) {
   const auto reference = load_reference("verl_core_algos.json");
   bool clipped = false;
@@ -98,8 +101,8 @@ TEST(VerlReferenceLosses, PolicyLossReferenceExercisesClipsAndEmptyRows) {
       empty_row |= sum == 0;
     }
   }
-  EXPECT_TRUE(clipped);
-  EXPECT_TRUE(empty_row);
+  cascade_rl::testing::expect_reference_exercises(clipped, "PPO's clips (pg_clipfrac > 0.5)");
+  cascade_rl::testing::expect_reference_exercises(empty_row, "a fully masked row");
 }
 
 TEST(VerlReferenceLosses, PolicyLossReferenceCoversEveryAggregationMode) {
@@ -258,14 +261,42 @@ using cascade_rl::testing::for_each_verl_v2_case;
 
 // A ratio loss (CISPO, DPPO, DRO, SAPO) with the options presets::verl gives veRL's name:
 // loss, gradient and every metric veRL reports.
+// veRL's float32 rounding of a ratio loss's sum: the terms c_t w_t v_t (aggregation
+// weight, given weight, the token's value from the loss's own token function) and the
+// bound on their float32 sum (support/conditioning.hpp).
+template <class Options, class T>
+double ratio_loss_slack(const v2_case<T>& c, const Options& options,
+                        const cascade_rl::loss_normalizer& normalizer) {
+  const auto layout = c.batch.layout();
+  std::vector<double> weights(layout.tokens());
+  cascade_rl::aggregation_weights(cascade_rl::exec::seq, layout, std::span<double>(weights),
+                                  normalizer, options.aggregation);
+  std::vector<double> terms, units;
+  cascade_rl::detail::visit_ratio_token(options, [&](const auto& token) {
+    cascade_rl::policy_loss_metrics unused;
+    for (std::size_t t = 0; t < layout.tokens(); ++t) {
+      if (!layout.valid(t)) continue;
+      const double logp = static_cast<double>(c.log_probs[t]);
+      const double old = static_cast<double>(c.old_log_probs[t]);
+      const double given = c.rollout_is_weights.empty() ? 1.0 : c.rollout_is_weights[t];
+      terms.push_back(weights[t] * given *
+                      token(logp, old, static_cast<double>(c.advantages[t]), unused).value);
+      units.push_back(cascade_rl::testing::ratio_term_units_of_u(logp - old));
+    }
+  });
+  return cascade_rl::testing::float32_sum_slack(terms, units);
+}
+
 template <class Options, class T, class Loss>
 void check_ratio_loss(const v2_case<T>& c, const char* name, const Loss& loss) {
   const auto options = std::get<Options>(verl::policy_loss(name, c.actor()));
   const auto layout = c.batch.layout();
+  const auto normalizer = c.normalizer(options.aggregation);
   std::vector<T> grad(layout.tokens(), T(-7));
-  const auto result = loss(cascade_rl::exec::seq, layout, c.ratio_inputs(), grad,
-                           c.normalizer(options.aggregation), options);
-  c.expect_loss_and_gradient(result.loss, grad);
+  const auto result =
+      loss(cascade_rl::exec::seq, layout, c.ratio_inputs(), grad, normalizer, options);
+  c.expect_loss_and_gradient(result.loss, grad, std::nullopt,
+                             ratio_loss_slack(c, options, normalizer));
   c.expect_reported_metrics(result.metrics);
 }
 

@@ -14,6 +14,7 @@
 // to ~1e-4 and says how much of the peer's output is noise. The Jacobians below are
 // written out analytically from each formula and composed by matrix products.
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -114,5 +115,28 @@ inline jacobian centring_jacobian(std::size_t n) {
       J.at(i, j) = (i == j ? 1.0 : 0.0) - (n == 1 ? 0.0 : 1.0 / static_cast<double>(n));
   return J;
 }
+
+// The float32 rounding of a peer's sum of per-token terms, on float32 inputs we share
+// with it (the second source of noise beside the one-ulp input model above, and the one
+// that matters where terms cancel: P4's extreme batch gives a loss of 3e-4 from terms of
+// 0.03). A float32 sum of n terms in any order errs by at most (n - 1) u sum |t_i|
+// (u = 2^-24, the recursive-summation bound; a pairwise order does better), and each
+// term carries the relative error of its own float32 evaluation, given per term as a
+// count of units of u. Returns the bound on |peer's sum - exact sum|.
+inline double float32_sum_slack(std::span<const double> terms,
+                                std::span<const double> term_units_of_u) {
+  constexpr double u = 0x1p-24;
+  const double n = static_cast<double>(terms.size());
+  double slack = 0;
+  for (std::size_t i = 0; i < terms.size(); ++i)
+    slack += (std::max(n - 1.0, 0.0) + term_units_of_u[i]) * std::abs(terms[i]);
+  return u * slack;
+}
+
+// The units of u in a float32 token term that goes through exp(logp - old_logp): the
+// subtraction rounds the log-ratio by up to |log-ratio| u absolute, which exp turns into
+// that much relative error; a handful of products, the exp and a sigmoid add a few
+// more (8 covers every ratio loss's formula).
+inline double ratio_term_units_of_u(double log_ratio) { return std::abs(log_ratio) + 8.0; }
 
 }  // namespace cascade_rl::testing
