@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cascade_rl/algorithms/group_filters.hpp"
+#include "cascade_rl/cascade/episode_summary.hpp"
 #include "cascade_rl/cascade/prompt.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/group_layout.hpp"
@@ -29,6 +30,7 @@ struct rollout_batch {
   std::vector<std::uint8_t> loss_mask{};         // empty, or one per token (0: excluded)
   std::vector<finish_reason> finish_reasons{};   // one per response
   std::vector<std::string> texts{};              // one per response (may be empty strings)
+  std::vector<episode_summary> episodes{};       // agentic stages: one per response; else empty
 
   // Building: add_prompt, then its responses.
   void add_prompt(prompt p) {
@@ -115,6 +117,25 @@ inline void validate_rollout_batch(const rollout_batch& batch, std::string_view 
                        field("behaviour_log_probs"), "one per token");
   detail::require_size(batch.texts.size(), batch.response_count(), field("texts"),
                        "one per response");
+  if (!batch.episodes.empty()) {
+    detail::require_size(batch.episodes.size(), batch.response_count(), field("episodes"),
+                         "one per response, or empty");
+    for (std::size_t i = 0; i < batch.episodes.size(); ++i) {
+      const episode_summary& e = batch.episodes[i];
+      const auto length = static_cast<std::int64_t>(batch.length(i));
+      bool ordered = e.observation_begin.size() == e.turns() && e.turn_rewards.size() == e.turns();
+      for (std::size_t k = 0; ordered && k < e.turns(); ++k) {
+        const std::int64_t next = k + 1 < e.turns() ? e.action_begin[k + 1] : length;
+        ordered = (k == 0 || e.action_begin[k] >= e.observation_begin[k - 1]) &&
+                  e.action_begin[k] <= e.observation_begin[k] && e.observation_begin[k] <= next &&
+                  next <= length;
+      }
+      if (!ordered)
+        detail::fail_at(field("episodes"), i,
+                        "has turn boundaries that are not ordered within its " +
+                            std::to_string(length) + " tokens, or not one reward per turn");
+    }
+  }
   if (expected_prompts != 0 && batch.prompt_count() != expected_prompts)
     detail::fail(field("prompts"), "holds " + std::to_string(batch.prompt_count()) +
                                        " prompts, but " + std::to_string(expected_prompts) +
@@ -146,6 +167,7 @@ inline void validate_rollout_batch(const rollout_batch& batch, std::string_view 
       out.add_response(batch.response_tokens(i),
                        std::span<const float>(batch.behaviour_log_probs).subspan(first_token, n),
                        batch.finish_reasons[i], batch.texts[i]);
+      if (!batch.episodes.empty()) out.episodes.push_back(batch.episodes[i]);
       if (masked)
         out.loss_mask.insert(out.loss_mask.end(), batch.loss_mask.begin() + static_cast<std::ptrdiff_t>(first_token),
                              batch.loss_mask.begin() + static_cast<std::ptrdiff_t>(first_token + n));
