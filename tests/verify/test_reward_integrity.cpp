@@ -120,6 +120,27 @@ TEST(RewardIntegrity, TestDataBesideTheTrainerIsOutsideTheView) {
   EXPECT_EQ(joined(host.leftovers()), "");
 }
 
+// The reward hack end to end: a response that computes nothing but looks its
+// answer up on disk earns 0 (it earned 1.0 before the minimal view).
+TEST(RewardIntegrity, ARewardIsNotEarnedByReadingTheTestsFromDisk) {
+  const host_check host;
+  const planted_tests planted(host.token());
+  ASSERT_FALSE(planted.dir().empty());
+  v::sandbox_options options = test_options(cpu_bound_limits());
+  options.scratch_parent = host.scratch_parent();
+  const std::vector<v::test_case> tests = {{host.token(), "expected-" + host.token() + "\n"}};
+  const v::unit_test_reward reward{v::sandbox(options)};
+  if (!minimal_view_here(v::sandbox(options))) GTEST_SKIP() << "no minimal file view or python3";
+  const auto report = reward.evaluate(answer_search, tests);
+  EXPECT_EQ(report.reward, 0.0);
+  ASSERT_EQ(report.runs.size(), 1u);
+  EXPECT_EQ(report.runs[0].stdout_text, "not found\n");
+  // Listed by the caller, the same files hand out the reward: the attack is real.
+  options.read_only_paths = {planted.dir()};
+  EXPECT_EQ(v::unit_test_reward{v::sandbox(options)}.evaluate(answer_search, tests).reward, 1.0);
+  EXPECT_EQ(joined(host.leftovers()), "");
+}
+
 TEST(RewardIntegrity, DevHoldsOnlyItsOwnDevicesAndPtys) {
   const host_check host;
   v::sandbox_options options = test_options();

@@ -88,7 +88,8 @@ struct sandbox_options {
   // urandom, a devpts instance of its own, a small /dev/shm), the run's /proc, a small
   // private /tmp, read_only_paths (bound read-only; each must exist) and the scratch
   // directory. Test data and expected outputs must not be under any of them. Off (or
-  // where the system has no PID namespace): the whole host file system read-only.
+  // where the system has no PID namespace): the whole host file system read-only (its
+  // /proc still hides init, with a PID namespace).
   bool minimal_view = true;
   std::vector<std::filesystem::path> system_paths{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
   std::vector<std::string> etc_files{"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime"};

@@ -469,9 +469,10 @@ inline void build_view(const child_plan& p) {
       if (set_mount_attr(p.scratch, at_recursive, 0, attr_rdonly) != 0)
         setup_failed(slot_status, step_scratch_writable);
     }
-    // A /proc of this PID namespace: the host's processes are not visible.
+    // A /proc of this PID namespace: the host's processes are not visible, nor init
+    // (hidepid=2, see view_proc).
     if (p.pid_namespace && p.view_count == 0 &&
-        ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, nullptr) != 0)
+        ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "hidepid=2") != 0)
       setup_failed(slot_status, step_mount_proc);
   }
   if (p.uts_namespace) ::sethostname("sandbox", 7);
