@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -123,10 +124,19 @@ class host_check {
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(parent_, ec)) left.push_back("file " + e.path().string());
     const std::string mine = "cascade_rl_verify_" + std::to_string(::getpid()) + "_";
+    // Where runs' cgroups go: the suite's parent, else (issue 34) under this process's
+    // own cgroup of each hierarchy, or its root.
     const std::filesystem::path rel = test_cgroup_parent().relative_path();
-    for (const char* hierarchy : {"/sys/fs/cgroup", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/pids"})
-      for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(hierarchy) / rel, ec))
-        if (e.path().filename().string().rfind(mine, 0) == 0) left.push_back("cgroup " + e.path().string());
+    const std::pair<const char*, const char*> hierarchies[] = {
+        {"/sys/fs/cgroup", ""}, {"/sys/fs/cgroup/memory", "memory"}, {"/sys/fs/cgroup/cpuacct", "cpuacct"},
+        {"/sys/fs/cgroup/pids", "pids"}};
+    for (const auto& [hierarchy, controller] : hierarchies) {
+      std::vector<std::filesystem::path> places = {std::filesystem::path(hierarchy) / rel};
+      if (rel.empty()) places.push_back(std::filesystem::path(hierarchy) / v::detail::own_cgroup(controller).relative_path());
+      for (const auto& place : places)
+        for (const auto& e : std::filesystem::directory_iterator(place, ec))
+          if (e.path().filename().string().rfind(mine, 0) == 0) left.push_back("cgroup " + e.path().string());
+    }
     std::ifstream mounts("/proc/self/mountinfo");
     for (std::string line; std::getline(mounts, line);)
       if (line.find("cascade_rl_verify_") != std::string::npos || line.find(parent_.string()) != std::string::npos)

@@ -131,7 +131,16 @@ TEST(Adversarial, CannotWriteOutsideTheScratchDirectory) {
   const auto scratch = box.make_scratch();
   const auto r = box.run({.argv = {"sh", "-c", script}}, scratch);
   EXPECT_TRUE(r.succeeded()) << r.stderr_text;
-  EXPECT_EQ(r.stdout_text, "") << "the program wrote outside its scratch directory";
+  // With the minimal file view /tmp and /dev/shm are the run's own small tmpfs (issue
+  // 34): writes there stay in the run, as the host-side checks below show.
+  std::string private_writes;
+  if (box.isolation().minimal_view)
+    for (const auto& t : targets)
+      if (t.string().rfind("/tmp/", 0) == 0 || t.string().rfind("/dev/shm/", 0) == 0)
+        private_writes += "WROTE " + t.string() + "\n";
+  // The private /tmp belongs to init, which is the program's uid in a user namespace.
+  if (box.isolation().minimal_view && box.isolation().user_namespace) private_writes += "CHMOD\n";
+  EXPECT_EQ(r.stdout_text, private_writes) << "the program wrote outside its scratch directory";
   for (const auto& t : targets) {
     // A path this process may not even look up (a parent directory closed to its uid:
     // a clone inside a mode-0700 temporary directory while the suite runs as an
@@ -161,7 +170,7 @@ TEST(Adversarial, NetworkIsUnreachableEvenOnLoopback) {
   const auto r = test_sandbox().run(python(
       "import socket\ns = socket.socket()\ns.settimeout(1)\ntry:\n    s.connect(('127.0.0.1', " + std::to_string(port) +
       "))\n    print('CONNECTED')\nexcept OSError as e:\n    print('refused', e.errno)\n"
-      "print(sorted(n for _, n in socket.if_nameindex()))"));
+      "print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').read().splitlines()[2:]))"));
   const int accepted = ::accept(server, nullptr, nullptr);
   ::close(server);
   std::printf("network: %s", r.stdout_text.c_str());

@@ -68,9 +68,16 @@ TEST(Sandbox, InheritsNoFileDescriptors) {
 
 TEST(Sandbox, RunsAsAnUnprivilegedUserWhenStartedAsRoot) {
   if (::geteuid() != 0) GTEST_SKIP() << "not root: the program runs as the caller";
-  const auto r = test_sandbox().run({.argv = {"sh", "-c", "id -u; id -g; grep CapEff /proc/self/status"}});
+  const auto box = test_sandbox();
+  const auto scratch = box.make_scratch();
+  const auto r = box.run({.argv = {"sh", "-c", "id -u; id -g; grep CapEff /proc/self/status"}}, scratch);
   ASSERT_TRUE(r.succeeded()) << r.stderr_text;
-  EXPECT_EQ(r.stdout_text, "65534\n65534\nCapEff:\t0000000000000000\n");
+  // The scratch directory's own id (issue 34), from sandbox_options::ids.
+  ASSERT_TRUE(scratch.identity().has_value());
+  const std::uint32_t id = *scratch.identity();
+  EXPECT_GE(id, box.options().ids.first);
+  EXPECT_LT(id - box.options().ids.first, box.options().ids.count);
+  EXPECT_EQ(r.stdout_text, std::to_string(id) + "\n" + std::to_string(id) + "\nCapEff:\t0000000000000000\n");
 }
 
 TEST(Sandbox, RunsInAUserNamespaceWhenNotRoot) {

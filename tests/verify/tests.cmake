@@ -9,7 +9,8 @@ if(TARGET cascade_rl::verify)
   # then skip, saying why). When ctest itself is not root the binaries run as they are.
   set(cascade_rl_unprivileged_uid 64123 CACHE STRING
       "uid that the unprivileged sandbox tests run as when ctest is root (no passwd entry needed)")
-  set(binaries verify_sandbox verify_adversarial verify_run_caps verify_syscall_filter verify_pool)
+  set(binaries verify_sandbox verify_adversarial verify_run_caps verify_syscall_filter verify_pool
+               verify_reward_integrity)
   list(TRANSFORM binaries PREPEND "$<TARGET_FILE:" OUTPUT_VARIABLE with_cgroups)
   list(TRANSFORM with_cgroups APPEND ">")
   add_test(NAME verify_unprivileged

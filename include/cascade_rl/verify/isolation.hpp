@@ -13,11 +13,14 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "cascade_rl/verify/detail/cgroups.hpp"
 #include "cascade_rl/verify/detail/namespaces.hpp"
 #include "cascade_rl/verify/detail/sandbox_child.hpp"
 #include "cascade_rl/verify/detail/syscall_filter.hpp"
+#include "cascade_rl/verify/detail/view.hpp"
+#include "cascade_rl/verify/sandbox_options.hpp"
 #include "cascade_rl/verify/scratch_directory.hpp"
 
 namespace cascade_rl::verify {
@@ -29,6 +32,7 @@ struct isolation_support {
   bool ipc_namespace = false;      // CLONE_NEWIPC
   bool uts_namespace = false;      // CLONE_NEWUTS
   bool read_only_root = false;     // every mount read-only and nosuid but the scratch dir
+  bool minimal_view = false;       // a fresh root with only what programs need (detail/view.hpp)
   bool privilege_drop = false;     // the caller is root: the program runs as another uid
   bool user_namespace = false;     // the caller is not root: runs in a user namespace
   bool tmpfs_scratch = false;      // scratch directories on a size- and inode-capped tmpfs
@@ -45,6 +49,7 @@ struct isolation_support {
     const auto where = [](const std::filesystem::path& p) { return p.empty() ? std::string("none") : p.string(); };
     return std::string("network namespace: ") + yn(network_namespace) + ", PID namespace: " + yn(pid_namespace) +
            ", mount namespace: " + yn(mount_namespace) + ", read-only root: " + yn(read_only_root) +
+           ", minimal file view: " + yn(minimal_view) +
            ", IPC namespace: " + yn(ipc_namespace) + ", UTS namespace: " + yn(uts_namespace) +
            ", privilege drop: " + yn(privilege_drop) + ", user namespace: " + yn(user_namespace) +
            ", tmpfs scratch: " + yn(tmpfs_scratch) + ", syscall filter: " + yn(syscall_filter) +
@@ -82,6 +87,7 @@ struct probe_setup {
   bool read_only_root = false;  // needs a mount namespace
   const filter_program* filter = nullptr;
   bool notify = false;
+  const std::vector<view_entry>* view = nullptr;
 };
 
 inline bool probe_init(const probe_setup& setup) {
@@ -102,6 +108,10 @@ inline bool probe_init(const probe_setup& setup) {
     plan.filter = setup.filter->data();
     plan.filter_length = static_cast<unsigned short>(setup.filter->size());
     plan.filter_notify = setup.notify;
+  }
+  if (setup.view != nullptr) {
+    plan.view = setup.view->data();
+    plan.view_count = static_cast<int>(setup.view->size());
   }
   plan.probe_only = true;
   launch_request request;
@@ -155,6 +165,14 @@ inline bool probe_init(const probe_setup& setup) {
         s.tmpfs_scratch = detail::probe_init({.flags = pid_flag, .userns_fd = userns_fd, .scratch = &tmpfs,
                                               .read_only_root = true});
         s.read_only_root = s.tmpfs_scratch;
+        if (s.tmpfs_scratch && s.pid_namespace) {
+          const sandbox_options defaults;
+          detail::file_view view = detail::base_view(defaults.system_paths, defaults.etc_files, {}, true);
+          detail::add_run_entries(view, tmpfs.path().string(), 65534, 65534);
+          const std::vector<detail::view_entry> raw = view.raw();
+          s.minimal_view = detail::probe_init({.flags = pid_flag, .userns_fd = userns_fd, .scratch = &tmpfs,
+                                               .read_only_root = true, .view = &raw});
+        }
       } catch (const cascade_rl::error&) {
       }
       if (!s.read_only_root) {

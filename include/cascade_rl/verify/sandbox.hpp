@@ -37,9 +37,11 @@
 
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/verify/detail/cgroups.hpp"
+#include "cascade_rl/verify/detail/identities.hpp"
 #include "cascade_rl/verify/detail/namespaces.hpp"
 #include "cascade_rl/verify/detail/sandbox_child.hpp"
 #include "cascade_rl/verify/detail/syscall_filter.hpp"
+#include "cascade_rl/verify/detail/view.hpp"
 #include "cascade_rl/verify/isolation.hpp"
 #include "cascade_rl/verify/run_result.hpp"
 #include "cascade_rl/verify/sandbox_options.hpp"
@@ -135,6 +137,9 @@ class sandbox {
     validate_limits(options_.limits, "sandbox_options.limits");
     if (options_.uid == 0)
       cascade_rl::detail::fail("sandbox_options.uid", "is 0: the program must not run as root");
+    if (options_.ids.first == 0 || options_.ids.count == 0 ||
+        std::uint64_t{options_.ids.first} + options_.ids.count > 0xffffffffull)
+      cascade_rl::detail::fail("sandbox_options.ids", "must be a non-empty range of ids from 1 below 4294967295");
     if (options_.hidden_paths.size() > static_cast<std::size_t>(detail::max_hidden_paths))
       cascade_rl::detail::fail("sandbox_options.hidden_paths",
                                "has more than " + std::to_string(detail::max_hidden_paths) + " entries");
@@ -169,6 +174,13 @@ class sandbox {
       auto filter = detail::build_syscall_filter(options_.syscall_filter.extra_denied, support_.syscall_reports);
       if (support_.syscall_filter) filter_ = std::move(filter);
     }
+    if (options_.minimal_view && support_.minimal_view) {
+      view_ = detail::base_view(options_.system_paths, options_.etc_files, options_.read_only_paths, true);
+      if (view_->size() + 3 > static_cast<std::size_t>(detail::max_view_entries))
+        cascade_rl::detail::fail("sandbox_options.read_only_paths",
+                                 "makes the file view more than " + std::to_string(detail::max_view_entries) +
+                                     " entries long");
+    }
     const std::vector<std::string> missing = missing_isolation_list();
     if (!missing.empty()) {
       if (options_.on_missing_isolation == missing_isolation::refuse) {
@@ -199,14 +211,20 @@ class sandbox {
   [[nodiscard]] scratch_directory make_scratch() const { return make_scratch(options_.limits); }
   [[nodiscard]] scratch_directory make_scratch(const struct limits& lim) const {
     const bool root = support_.privilege_drop;
-    if (options_.tmpfs_scratch && support_.tmpfs_scratch)
-      return scratch_directory(options_.scratch_parent,
-                               detail::tmpfs_request{.bytes = lim.scratch_bytes, .inodes = lim.scratch_inodes,
-                                                     .uid = options_.uid, .gid = options_.gid,
-                                                     .userns_fd = userns_ ? userns_->get() : -1,
-                                                     .chown_writes = root});
+    auto id = root ? detail::lease_id(options_.ids.first, options_.ids.count) : nullptr;
+    const std::uint32_t uid = id ? *id : options_.uid, gid = id ? *id : options_.gid;
+    if (options_.tmpfs_scratch && support_.tmpfs_scratch) {
+      scratch_directory scratch(options_.scratch_parent,
+                                detail::tmpfs_request{.bytes = lim.scratch_bytes, .inodes = lim.scratch_inodes,
+                                                      .uid = uid, .gid = gid,
+                                                      .userns_fd = userns_ ? userns_->get() : -1,
+                                                      .chown_writes = root});
+      scratch.set_identity(std::move(id));
+      return scratch;
+    }
     scratch_directory scratch(options_.scratch_parent);
-    if (root) scratch.hand_over(options_.uid, options_.gid);
+    if (root) scratch.hand_over(uid, gid);  // empty: nothing to walk
+    scratch.set_identity(std::move(id));
     return scratch;
   }
 
@@ -224,9 +242,17 @@ class sandbox {
     if (cmd.argv.empty()) cascade_rl::detail::fail("command.argv", "is empty");
     const struct limits& lim = cmd.limits ? *cmd.limits : options_.limits;
     if (cmd.limits) validate_limits(lim, "command.limits");
-    for (const file& f : cmd.files) scratch.write(f);
     const bool root = support_.privilege_drop;
-    if (root) scratch.hand_over(options_.uid, options_.gid);
+    if (root && !scratch.identity()) {
+      // A directory the caller made: given an id at its first run, before any program
+      // has written there (later runs never walk a tree a program left).
+      auto id = detail::lease_id(options_.ids.first, options_.ids.count);
+      scratch.hand_over(*id, *id);
+      scratch.set_identity(std::move(id));
+    }
+    for (const file& f : cmd.files) scratch.write(f);
+    const std::uint32_t run_uid = root ? *scratch.identity() : options_.uid;
+    const std::uint32_t run_gid = root ? *scratch.identity() : options_.gid;
 
     const bool run_caps = options_.memory_and_cpu_cgroups;
     run_result result;
@@ -289,13 +315,22 @@ class sandbox {
       for (const std::string& hidden : hidden_) plan.hidden_paths[plan.hidden_count++] = hidden.c_str();
       if (root && scratch.on_tmpfs()) plan.scratch_ns_fd = scratch.mount_namespace();
     }
+    std::optional<detail::file_view> view;
+    std::vector<detail::view_entry> view_entries;
+    if (view_) {
+      view = *view_;
+      detail::add_run_entries(*view, scratch_path, run_uid, run_gid);
+      view_entries = view->raw();
+      plan.view = view_entries.data();
+      plan.view_count = static_cast<int>(view_entries.size());
+    }
     plan.uts_namespace = support_.uts_namespace;
     plan.drop_privileges = root;
-    plan.uid = options_.uid;
-    plan.gid = options_.gid;
+    plan.uid = run_uid;
+    plan.gid = run_gid;
     if (support_.pids_cgroup.empty()) {
       plan.limit_nproc = true;
-      plan.nproc = lim.max_processes + (root ? 0 : detail::processes_of(::geteuid()));
+      plan.nproc = lim.max_processes + detail::processes_of(root ? run_uid : ::geteuid());
     }
     // Each process's RLIMIT_CPU, in whole seconds: the run's cap where there is no CPU
     // cgroup; a second more where the cgroup holds the run to the exact cap (the rlimit
@@ -344,8 +379,8 @@ class sandbox {
     if (cpu_usage.get() >= 0) {
       plan.cpu_usage_fd = cpu_usage.get();
       plan.cpu_usage_v2 = cgroups_.version == 2;
-      plan.cpu_limit_ns = static_cast<std::int64_t>(lim.cpu_time.count()) * 1'000'000;
     }
+    plan.cpu_limit_ns = static_cast<std::int64_t>(lim.cpu_time.count()) * 1'000'000;
     const auto start = std::chrono::steady_clock::now();
     const pid_t init = detail::launch_init(plan, request);
     if (init < 0) {
@@ -471,7 +506,7 @@ class sandbox {
   // What this sandbox lacks, one sentence each (empty: nothing).
   [[nodiscard]] std::vector<std::string> missing_isolation_list() const {
     const bool root = support_.privilege_drop;
-    const std::string who = "uid " + std::to_string(root ? options_.uid : ::geteuid());
+    const std::string who = root ? std::string("the run's uid") : "uid " + std::to_string(::geteuid());
     std::vector<std::string> missing;
     if (!support_.network_namespace)
       missing.push_back("no network namespace (CLONE_NEWNET refused): the program can use the network");
@@ -480,6 +515,9 @@ class sandbox {
                         "its process group (setsid) survives the run");
     if (!support_.read_only_root)
       missing.push_back("no mount namespace with a read-only root: the program can write wherever " + who + " may");
+    else if (options_.minimal_view && !support_.minimal_view)
+      missing.push_back("no minimal file view (it needs a PID namespace, pivot_root and open_tree): the "
+                        "program can read every file of the host that " + who + " may, outside hidden_paths");
     if (support_.user_namespace) {
       std::string groups;
       const int n = ::getgroups(0, nullptr);
@@ -490,13 +528,15 @@ class sandbox {
       missing.push_back(
           "not root, so the run is in an unprivileged user namespace: the program appears as uid " +
           std::to_string(options_.uid) + " but is " + who +
-          " (the caller's) on the host, and can read every file the caller can outside hidden_paths" +
+          " (the caller's) on the host, and can read every file the caller can " +
+          (view_ ? std::string("within its file view (system_paths, read_only_paths)")
+                 : std::string("outside hidden_paths")) +
           (groups.empty() ? std::string()
                           : ", with the caller's supplementary groups " + groups +
                                 " (an unprivileged user namespace cannot drop them)") +
-          ". Kept: its own PID, network, mount, IPC and UTS namespaces, the read-only root, a private /proc, "
-          "hidden_paths, no capabilities, NO_NEW_PRIVS, and the tmpfs scratch, syscall filter and cgroups "
-          "where no other warning says otherwise");
+          ". Kept: its own PID, network, mount, IPC and UTS namespaces, the read-only root, the minimal file "
+          "view, a private /proc, hidden_paths, no capabilities, NO_NEW_PRIVS, and the tmpfs scratch, syscall "
+          "filter and cgroups where no other warning says otherwise; lost: a uid of its own per run");
     }
     if (support_.pids_cgroup.empty())
       missing.push_back("no pids cgroup: the process count is RLIMIT_NPROC of " + who +
@@ -548,7 +588,8 @@ class sandbox {
     const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
     const double reaped_cpu = finished ? static_cast<double>(finished->cpu_us) * 1e-6
                                        : seconds(init_usage.ru_utime) + seconds(init_usage.ru_stime);
-    result.cpu_seconds = usage.cpu_ns ? static_cast<double>(*usage.cpu_ns) * 1e-9 : reaped_cpu;
+    const double init_cpu = finished ? static_cast<double>(finished->init_cpu_us) * 1e-6 : 0.0;
+    result.cpu_seconds = (usage.cpu_ns ? static_cast<double>(*usage.cpu_ns) * 1e-9 : reaped_cpu) + init_cpu;
     result.peak_process_memory_bytes = finished ? static_cast<std::uint64_t>(finished->maxrss_kb) * 1024 : 0;
     result.peak_memory_bytes = usage.peak_memory_bytes.value_or(result.peak_process_memory_bytes);
     if (finished == nullptr) {  // init killed by the backstop (or died before reporting)
@@ -598,6 +639,7 @@ class sandbox {
   std::shared_ptr<detail::fd_guard> userns_{};
   std::shared_ptr<const detail::filter_program> filter_{};
   std::vector<std::string> hidden_{};
+  std::optional<detail::file_view> view_{};
   std::shared_ptr<detail::run_slots> slots_;
   std::vector<std::string> warnings_;
 };

@@ -61,9 +61,16 @@ struct sandbox_options {
   // Scratch directories are made here (mkdtemp); with a tmpfs scratch the directory is
   // only the mount point, empty on the host, and it is removed after the run.
   std::filesystem::path scratch_parent = std::filesystem::temp_directory_path();
-  // When the caller is root the program runs as this uid/gid (nobody by default), with
-  // no capabilities and no supplementary groups. A caller that is not root runs it in a
-  // user namespace where the caller's own uid/gid appear as these.
+  // When the caller is root each scratch directory (so each run that does not share
+  // one) gets a uid, and the gid of the same number, of its own from id_range, with no
+  // capabilities and no supplementary groups; runs at the same time never share one
+  // (detail/identities.hpp). Give two trainers on one machine disjoint ranges.
+  struct id_range {
+    std::uint32_t first = 2'000'000'000;
+    std::uint32_t count = 65536;
+  } ids{};
+  // A caller that is not root runs the program in a user namespace where the caller's
+  // own uid/gid appear as these (the only ids such a namespace can map).
   std::uint32_t uid = 65534;
   std::uint32_t gid = 65534;
   // The program's environment: PATH, HOME=TMPDIR=<scratch>, LANG=C.UTF-8, then these
@@ -74,10 +81,23 @@ struct sandbox_options {
   // any number of threads (0: no bound beyond the callers' own threads).
   std::size_t max_concurrent_runs = 0;
   syscall_filter_options syscall_filter{};
-  // Directories the program sees empty (an empty read-only tmpfs is mounted on each):
-  // /run holds sockets (D-Bus, Docker, systemd) and secrets that a read-only root does
-  // not protect. Paths that do not exist are skipped; scratch_parent must not be inside
-  // one.
+  // The program's file view (detail/view.hpp): a fresh read-only root holding only
+  // system_paths (bound read-only; links such as a merged /usr's /bin -> usr/bin kept as
+  // links; missing ones skipped), /etc/<etc_files> from the host and a passwd, group,
+  // hosts and hostname of the run's own, a private /dev (null, zero, full, random,
+  // urandom, a devpts instance of its own, a small /dev/shm), the run's /proc, a small
+  // private /tmp, read_only_paths (bound read-only; each must exist) and the scratch
+  // directory. Test data and expected outputs must not be under any of them. Off (or
+  // where the system has no PID namespace): the whole host file system read-only (its
+  // /proc still hides init, with a PID namespace).
+  bool minimal_view = true;
+  std::vector<std::filesystem::path> system_paths{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
+  std::vector<std::string> etc_files{"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime"};
+  std::vector<std::filesystem::path> read_only_paths{};
+  // Directories the program sees empty (an empty read-only tmpfs is mounted on each),
+  // within the view: /run holds sockets (D-Bus, Docker, systemd) and secrets, for when
+  // the whole host file system is shown. Paths that do not exist are skipped;
+  // scratch_parent must not be inside one.
   std::vector<std::filesystem::path> hidden_paths{"/run"};
   // Where per-run cgroups are made, relative to each cgroup hierarchy (cgroup v1: under
   // /sys/fs/cgroup/<controller>/, cgroup v2: under /sys/fs/cgroup/). Empty: the

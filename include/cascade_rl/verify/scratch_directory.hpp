@@ -25,6 +25,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -121,7 +122,8 @@ class scratch_directory {
       : path_(std::exchange(other.path_, {})),
         root_(std::move(other.root_)),
         mount_ns_(std::move(other.mount_ns_)),
-        owner_(other.owner_) {}
+        owner_(other.owner_),
+        identity_(std::move(other.identity_)) {}
   scratch_directory& operator=(scratch_directory&& other) noexcept {
     if (this != &other) {
       remove();
@@ -129,6 +131,7 @@ class scratch_directory {
       root_ = std::move(other.root_);
       mount_ns_ = std::move(other.mount_ns_);
       owner_ = other.owner_;
+      identity_ = std::move(other.identity_);
     }
     return *this;
   }
@@ -209,6 +212,14 @@ class scratch_directory {
   [[nodiscard]] bool owned_by(std::uint32_t uid, std::uint32_t gid) const {
     return owner_ && owner_->first == uid && owner_->second == gid;
   }
+
+  // The uid (and gid of the same number) that runs in this directory have when the
+  // caller is root (detail/identities.hpp): given by the sandbox when it makes the
+  // directory, or at its first run in it; held until this object is destroyed.
+  [[nodiscard]] std::optional<std::uint32_t> identity() const {
+    return identity_ ? std::optional<std::uint32_t>(*identity_) : std::nullopt;
+  }
+  void set_identity(std::shared_ptr<const std::uint32_t> id) const { identity_ = std::move(id); }
 
   [[nodiscard]] scratch_usage usage() const {
     scratch_usage u;
@@ -322,6 +333,7 @@ class scratch_directory {
   std::filesystem::path path_;
   detail::fd_guard root_{}, mount_ns_{};
   mutable std::optional<std::pair<std::uint32_t, std::uint32_t>> owner_{};
+  mutable std::shared_ptr<const std::uint32_t> identity_{};  // released after remove()
 };
 
 }  // namespace cascade_rl::verify

@@ -10,7 +10,8 @@
 //       `if (version == 2)` branches below.
 // The program joins the run's cgroups itself, before exec (see sandbox_child.hpp): the
 // sandbox's init stays outside, so the kernel's OOM killer never picks it (it is a
-// fork of the trainer and would look large).
+// fork of the trainer and would look large); init adds its own CPU time to the run's.
+// By default the per-run cgroups are made under the trainer's own (find_cgroups).
 
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -19,6 +20,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -161,9 +163,56 @@ inline cgroup_setup find_cgroups_in(int version, const std::filesystem::path& mo
   return s;
 }
 
-// The same on this machine's /sys/fs/cgroup.
+// This process's own cgroup in the v1 hierarchy of `controller` (empty: v2's unified
+// one), as /proc/self/cgroup names it; empty when it names none.
+inline std::filesystem::path own_cgroup(std::string_view controller) {
+  const std::string text = read_cgroup_file("/proc/self/cgroup").value_or("");
+  for (std::size_t start = 0; start < text.size();) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    const std::string_view line(text.data() + start, end - start);
+    start = end + 1;
+    const std::size_t first = line.find(':'), second = first == std::string_view::npos ? first : line.find(':', first + 1);
+    if (second == std::string_view::npos) continue;
+    const std::string_view controllers = line.substr(first + 1, second - first - 1);
+    const std::string_view path = line.substr(second + 1);
+    if (controller.empty()) {
+      if (line.substr(0, first) == "0" && controllers.empty()) return std::filesystem::path(path);
+      continue;
+    }
+    for (std::size_t at = 0; at <= controllers.size();) {
+      const std::size_t comma = std::min(controllers.find(',', at), controllers.size());
+      if (controllers.substr(at, comma - at) == controller) return std::filesystem::path(path);
+      at = comma + 1;
+    }
+  }
+  return {};
+}
+
+// The same on this machine's /sys/fs/cgroup. With no parent, under this process's own
+// cgroup in each hierarchy, so that the limits of a container (or of a systemd unit)
+// that holds the trainer hold its runs too; a hierarchy where that cannot be (cgroup
+// v2 will not enable controllers below a cgroup that has processes, a delegation that
+// stops above) falls back to its root.
 inline cgroup_setup find_cgroups(const std::filesystem::path& parent) {
-  return find_cgroups_in(machine_cgroup_version(), "/sys/fs/cgroup", parent);
+  const int version = machine_cgroup_version();
+  cgroup_setup s = find_cgroups_in(version, "/sys/fs/cgroup", parent);
+  if (!parent.empty()) return s;
+  const auto nested = [&](std::string_view controller) {
+    const std::filesystem::path own = own_cgroup(controller);
+    return own.empty() || own == "/" ? cgroup_setup{} : find_cgroups_in(version, "/sys/fs/cgroup", own);
+  };
+  if (version == 1) {
+    if (const cgroup_setup m = nested("memory"); !m.memory.empty()) {
+      s.memory = m.memory;
+      s.memory_swap = m.memory_swap;
+    }
+    if (const cgroup_setup c = nested("cpuacct"); !c.cpu.empty()) s.cpu = c.cpu;
+    if (const cgroup_setup p = nested("pids"); !p.pids.empty()) s.pids = p.pids;
+  } else if (version == 2) {
+    const cgroup_setup own = nested("");
+    if (!own.memory.empty() || !own.cpu.empty() || !own.pids.empty()) s = own;
+  }
+  return s;
 }
 
 // Removes the (empty) per-run cgroups that a process which no longer exists left

@@ -52,6 +52,12 @@
 #ifndef __NR_close_range
 #define __NR_close_range 436
 #endif
+#ifndef __NR_open_tree
+#define __NR_open_tree 428
+#endif
+#ifndef __NR_move_mount
+#define __NR_move_mount 429
+#endif
 #ifndef PR_CAP_AMBIENT
 #define PR_CAP_AMBIENT 47
 #define PR_CAP_AMBIENT_CLEAR_ALL 4
@@ -69,6 +75,30 @@ enum : int {
 };
 constexpr int max_cgroup_procs = 3;
 constexpr int max_hidden_paths = 16;
+constexpr int max_view_entries = 64;
+
+// One entry of a run's file view (see view.hpp), applied by init in order after it has
+// moved into a fresh tmpfs root.
+enum : std::int32_t {
+  view_bind_directory = 1,  // source (a host path, cloned before the move) on target, read-only
+  view_bind_file,           // the same for a file (the mount point is an empty file)
+  view_symlink,             // target -> data
+  view_write_file,          // target holding data (read-only with the root)
+  view_tmpfs,               // a writable tmpfs on target, mount options in data
+  view_proc,                // this PID namespace's /proc, hidepid=2: a process's directory
+                            // only for those that may ptrace it. init is not dumpable, so
+                            // /proc/1 (a copy of the trainer's memory, command line and
+                            // environment) is invisible to the program, whatever its uid.
+  view_devpts,              // a devpts instance of its own, options in data; /dev/ptmx links to it
+};
+struct view_entry {
+  std::int32_t kind = 0;
+  const char* source = nullptr;
+  const char* target = nullptr;
+  const char* data = nullptr;
+  bool optional = false;  // a bind whose source does not exist is skipped
+  bool writable = false;  // left writable when the rest is made read-only (scratch, /tmp)
+};
 // Buffers for seccomp notifications; the kernel's structures (80 and 24 bytes since
 // Linux 5.0) must fit (checked with SECCOMP_GET_NOTIF_SIZES by the isolation probe).
 constexpr std::size_t notification_buffer = 256;
@@ -81,7 +111,7 @@ struct child_plan {
   int stdin_fd = -1, stdout_fd = -1, stderr_fd = -1, status_fd = -1, control_fd = -1;
   int cpu_usage_fd = -1;          // the run's CPU time: cpuacct.usage (ns) or cpu.stat (v2)
   bool cpu_usage_v2 = false;
-  std::int64_t cpu_limit_ns = 0;  // init stops the run when the cgroup has used this much
+  std::int64_t cpu_limit_ns = 0;  // init stops the run when the cgroup and init have used this much
   int scratch_ns_fd = -1;         // caller root, tmpfs scratch: enter (a copy of) this namespace
   int cgroup_procs_fds[max_cgroup_procs] = {-1, -1, -1};
   bool pid_namespace = false;     // init is PID 1: kill(-1) reaches exactly the sandbox
@@ -90,6 +120,8 @@ struct child_plan {
   bool bind_scratch = true;       // the scratch is a host directory (false: a tmpfs is there)
   const char* hidden_paths[max_hidden_paths] = {};
   int hidden_count = 0;
+  const view_entry* view = nullptr;  // the minimal file view (needs read_only_root and pid_namespace)
+  int view_count = 0;
   bool uts_namespace = false;
   bool drop_privileges = false;   // setresuid/setresgid to uid/gid (caller is root)
   unsigned uid = 65534, gid = 65534;
@@ -118,6 +150,7 @@ struct status_record {
   std::int64_t cpu_us = 0;       // of the processes init reaped
   std::int64_t maxrss_kb = 0;
   std::int64_t denied = 0;       // denied system calls in all
+  std::int64_t init_cpu_us = 0;  // init's own CPU time since the program started
 };
 
 // Setup steps, named in error messages.
@@ -126,7 +159,7 @@ enum : std::int32_t {
   step_scratch_writable, step_mount_proc, step_chdir, step_signals, step_fork,
   step_rlimits, step_groups, step_gid, step_uid, step_no_new_privs, step_exec,
   step_enter_scratch, step_hide, step_seccomp, step_cgroup, step_enter_userns, step_clone_init,
-  step_user_map, step_tmpfs,
+  step_user_map, step_tmpfs, step_view_clone, step_view_root, step_view_place, step_view_read_only,
 };
 
 inline const char* setup_step_name(std::int32_t step) {
@@ -155,6 +188,10 @@ inline const char* setup_step_name(std::int32_t step) {
     case step_clone_init: return "cloning init";
     case step_user_map: return "writing the user namespace's uid/gid maps";
     case step_tmpfs: return "mounting the scratch tmpfs";
+    case step_view_clone: return "cloning a path of the file view (open_tree)";
+    case step_view_root: return "making the file view's root (tmpfs, pivot_root)";
+    case step_view_place: return "placing an entry of the file view";
+    case step_view_read_only: return "making the file view read-only (mount_setattr)";
   }
   return "?";
 }
@@ -182,6 +219,31 @@ inline int set_mount_attr(const char* path, unsigned flags, std::uint64_t set, s
 }
 constexpr std::uint64_t attr_rdonly = 0x1, attr_nosuid = 0x2;
 constexpr unsigned at_recursive = 0x8000;
+constexpr unsigned open_tree_clone = 1, move_mount_f_empty_path = 0x4;
+
+// mkdir -p of an absolute path, or of its parent (on a copy on the stack: no allocation).
+inline int make_directories(const char* path, bool parent_only = false) {
+  char buffer[4096];
+  std::size_t n = 0;
+  for (; path[n] != '\0'; ++n) {
+    if (n + 1 >= sizeof buffer) {
+      errno = ENAMETOOLONG;
+      return -1;
+    }
+    buffer[n] = path[n];
+  }
+  if (parent_only)
+    while (n > 0 && buffer[n - 1] != '/') --n;
+  buffer[n] = '\0';
+  for (std::size_t i = 1; i <= n; ++i) {
+    if (buffer[i] != '/' && buffer[i] != '\0') continue;
+    const char saved = buffer[i];
+    buffer[i] = '\0';
+    if (buffer[1] != '\0' && ::mkdir(buffer, 0755) != 0 && errno != EEXIST) return -1;
+    buffer[i] = saved;
+  }
+  return 0;
+}
 
 // Closes every descriptor >= first (close_range, or a loop up to RLIMIT_NOFILE).
 inline void close_from(int first) {
@@ -230,6 +292,84 @@ inline std::int64_t read_cpu_ns(int fd, bool v2) {
   if (*at < '0' || *at > '9') return -1;
   for (; *at >= '0' && *at <= '9'; ++at) value = value * 10 + (*at - '0');
   return v2 ? value * 1000 : value;
+}
+
+// The run's file view (entries from view.hpp): every bind source is cloned (open_tree)
+// while the host's tree is still reachable, then a fresh tmpfs becomes the root
+// (pivot_root; the host's root is detached), the entries are placed in it in order, and
+// everything but the writable entries is made read-only and nosuid. The tmpfs is first
+// mounted on /proc, which the clones no longer need.
+inline void build_view(const child_plan& p) {
+  int clones[max_view_entries];
+  for (int i = 0; i < p.view_count; ++i) {
+    clones[i] = -1;
+    const view_entry& e = p.view[i];
+    if (e.kind == view_proc) {
+      // Mounted while the host's /proc is still visible (a user namespace may mount a
+      // proc only then), and moved into the view with the rest.
+      if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") != 0 ||
+          (clones[i] = static_cast<int>(::syscall(__NR_open_tree, AT_FDCWD, "/proc", open_tree_clone | O_CLOEXEC))) < 0)
+        setup_failed(slot_status, step_view_clone);
+      continue;
+    }
+    if (e.kind != view_bind_directory && e.kind != view_bind_file) continue;
+    clones[i] = static_cast<int>(
+        ::syscall(__NR_open_tree, AT_FDCWD, e.source, open_tree_clone | O_CLOEXEC | at_recursive));
+    if (clones[i] < 0 && !(e.optional && (errno == ENOENT || errno == ENOTDIR)))
+      setup_failed(slot_status, step_view_clone);
+  }
+  if (::mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=1024,mode=0755") != 0 ||
+      ::chdir("/proc") != 0 || ::syscall(SYS_pivot_root, ".", ".") != 0 || ::umount2(".", MNT_DETACH) != 0 ||
+      ::chdir("/") != 0)
+    setup_failed(slot_status, step_view_root);
+  for (int i = 0; i < p.view_count; ++i) {
+    const view_entry& e = p.view[i];
+    bool ok = true;
+    switch (e.kind) {
+      case view_bind_directory:
+      case view_bind_file:
+      case view_proc:
+        if (clones[i] < 0) break;
+        if (e.kind != view_bind_file) {
+          ok = make_directories(e.target) == 0;
+        } else {
+          const int fd = make_directories(e.target, true) == 0 ? ::open(e.target, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) : -1;
+          ok = fd >= 0;
+          if (ok) ::close(fd);
+        }
+        ok = ok && ::syscall(__NR_move_mount, clones[i], "", AT_FDCWD, e.target, move_mount_f_empty_path) == 0;
+        ::close(clones[i]);
+        break;
+      case view_symlink:
+        ok = make_directories(e.target, true) == 0 && ::symlink(e.data, e.target) == 0;
+        break;
+      case view_write_file: {
+        const int fd = make_directories(e.target, true) == 0
+                           ? ::open(e.target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+        std::size_t n = 0;
+        while (e.data[n] != '\0') ++n;
+        ok = fd >= 0 && ::write(fd, e.data, n) == static_cast<ssize_t>(n);
+        if (fd >= 0) ::close(fd);
+        break;
+      }
+      case view_tmpfs:
+        ok = make_directories(e.target) == 0 && ::mount("tmpfs", e.target, "tmpfs", MS_NOSUID | MS_NODEV, e.data) == 0;
+        break;
+      case view_devpts:
+        ok = make_directories(e.target) == 0 &&
+             ::mount("devpts", e.target, "devpts", MS_NOSUID | MS_NOEXEC, e.data) == 0;
+        break;
+      default:
+        break;
+    }
+    if (!ok) setup_failed(slot_status, step_view_place);
+  }
+  if (set_mount_attr("/", at_recursive, attr_rdonly | attr_nosuid, 0) != 0) setup_failed(slot_status, step_view_read_only);
+  for (int i = 0; i < p.view_count; ++i)
+    // Not recursive: a read-only path the caller lists may be mounted below /tmp.
+    if (p.view[i].writable && (p.view[i].kind == view_tmpfs || clones[i] >= 0) &&
+        set_mount_attr(p.view[i].target, 0, 0, attr_rdonly) != 0)
+      setup_failed(slot_status, step_view_read_only);
 }
 
 // The program: cgroups, limits, identity, exec. fd 3 is the status pipe (close-on-exec).
@@ -315,12 +455,13 @@ inline std::int64_t read_cpu_ns(int fd, bool v2) {
   if (p.mount_namespace) {
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
       setup_failed(slot_status, step_mount_private);
+    if (p.view_count > 0) build_view(p);
     for (int i = 0; i < p.hidden_count; ++i)
       if (::mount("tmpfs", p.hidden_paths[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
                   "size=4k,nr_inodes=16,mode=0555") != 0 &&
           errno != ENOENT && errno != ENOTDIR)
         setup_failed(slot_status, step_hide);
-    if (p.read_only_root) {
+    if (p.read_only_root && p.view_count == 0) {
       if (p.bind_scratch && ::mount(p.scratch, p.scratch, nullptr, MS_BIND | MS_REC, nullptr) != 0)
         setup_failed(slot_status, step_bind_scratch);
       if (set_mount_attr("/", at_recursive, attr_rdonly | attr_nosuid, 0) != 0)
@@ -328,9 +469,10 @@ inline std::int64_t read_cpu_ns(int fd, bool v2) {
       if (set_mount_attr(p.scratch, at_recursive, 0, attr_rdonly) != 0)
         setup_failed(slot_status, step_scratch_writable);
     }
-    // A /proc of this PID namespace: the host's processes are not visible.
-    if (p.pid_namespace &&
-        ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, nullptr) != 0)
+    // A /proc of this PID namespace: the host's processes are not visible, nor init
+    // (hidepid=2, see view_proc).
+    if (p.pid_namespace && p.view_count == 0 &&
+        ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "hidepid=2") != 0)
       setup_failed(slot_status, step_mount_proc);
   }
   if (p.uts_namespace) ::sethostname("sandbox", 7);
@@ -428,13 +570,22 @@ inline std::int64_t read_cpu_ns(int fd, bool v2) {
     }
     if (p.end_run_on_denial) stop(ended_denied);
   };
+  // init's own CPU time (answering the filter's notifications, mostly) is the run's:
+  // it counts against the cap and is reported with the program's.
+  const auto init_cpu_ns = [] {
+    timespec ts{};
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  };
+  const std::int64_t init_cpu_start = init_cpu_ns();
   long next_cpu_check = start;
   bool listening = listener >= 0;
   while (!program_done) {
     long now = monotonic_ms();
     if (now >= deadline) stop(ended_wall_time);
-    if (p.cpu_usage_fd >= 0 && !killed && now >= next_cpu_check) {
-      const std::int64_t used = read_cpu_ns(slot_cpu_usage, p.cpu_usage_v2);
+    if (p.cpu_limit_ns > 0 && !killed && now >= next_cpu_check) {
+      const std::int64_t program_ns = p.cpu_usage_fd >= 0 ? read_cpu_ns(slot_cpu_usage, p.cpu_usage_v2) : 0;
+      const std::int64_t used = program_ns < 0 ? -1 : program_ns + init_cpu_ns() - init_cpu_start;
       if (used >= p.cpu_limit_ns) {
         stop(ended_cpu_time);
       } else {
@@ -444,7 +595,7 @@ inline std::int64_t read_cpu_ns(int fd, bool v2) {
       }
     }
     long wait_ms = killed ? 100 : deadline - now;
-    if (p.cpu_usage_fd >= 0 && !killed && next_cpu_check - now < wait_ms) wait_ms = next_cpu_check - now;
+    if (p.cpu_limit_ns > 0 && !killed && next_cpu_check - now < wait_ms) wait_ms = next_cpu_check - now;
     pollfd fds[3] = {{sfd, POLLIN, 0}, {slot_control, POLLIN, 0}, {listener, POLLIN, 0}};
     int n = 2;
     if (killed) fds[1].fd = -1;  // ignored by poll
@@ -468,6 +619,7 @@ inline std::int64_t read_cpu_ns(int fd, bool v2) {
   done.cpu_us = cpu_us;
   done.maxrss_kb = maxrss;
   done.denied = denied;
+  done.init_cpu_us = (init_cpu_ns() - init_cpu_start) / 1000;
   write_record(slot_status, done);
   ::_exit(0);
 }

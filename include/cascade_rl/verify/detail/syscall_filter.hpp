@@ -79,12 +79,22 @@ using filter_program = std::vector<sock_filter>;
 [[nodiscard]] inline const std::vector<std::string_view>& conditionally_denied_syscalls() {
   static const std::vector<std::string_view> names = {
       "clone",        // with any CLONE_NEW* flag (a new namespace)
-      "socket",       // AF_PACKET; AF_INET/AF_INET6 with SOCK_RAW or SOCK_PACKET
+      "socket",       // AF_PACKET; AF_INET/AF_INET6 with SOCK_RAW or SOCK_PACKET (and allowed_socket_families)
       "personality",  // anything but the query (0xffffffff) and PER_LINUX (0)
       "seccomp",      // with SECCOMP_FILTER_FLAG_NEW_LISTENER
   };
   return names;
 }
+
+// Socket families by allow-list: socket() and socketpair() of any family but these fail
+// with EAFNOSUPPORT, unreported, as on a kernel built without them (the C library's
+// resolver probes AF_NETLINK and goes on without it). AF_VSOCK reaches the host through
+// no namespace, AF_NETLINK's uevents are the host's, AF_PACKET (refused and reported, as
+// a deny-list call) sees the namespace's devices, and the rest are attack surface.
+inline constexpr int allowed_socket_families[] = {AF_UNIX, AF_INET, AF_INET6};
+// Families below this are refused one by one, the rest (and any value with high bits
+// set) by one comparison; AF_MAX is 46 on Linux 6.x.
+inline constexpr int socket_family_bound = 64;
 
 inline constexpr unsigned long namespace_clone_flags[] = {CLONE_NEWNS,  CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
                                                           CLONE_NEWUSER, CLONE_NEWPID,   CLONE_NEWNET};
@@ -144,6 +154,17 @@ inline void add_conditional_rules(scmp_filter_ctx ctx, std::uint32_t deny) {
 
   const int socket_nr = ::seccomp_syscall_resolve_name("socket");
   check(::seccomp_rule_add(ctx, deny, socket_nr, 1, arg(0, SCMP_CMP_EQ, AF_PACKET)), "socket rule");
+  for (const int nr : {socket_nr, ::seccomp_syscall_resolve_name("socketpair")}) {
+    const auto refuse = SCMP_ACT_ERRNO(EAFNOSUPPORT);
+    for (int family = 0; family < socket_family_bound; ++family) {
+      bool allowed = nr == socket_nr && family == AF_PACKET;  // the reported rule above
+      for (const int ok : allowed_socket_families) allowed = allowed || family == ok;
+      if (!allowed)
+        check(::seccomp_rule_add(ctx, refuse, nr, 1, arg(0, SCMP_CMP_EQ, static_cast<scmp_datum_t>(family))),
+              "socket family rule");
+    }
+    check(::seccomp_rule_add(ctx, refuse, nr, 1, arg(0, SCMP_CMP_GE, socket_family_bound)), "socket family rule");
+  }
   for (const int family : {AF_INET, AF_INET6})
     for (const int type : {SOCK_RAW, SOCK_PACKET})
       check(::seccomp_rule_add(ctx, deny, socket_nr, 2, arg(0, SCMP_CMP_EQ, static_cast<scmp_datum_t>(family)),
