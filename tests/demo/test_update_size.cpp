@@ -189,8 +189,8 @@ demo::budget tiny() {
 
 TEST(DemoUpdateSize, TheProbeRecordsAStagesUpdateOnTheOtherDomainsPromptsBesideTheirChange) {
   demo::eigen_policy policy({.vocab = demo::vocabulary_size(), .d = 8, .heads = 2, .ffn = 8}, 2, {}, 1);
-  const std::vector<cr::prompt> a_prompts{{.text = "add 1 2"}}, b_prompts{{.text = "json k 4"}},
-      c_prompts{{.text = "pick 3"}};
+  const std::vector<cr::prompt> a_prompts{{.text = "code x * 4"}}, b_prompts{{.text = "json b 4"}},
+      c_prompts{{.text = "tool sum 3 4"}};
   std::vector<demo::stage_update> out;
   const demo::update_probe probe(policy, {{"a", a_prompts}, {"b", b_prompts}, {"c", c_prompts}}, out, 6);
   cr::stage_config s1;
