@@ -84,6 +84,8 @@ def draw_stage_bounds(ax, spans, labels):
 
 
 def training_figure(run_dir, out_dir):
+    if not os.path.exists(os.path.join(run_dir, "steps.csv")):
+        return None  # a --study directory holds study.json only
     steps = read_csv(os.path.join(run_dir, "steps.csv"))
     evals = read_csv(os.path.join(run_dir, "evaluations.csv"))
     if not steps:
@@ -136,6 +138,8 @@ def training_figure(run_dir, out_dir):
 
 
 def forgetting_figure(run_dir, out_dir):
+    if not os.path.exists(os.path.join(run_dir, "forgetting_matrix.csv")):
+        return None
     rows = read_csv(os.path.join(run_dir, "forgetting_matrix.csv"))
     domains = [k for k in rows[0].keys() if k != "after"]
     matrix = [r for r in rows if r["after"] != "backward_transfer"]
@@ -252,8 +256,8 @@ def claims_figure(run_dir, out_dir):
 
 STUDY_FACTORS = [
     ("width", "model width d", lambda r: r["width"], "tab:blue"),
-    ("lr", "learning rate (x the per-domain rates)", lambda r: r["lr_scale"], "tab:orange"),
-    ("adam", "Adam's moments at a stage boundary", lambda r: 1 if r["reset_adam"] else 0, "tab:green"),
+    ("lr", "lr (x the swept rates)", lambda r: r["lr_scale"], "tab:orange"),
+    ("adam", "Adam at stage starts", lambda r: 1 if r["reset_adam"] else 0, "tab:green"),
 ]
 
 
@@ -281,9 +285,11 @@ def study_figure(run_dir, out_dir):
                 m, sd = mean_sd(values)
                 ax.bar(x, m, 0.7, yerr=sd, color=color, ecolor="0.2", capsize=2)
                 ax.plot([x] * len(values), values, ".", color="0.15", ms=3)
-            if metric == "final_mean":
-                start = [r["start_mean"] for r in chosen]
-                ax.axhline(statistics.fmean(start), color="0.4", ls="--", lw=0.8, label="SFT start")
+            if metric == "final_mean":  # each level's SFT start (a wider model starts higher)
+                for x, level in enumerate(levels):
+                    start = statistics.fmean(r["start_mean"] for r in chosen if key(r) == level)
+                    ax.plot([x - 0.42, x + 0.42], [start, start], color="tab:red", lw=1.5,
+                            label="SFT start" if x == 0 else None)
                 ax.legend(fontsize=6, loc="lower left")
                 ax.set_ylim(0, 1)
             names = ["reset" if (factor == "adam" and lv) else "kept" if factor == "adam" else "%g" % lv
@@ -304,7 +310,7 @@ def study_figure(run_dir, out_dir):
     ax.tick_params(labelsize=7)
     ax.legend(fontsize=7)
     ax.set_title("update size vs the forgetting it caused", fontsize=8)
-    fig.suptitle("Forgetting study: one factor at a time around the default (d 64, per-domain rates, Adam kept), "
+    fig.suptitle("Forgetting study: one factor at a time around d 64, the swept per-domain rates (x1), Adam kept; "
                  "seeds %s, %d rollouts per run; bars mean, error bars one sd, dots the seeds"
                  % (", ".join(str(s) for s in data["seeds"]), data["rollouts"]), fontsize=9)
     out = os.path.join(out_dir, "study.png")
@@ -380,6 +386,12 @@ def selftest(directory):
         assert head == b"\x89PNG\r\n\x1a\n", p
         size = os.path.getsize(p)
         assert 10_000 < size < 400_000, (p, size)
+    study_only = os.path.join(directory, "study_only")
+    os.makedirs(study_only, exist_ok=True)
+    with open(os.path.join(directory, "study.json")) as src, open(os.path.join(study_only, "study.json"), "w") as dst:
+        dst.write(src.read())
+    alone = [os.path.basename(p) for p in draw(study_only, study_only)]
+    assert alone == ["study.png"], alone  # what `cascade_demo --study` leaves
     print("selftest: drew %s" % ", ".join(names))
 
 
