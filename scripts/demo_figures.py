@@ -12,6 +12,11 @@ Reads from RUN_DIR (the demo's working directory):
   compare.json (--compare)     -> claims.png: the four claims as bar charts, mean over
                                   seeds with the standard deviation as error bars and
                                   each seed as a dot
+  study.json (--study)         -> study.png: the forgetting study, backward transfer,
+                                  worst-domain drop and final mean against width,
+                                  learning rate and Adam's state (mean over seeds, error
+                                  bars one standard deviation, dots the seeds), and each
+                                  stage's update KL against the other domains' change
 Writes the PNG files to --out (default RUN_DIR). --selftest draws every figure from
 small synthetic inputs in DIR and checks the files (the test suite runs it).
 
@@ -79,6 +84,8 @@ def draw_stage_bounds(ax, spans, labels):
 
 
 def training_figure(run_dir, out_dir):
+    if not os.path.exists(os.path.join(run_dir, "steps.csv")):
+        return None  # a --study directory holds study.json only
     steps = read_csv(os.path.join(run_dir, "steps.csv"))
     evals = read_csv(os.path.join(run_dir, "evaluations.csv"))
     if not steps:
@@ -131,6 +138,8 @@ def training_figure(run_dir, out_dir):
 
 
 def forgetting_figure(run_dir, out_dir):
+    if not os.path.exists(os.path.join(run_dir, "forgetting_matrix.csv")):
+        return None
     rows = read_csv(os.path.join(run_dir, "forgetting_matrix.csv"))
     domains = [k for k in rows[0].keys() if k != "after"]
     matrix = [r for r in rows if r["after"] != "backward_transfer"]
@@ -203,8 +212,10 @@ def claims_figure(run_dir, out_dir):
 
     bwt = per_seed(runs, "cascade", lambda r: r["backward_transfer"] or 0.0)
     m, sd = mean_sd(bwt)
-    grouped_bars(fig.add_subplot(grid[0, 0]), runs, domains,
-                 [("cascade", "cascade, MOPD on", "tab:blue"), ("no_mopd", "MOPD off", "tab:gray")],
+    mopd_variants = [("cascade", "cascade, MOPD on", "tab:blue"), ("no_mopd", "MOPD off", "tab:gray")]
+    if any(r["variant"] == "mopd_end" for r in runs):
+        mopd_variants.append(("mopd_end", "MOPD at the end too", "tab:purple"))
+    grouped_bars(fig.add_subplot(grid[0, 0]), runs, domains, mopd_variants,
                  "1. Forgetting and MOPD (cascade BWT %+.3f $\\pm$ %.3f)" % (m, sd))
     grouped_bars(fig.add_subplot(grid[0, 1]), runs, domains,
                  [("cascade", "per-domain hyperparameters", "tab:blue"),
@@ -243,10 +254,75 @@ def claims_figure(run_dir, out_dir):
     return out
 
 
+STUDY_FACTORS = [
+    ("width", "model width d", lambda r: r["width"], "tab:blue"),
+    ("lr", "lr (x the swept rates)", lambda r: r["lr_scale"], "tab:orange"),
+    ("adam", "Adam at stage starts", lambda r: 1 if r["reset_adam"] else 0, "tab:green"),
+]
+
+
+def study_figure(run_dir, out_dir):
+    """Rows: backward transfer, worst-domain drop, final mean; columns: one factor each,
+    the centre point (the default) included in every column; then update KL against
+    the other domains' change, every stage of every run."""
+    path = os.path.join(run_dir, "study.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        data = json.load(f)
+    runs = data["runs"]
+    metrics = [("backward_transfer", "backward transfer"), ("worst_drop", "worst-domain drop"),
+               ("final_mean", "final mean score")]
+    fig = plt.figure(figsize=(14, 8.6))
+    grid = fig.add_gridspec(3, 4, hspace=0.45, wspace=0.3)
+    for j, (factor, label, key, color) in enumerate(STUDY_FACTORS):
+        chosen = [r for r in runs if r["factor"] in ("centre", factor)]
+        levels = sorted({key(r) for r in chosen})
+        for i, (metric, name) in enumerate(metrics):
+            ax = fig.add_subplot(grid[i, j])
+            for x, level in enumerate(levels):
+                values = [r[metric] for r in chosen if key(r) == level]
+                m, sd = mean_sd(values)
+                ax.bar(x, m, 0.7, yerr=sd, color=color, ecolor="0.2", capsize=2)
+                ax.plot([x] * len(values), values, ".", color="0.15", ms=3)
+            if metric == "final_mean":  # each level's SFT start (a wider model starts higher)
+                for x, level in enumerate(levels):
+                    start = statistics.fmean(r["start_mean"] for r in chosen if key(r) == level)
+                    ax.plot([x - 0.42, x + 0.42], [start, start], color="tab:red", lw=1.5,
+                            label="SFT start" if x == 0 else None)
+                ax.legend(fontsize=6, loc="lower left")
+                ax.set_ylim(0, 1)
+            names = ["reset" if (factor == "adam" and lv) else "kept" if factor == "adam" else "%g" % lv
+                     for lv in levels]
+            ax.set_xticks(range(len(levels)), names, fontsize=7)
+            ax.tick_params(axis="y", labelsize=7)
+            ax.axhline(0, color="0.2", lw=0.5)
+            ax.set_title("%s vs %s" % (name, label) if i == 0 else name, fontsize=7)
+    ax = fig.add_subplot(grid[:, 3])
+    for factor, color in [("centre", "0.2"), ("width", "tab:blue"), ("lr", "tab:orange"), ("adam", "tab:green")]:
+        xs = [max(s["kl_others"], 1e-6) for r in runs if r["factor"] == factor for s in r["stages"]]
+        ys = [s["others_change"] for r in runs if r["factor"] == factor for s in r["stages"]]
+        ax.plot(xs, ys, ".", color=color, ms=4, label=factor)
+    ax.set_xscale("log")
+    ax.axhline(0, color="0.2", lw=0.5)
+    ax.set_xlabel("stage's update: KL(before || after), nats/token,\non the other domains' prompts", fontsize=7)
+    ax.set_ylabel("change of the other domains' mean score", fontsize=7)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7)
+    ax.set_title("update size vs the forgetting it caused", fontsize=8)
+    fig.suptitle("Forgetting study: one factor at a time around d 64, the swept per-domain rates (x1), Adam kept; "
+                 "seeds %s, %d rollouts per run; bars mean, error bars one sd, dots the seeds"
+                 % (", ".join(str(s) for s in data["seeds"]), data["rollouts"]), fontsize=9)
+    out = os.path.join(out_dir, "study.png")
+    fig.savefig(out, dpi=DPI)
+    plt.close(fig)
+    return out
+
+
 def draw(run_dir, out_dir):
     os.makedirs(out_dir, exist_ok=True)
     written = [training_figure(run_dir, out_dir), forgetting_figure(run_dir, out_dir),
-               claims_figure(run_dir, out_dir)]
+               claims_figure(run_dir, out_dir), study_figure(run_dir, out_dir)]
     return [p for p in written if p]
 
 
@@ -285,19 +361,37 @@ def synthetic_inputs(directory):
                                      "wait_seconds": rng.random()}})
     with open(os.path.join(directory, "compare.json"), "w") as f:
         json.dump({"seeds": [1, 2, 3], "domains": domains, "rollouts": 46080, "runs": runs}, f)
+    points = [("centre", 64, 1.0, False), ("width", 32, 1.0, False), ("width", 128, 1.0, False),
+              ("lr", 64, 0.1, False), ("lr", 64, 0.3, False), ("adam", 64, 1.0, True)]
+    study = []
+    for factor, width, scale, reset in points:
+        for seed in (1, 2, 3):
+            study.append({"factor": factor, "width": width, "lr_scale": scale, "reset_adam": reset, "seed": seed,
+                          "backward_transfer": -rng.random() / 4, "worst_drop": -rng.random(),
+                          "final_mean": rng.random(), "start_mean": 0.75,
+                          "stages": [{"stage": "if_rl", "kl_others": rng.random() / 10,
+                                      "others_change": rng.random() / 5 - 0.1, "own_change": 0.02}]})
+    with open(os.path.join(directory, "study.json"), "w") as f:
+        json.dump({"seeds": [1, 2, 3], "rollouts": 46080, "runs": study}, f)
 
 
 def selftest(directory):
     synthetic_inputs(directory)
     written = draw(directory, directory)
     names = sorted(os.path.basename(p) for p in written)
-    assert names == ["claims.png", "forgetting.png", "training.png"], names
+    assert names == ["claims.png", "forgetting.png", "study.png", "training.png"], names
     for p in written:
         with open(p, "rb") as f:
             head = f.read(8)
         assert head == b"\x89PNG\r\n\x1a\n", p
         size = os.path.getsize(p)
         assert 10_000 < size < 400_000, (p, size)
+    study_only = os.path.join(directory, "study_only")
+    os.makedirs(study_only, exist_ok=True)
+    with open(os.path.join(directory, "study.json")) as src, open(os.path.join(study_only, "study.json"), "w") as dst:
+        dst.write(src.read())
+    alone = [os.path.basename(p) for p in draw(study_only, study_only)]
+    assert alone == ["study.png"], alone  # what `cascade_demo --study` leaves
     print("selftest: drew %s" % ", ".join(names))
 
 

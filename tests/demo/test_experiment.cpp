@@ -84,9 +84,9 @@ TEST(DemoExperiment, TheHyperparameterSetsDifferOnlyInWhatAStageMaySet) {
     own_lengths.insert(own[k].sampling.max_response_length);
     shared_lengths.insert(shared[k].sampling.max_response_length);
   }
-  EXPECT_EQ(shared_rates, std::set<double>{1e-3});
+  EXPECT_EQ(shared_rates, std::set<double>{1e-3 * demo::default_lr_scale});
   EXPECT_EQ(shared_lengths, std::set<std::int64_t>{16});
-  EXPECT_EQ(own_rates, (std::set<double>{5e-4, 1e-3}));
+  EXPECT_EQ(own_rates, (std::set<double>{5e-4 * demo::default_lr_scale, 1e-3 * demo::default_lr_scale}));
   EXPECT_EQ(own_lengths, (std::set<std::int64_t>{3, 8, 10, 12}));
 }
 
