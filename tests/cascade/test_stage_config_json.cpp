@@ -40,7 +40,7 @@ std::string parse_error(const std::string& text) {
   return error_of([&] { (void)cr::parse_schedule(text); });
 }
 
-fs::path scratch(const std::string& name) {
+fs::path json_scratch(const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / ("cascade_rl_json_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -204,7 +204,7 @@ constexpr const char* hand_written = R"({
 })";
 
 TEST(StageConfigJson, HandWrittenFileParsesToTheExpectedValues) {
-  const fs::path dir = scratch("hand");
+  const fs::path dir = json_scratch("hand");
   std::ofstream(dir / "schedule.json") << hand_written;
   const std::vector<cr::stage_config> s = cr::load_schedule_file(dir / "schedule.json");
   ASSERT_EQ(s.size(), 3u);
@@ -661,7 +661,7 @@ TEST(StageConfigJsonErrors, MalformedTextNamesLineAndColumn) {
 }
 
 TEST(StageConfigJsonErrors, FilesAreNamed) {
-  const fs::path dir = scratch("files");
+  const fs::path dir = json_scratch("files");
   EXPECT_EQ(error_of([&] { (void)cr::load_schedule_file(dir / "missing.json"); }),
             "cascade_rl: schedule file '" + (dir / "missing.json").string() + "': cannot be opened");
   std::ofstream(dir / "bad.json") << with_third_stage(R"("steps": 0)");

@@ -8,8 +8,9 @@ if(TARGET cascade_rl::cascade)
   cascade_rl_add_test_area(reliability LIBRARIES cascade_rl::cascade TIMEOUT 600)
   # examples/ is added after tests/: the demo's path is resolved at generate time, empty
   # (the test skips) when the demo is not built.
-  if(TARGET reliability_crash_resume)
-    target_compile_definitions(reliability_crash_resume PRIVATE
+  # (test_crash_resume.cpp, in the area's executable reliability_tests).
+  if(TARGET reliability_tests)
+    target_compile_definitions(reliability_tests PRIVATE
       CASCADE_RL_DEMO_EXECUTABLE="$<$<TARGET_EXISTS:cascade_demo>:$<TARGET_FILE:cascade_demo>>")
   endif()
 endif()

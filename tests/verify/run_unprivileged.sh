@@ -2,8 +2,10 @@
 # Runs sandbox test binaries as a user that is not root (issue 18), so that the sandbox
 # takes its unprivileged path: an unprivileged user namespace instead of a uid change.
 #
-#   run_unprivileged.sh <uid> <with-cgroups|no-cgroups> <test binary>...
+#   run_unprivileged.sh <uid> <with-cgroups|no-cgroups> <gtest filter> <test binary>...
 #
+# Only the binaries' cases that the --gtest_filter selects run (tests/verify/tests.cmake
+# passes the suites of the sandbox's test files).
 # As root (CI): the tests run as <uid> (no passwd entry needed) with no supplementary
 # groups, through setpriv. with-cgroups first delegates a cgroup directory to <uid>, as
 # an administrator would for a trainer that is not root (cgroup v1: one under each of
@@ -18,7 +20,8 @@
 set -eu
 uid=$1
 mode=$2
-shift 2
+filter=$3
+shift 3
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/cascade_rl_unprivileged_XXXXXX")
 cgroup_name=""
@@ -89,7 +92,7 @@ failed=0
 passed=0
 skipped=0
 for binary in "$@"; do
-  cases=$($as_user "$binary" --gtest_list_tests | while IFS= read -r line; do
+  cases=$($as_user "$binary" --gtest_list_tests --gtest_filter="$filter" | while IFS= read -r line; do
     case "$line" in
       "  "*) name=${line#  }; echo "$suite${name%%  #*}" ;;
       *.) suite=$line ;;

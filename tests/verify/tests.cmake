@@ -9,16 +9,26 @@ if(TARGET cascade_rl::verify)
   # then skip, saying why). When ctest itself is not root the binaries run as they are.
   set(cascade_rl_unprivileged_uid 64123 CACHE STRING
       "uid that the unprivileged sandbox tests run as when ctest is root (no passwd entry needed)")
-  set(binaries verify_sandbox verify_adversarial verify_run_caps verify_syscall_filter verify_pool
-               verify_reward_integrity)
-  list(TRANSFORM binaries PREPEND "$<TARGET_FILE:" OUTPUT_VARIABLE with_cgroups)
-  list(TRANSFORM with_cgroups APPEND ">")
+  # The cases of these files (their suites, as the area's discovery selects them) in the
+  # area's executable verify_tests.
+  function(_cascade_rl_verify_filter out)
+    set(filters "")
+    foreach(name IN LISTS ARGN)
+      cascade_rl_test_file_filter(filter "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/test_${name}.cpp")
+      list(APPEND filters "${filter}")
+    endforeach()
+    list(JOIN filters ":" filters)
+    set(${out} "${filters}" PARENT_SCOPE)
+  endfunction()
+  _cascade_rl_verify_filter(with_cgroups sandbox adversarial run_caps syscall_filter pool
+                            reward_integrity)
+  _cascade_rl_verify_filter(no_cgroups sandbox run_caps)
   add_test(NAME verify_unprivileged
     COMMAND sh "${CMAKE_CURRENT_LIST_DIR}/run_unprivileged.sh" ${cascade_rl_unprivileged_uid} with-cgroups
-            ${with_cgroups})
+            "${with_cgroups}" "$<TARGET_FILE:verify_tests>")
   add_test(NAME verify_unprivileged_no_cgroups
     COMMAND sh "${CMAKE_CURRENT_LIST_DIR}/run_unprivileged.sh" ${cascade_rl_unprivileged_uid} no-cgroups
-            "$<TARGET_FILE:verify_sandbox>" "$<TARGET_FILE:verify_run_caps>")
+            "${no_cgroups}" "$<TARGET_FILE:verify_tests>")
   set_tests_properties(verify_unprivileged verify_unprivileged_no_cgroups PROPERTIES
     LABELS verify TIMEOUT 300 SKIP_RETURN_CODE 77)
 endif()

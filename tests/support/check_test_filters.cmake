@@ -1,0 +1,50 @@
+# Run after each link of an area's test executable (tests/CMakeLists.txt,
+# cascade_rl_add_test_area): the per-file --gtest_filter expressions (FILTERS, joined
+# by '|') must select every case of EXECUTABLE exactly once, or a case would never run
+# (a suite the scan of its file missed) or run under two files' names (a suite name
+# used in two files of one area).
+function(list_cases out)
+  execute_process(COMMAND "${EXECUTABLE}" --gtest_list_tests ${ARGN}
+                  OUTPUT_VARIABLE listing RESULT_VARIABLE status)
+  if(NOT status EQUAL 0)
+    message(FATAL_ERROR "${EXECUTABLE} --gtest_list_tests ${ARGN}: exit status ${status}")
+  endif()
+  string(REPLACE ";" "\\;" listing "${listing}")
+  string(REGEX REPLACE "\n" ";" lines "${listing}")
+  set(cases "")
+  set(suite "")
+  foreach(line IN LISTS lines)
+    if(line MATCHES "^  ([^ ]+)")
+      list(APPEND cases "${suite}${CMAKE_MATCH_1}")
+    elseif(line MATCHES "^([^ ]+\\.)")
+      set(suite "${CMAKE_MATCH_1}")
+    endif()
+  endforeach()
+  set(${out} "${cases}" PARENT_SCOPE)
+endfunction()
+
+list_cases(all)
+string(REPLACE "|" ";" filters "${FILTERS}")
+set(selected "")
+foreach(filter IN LISTS filters)
+  list_cases(cases "--gtest_filter=${filter}")
+  list(APPEND selected ${cases})
+endforeach()
+set(missing ${all})
+if(selected)
+  list(REMOVE_ITEM missing ${selected})
+endif()
+set(twice ${selected})
+list(REMOVE_DUPLICATES twice)
+set(duplicates ${selected})
+foreach(case IN LISTS twice)
+  list(FIND duplicates "${case}" at)
+  list(REMOVE_AT duplicates ${at})
+endforeach()
+if(missing OR duplicates)
+  list(JOIN missing " " missing)
+  list(JOIN duplicates " " duplicates)
+  message(FATAL_ERROR "${EXECUTABLE}: the per-file test filters miss [${missing}] and select "
+          "more than once [${duplicates}]: give each file's suites names of their own, made "
+          "with TEST / TEST_F / TEST_P / TYPED_TEST / TYPED_TEST_P")
+endif()
