@@ -34,6 +34,9 @@ TEST(RunCaps, ChildrenJustUnderTheAddressSpaceLimitMeetTheRunsMemoryCap) {
   const host_check host;
   auto limits = short_limits();
   limits.wall_time = 20s;
+  // The cap under test is memory: CPU gets room for eight children to fault in 150 MiB
+  // each on a loaded machine (1 s ran out first at a load of 10, before any OOM kill).
+  limits.cpu_time = 8s;
   limits.memory_bytes = 256ull << 20;
   limits.address_space_bytes = 192ull << 20;  // each child may hold 150 MiB...
   limits.scratch_bytes = 16ull << 20;
