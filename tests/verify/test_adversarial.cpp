@@ -78,6 +78,10 @@ TEST(Adversarial, MemoryHogIsRefusedAtTheAddressSpaceLimit) {
   REQUIRE_PYTHON();
   auto limits = short_limits();
   limits.address_space_bytes = 256ull << 20;
+  // The limit under test is the address space: time gets room for faulting in 256 MiB
+  // on a loaded machine (the 1 s CPU and 2 s wall caps came first at a load of 4).
+  limits.cpu_time = 8s;
+  limits.wall_time = 20s;
   const auto r = test_sandbox(limits).run(
       python("chunks = []\nwhile True: chunks.append(bytearray(16 << 20))"));  // touched: zero-filled
   std::printf("memory hog: %s, exit %d, peak %.1f MiB (limit 256 MiB), %.3f s\n", v::to_string(r.reason).data(),
