@@ -1,10 +1,10 @@
 // Token losses with dL/dlogp over sequences of 512 tokens: REINFORCE reads the log-probs
-// and advantages and writes the gradient (12 bytes per token); PPO clip, CISPO and GSPO
-// also read the old log-probs (16 bytes per token, each array counted once as STREAM
-// counts it: GSPO's per-sequence pre-pass reads the log-probs twice, which its fraction
-// shows). The rollout correction reads the two log-probs and writes the weights and a
-// keep byte (13 bytes per token). The limit is the triad bandwidth fraction_of_triad
-// reports against.
+// and advantages and writes the gradient (12 bytes per token); PPO clip and the ratio
+// losses (CISPO, SAPO, DPPO, DRO, GSPO, GMPO) also read the old log-probs (16 bytes per
+// token, each array counted once as STREAM counts it: the per-sequence pre-pass of GSPO
+// and GMPO reads the log-probs twice, which their fraction shows). The rollout correction
+// reads the two log-probs and writes the weights and a keep byte (13 bytes per token).
+// The limit is the triad bandwidth fraction_of_triad reports against.
 
 #include <benchmark/benchmark.h>
 
@@ -110,6 +110,40 @@ void gspo_loss_seq_mean_token_mean(benchmark::State& state) {
                        .aggregation = cr::loss_aggregation::seq_mean_token_mean});
 }
 
+// The other token-local ratio losses, with veRL's defaults where it has them: SAPO's
+// sigmoid gate, DPPO's trust-region masks, DRO's quadratic penalty (beta 1e-3 has no
+// veRL default; any positive value costs the same).
+void sapo_loss_token_mean(benchmark::State& state) {
+  ratio_loss(
+      state, [](auto&&... a) { return cr::sapo_loss(std::forward<decltype(a)>(a)...); },
+      cr::sapo_options{});
+}
+
+void dppo_tv_loss_token_mean(benchmark::State& state) {
+  ratio_loss(
+      state, [](auto&&... a) { return cr::dppo_loss(std::forward<decltype(a)>(a)...); },
+      cr::dppo_options{.divergence = cr::terms::dppo_divergence::total_variation});
+}
+
+void dppo_kl_loss_token_mean(benchmark::State& state) {
+  ratio_loss(
+      state, [](auto&&... a) { return cr::dppo_loss(std::forward<decltype(a)>(a)...); },
+      cr::dppo_options{.divergence = cr::terms::dppo_divergence::binary_kl});
+}
+
+void dro_loss_token_mean(benchmark::State& state) {
+  ratio_loss(
+      state, [](auto&&... a) { return cr::dro_loss(std::forward<decltype(a)>(a)...); },
+      cr::dro_options{.beta = 1e-3});
+}
+
+// GMPO (geometric-mean ratio per sequence), veRL's seq-mean-token-mean.
+void geo_mean_loss_seq_mean_token_mean(benchmark::State& state) {
+  ratio_loss(
+      state, [](auto&&... a) { return cr::geo_mean_loss(std::forward<decltype(a)>(a)...); },
+      cr::geo_mean_options{.aggregation = cr::loss_aggregation::seq_mean_token_mean});
+}
+
 // veRL's rollout correction as its config commonly sets it: sequence-level IS weights
 // truncated at 2 and the seq_mean_k3 rejection (threshold 0.01), with every rollout_corr/*
 // diagnostic. Reads the two log-probs and writes the weights and one keep byte per token
@@ -148,3 +182,8 @@ BENCHMARK(cispo_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseReal
 BENCHMARK(gspo_loss_seq_mean_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
 BENCHMARK(reinforce_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
 BENCHMARK(ppo_clip_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(sapo_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(dppo_tv_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(dppo_kl_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(dro_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(geo_mean_loss_seq_mean_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();

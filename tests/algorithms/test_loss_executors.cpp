@@ -173,8 +173,10 @@ TYPED_TEST(LossExecutors, RatioLossesBitIdentical) {
           .advantages = b.advantages,
           .rollout_is_weights = weighted ? std::span<const T>(weights) : std::span<const T>{}};
       const cr::loss_normalizer normalizer = counts.normalizer(mode, 400);
-      const std::string suffix =
-          " " + std::string(cr::to_string(mode)) + (weighted ? " weighted" : "");
+      // Appended, not `" " + std::string(...)`: GCC 12 warns falsely (stringop-overflow)
+      // on that concatenation once the losses around it are inlined.
+      std::string suffix(" ");
+      suffix.append(cr::to_string(mode)).append(weighted ? " weighted" : "");
       const auto check = [&](const std::string& name, const auto& loss, const auto& options) {
         return expect_parallel_matches_seq<T>(
             name + suffix, b.tokens(), [&](const auto& policy, std::vector<T>& grad) {

@@ -281,8 +281,7 @@ policy_loss_result kl_cov_passes(const Policy& policy, const token_layout& layou
       std::array{token_input<T>{log_probs, "log_probs"},
                  token_input<T>{old_log_probs, "old_log_probs"},
                  token_input<T>{advantages, "advantages"}},
-      inputs.rollout_is_weights, old_log_probs, std::span<const T>{}, grad_out, normalizer,
-      options.aggregation, importance_options{},
+      inputs.rollout_is_weights, no_correction{}, grad_out, normalizer, options.aggregation,
       [&](std::size_t t) {
         return nonfinite_at(log_probs, t) | nonfinite_at(old_log_probs, t) |
                nonfinite_at(advantages, t);
@@ -342,8 +341,8 @@ policy_loss_result clip_cov_loss(const Policy& policy, const token_layout& layou
       std::array{detail::token_input<T>{log_probs, "log_probs"},
                  detail::token_input<T>{old_log_probs, "old_log_probs"},
                  detail::token_input<T>{advantages, "advantages"}},
-      inputs.rollout_is_weights, old_log_probs, std::span<const T>{}, output_span(grad_out),
-      normalizer, options.aggregation, importance_options{},
+      inputs.rollout_is_weights, detail::no_correction{}, output_span(grad_out), normalizer,
+      options.aggregation,
       [&](std::size_t t) {
         return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
                detail::nonfinite_at(advantages, t);

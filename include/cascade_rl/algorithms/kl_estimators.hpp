@@ -174,35 +174,26 @@ double kl_loss(const Policy& policy, const token_layout& layout,
   if (!std::isfinite(options.coefficient))
     detail::fail("options.coefficient", "is not finite");
   const double coefficient = options.coefficient;
-  const auto token = [&](std::size_t t, detail::no_metrics&) {
-    const detail::token_loss k = terms::kl_token(static_cast<double>(log_probs[t]),
-                                                 static_cast<double>(ref_log_probs[t]), options.kl);
-    return detail::token_loss{coefficient * k.value, coefficient * k.grad};
-  };
   const std::size_t n = layout.tokens();
-  T weight{};
-  if (log_probs.size() == n && ref_log_probs.size() == n && grad_out.size() == n &&
-      detail::uniform_aggregation_weight(normalizer, options.aggregation, weight)) {
-    const auto fused = detail::with_kl_term(options.kl, [&](const auto kl) {
-      return detail::fused_token_losses<detail::no_metrics>(
-          policy, layout, grad_out, weight,
-          [&](std::size_t t) {
-            return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(ref_log_probs, t);
-          },
-          [&](std::size_t t, detail::no_metrics&) {
-            const detail::token_loss k =
-                kl(static_cast<double>(log_probs[t]), static_cast<double>(ref_log_probs[t]));
-            return detail::token_loss{coefficient * k.value, coefficient * k.grad};
-          });
-    });
-    if (!fused.nonfinite) return fused.total.loss;
-    // A bad input: the checks below name it as they always have.
-  }
-  detail::validate_kl_inputs(policy, layout, log_probs, ref_log_probs);
-  detail::require_size(grad_out.size(), layout.tokens(), "grad_out", "one per token");
-  detail::validate_normalizer(policy, layout, normalizer, options.aggregation);
-  detail::write_aggregation_weights(policy, layout, normalizer, options.aggregation, grad_out);
-  return detail::reduce_token_losses<detail::no_metrics>(policy, layout, grad_out, token).loss;
+  return detail::with_kl_term(options.kl, [&](const auto kl) {
+           return detail::checked_token_losses<detail::no_metrics>(
+               policy, layout, grad_out, normalizer, options.aggregation,
+               log_probs.size() == n && ref_log_probs.size() == n && grad_out.size() == n,
+               [&] {
+                 detail::validate_kl_inputs(policy, layout, log_probs, ref_log_probs);
+                 detail::require_size(grad_out.size(), n, "grad_out", "one per token");
+                 detail::validate_normalizer(policy, layout, normalizer, options.aggregation);
+               },
+               [&](std::size_t t) {
+                 return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(ref_log_probs, t);
+               },
+               [&](std::size_t t, detail::no_metrics&) {
+                 const detail::token_loss k =
+                     kl(static_cast<double>(log_probs[t]), static_cast<double>(ref_log_probs[t]));
+                 return detail::token_loss{coefficient * k.value, coefficient * k.grad};
+               });
+         })
+      .loss;
 }
 
 }  // namespace cascade_rl

@@ -23,13 +23,16 @@
 
 #include <array>
 #include <cmath>
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "cascade_rl/algorithms/loss_counts.hpp"
 #include "cascade_rl/algorithms/loss_inputs.hpp"
@@ -89,8 +92,8 @@ inline void require_positive_normalizer(double value, std::string_view field,
 }
 
 // Calls f(value, name) for each field of the normaliser the mode divides by: the one
-// list that the checks (require_normalizer_for) and the fused path's test
-// (uniform_aggregation_weight) read.
+// list that the checks (require_normalizer_for) and the token pass's weights
+// (usable_token_weights) read.
 template <class F>
 void for_each_divisor(loss_aggregation mode, const loss_normalizer& normalizer, F&& f) {
   switch (mode) {
@@ -220,65 +223,53 @@ struct aggregated {
   Metrics metrics{};
 };
 
-// The shared driver of every loss. `grad_out` must already hold the aggregation
-// weights (write_aggregation_weights); for each valid token t, term(t, metrics) gives
-// the token's loss and derivative, and grad_out[t] becomes c_t * dl_t. The loss sum
-// runs over fixed blocks in block order, so seq and par agree bit for bit.
-template <class Metrics, class Policy, std::floating_point T, class Term>
-aggregated<Metrics> reduce_token_losses(const Policy& policy, const token_layout& layout,
-                                        std::span<T> grad_out, Term&& term) {
-  // A masked token adds 0.0 where a plain loop would skip it: the same bits, since a
-  // sum that starts at +0.0 is never -0.0 and x + 0.0 == x for every other x.
-  constexpr std::size_t channels = loss_channels<Metrics, Term>;
-  const std::span<const std::uint8_t> mask = layout.mask();
-  auto total = chunked_blocked_sum<channels>(
-      policy, layout.tokens(), Metrics{},
-      [&](Metrics& state, std::size_t first, std::size_t last, double* out) {
-        Metrics metrics = state;  // a local the compiler keeps in registers
-        if (mask.empty()) {
-          for (std::size_t t = first; t < last; ++t) {
-            const double c = static_cast<double>(grad_out[t]);
-            const auto l = term(t, metrics);
-            write_channels<channels>(out, t - first, c * l.value, l);
-            grad_out[t] = static_cast<T>(c * l.grad);
-          }
-        } else {
-          // As fused_token_losses: every token is computed and the mask blended in, so
-          // the loop has no control flow and vectorises (a skip made this mode, veRL's
-          // and GSPO's seq-mean-token-mean, several times slower than the others).
-          for (std::size_t t = first; t < last; ++t)
-            blended_token<channels>(metrics, math::detail::mask_of(mask[t] != 0),
-                                    static_cast<double>(grad_out[t]), t, t - first, out, grad_out,
-                                    term);
-        }
-        state = metrics;
-      },
-      [](Metrics& sum, const Metrics& part) { sum += part; });
-  add_channel_sums(total.state, total.sums);
-  return {total.sums[0], total.state};
-}
+// The aggregation weights of one call: c for every valid token, or one c per sequence
+// (seq-mean-token-mean weighs a sequence by its own valid tokens). Each is rounded to
+// the gradient's type T, as a weight written into a T array would be, and the token
+// terms are computed with that rounded value (every executor does the same).
+struct token_weights {
+  double uniform = 0.0;
+  std::vector<double> per_sequence;  // empty: `uniform` for every token
+};
 
-// The single-pass path of the losses. Every mode but seq-mean-token-mean gives all valid
-// tokens one weight c; when the normaliser is one the mode can divide by, no scan for a
-// valid token is needed either. Then the checks of the inputs ride along the loss pass
-// (nonfinite(t) flags a valid token with a NaN or infinite input) instead of a pass of
-// their own per input, and grad_out is written once. The arithmetic is that of
-// write_aggregation_weights followed by reduce_token_losses, bit for bit: c is rounded
-// to T as grad_out would have held it, and the blocks are the same.
-template <std::floating_point T>
-bool uniform_aggregation_weight(const loss_normalizer& normalizer, loss_aggregation mode,
-                                T& weight) {
-  // seq-mean-token-mean weighs each sequence by its own valid tokens; a normaliser of
-  // another mode goes to the checks, which refuse it.
-  if (mode == loss_aggregation::seq_mean_token_mean || normalizer.mode != mode) return false;
+// The weights when the normaliser is one the mode can divide by; else nothing (the
+// caller's checks then refuse it, unless the batch has no valid token).
+template <std::floating_point T, class Policy>
+std::optional<token_weights> usable_token_weights(const Policy& policy, const token_layout& layout,
+                                                  const loss_normalizer& normalizer,
+                                                  loss_aggregation mode) {
+  if (normalizer.mode != mode) return std::nullopt;
   bool usable = true;
   for_each_divisor(mode, normalizer, [&usable](double value, std::string_view) {
     usable = usable && value > 0 && std::isfinite(value);
   });
-  if (!usable) return false;
-  const double c = terms::aggregation_weight(mode, normalizer, 0);
-  weight = static_cast<T>(c);
-  return true;
+  if (!usable) return std::nullopt;
+  token_weights weights;
+  if (mode != loss_aggregation::seq_mean_token_mean) {
+    weights.uniform = static_cast<double>(static_cast<T>(terms::aggregation_weight(mode, normalizer, 0)));
+    return weights;
+  }
+  weights.per_sequence.resize(layout.sequences());
+  for_each_index(
+      policy, layout.sequences(),
+      [&](std::size_t s) {
+        weights.per_sequence[s] = static_cast<double>(static_cast<T>(
+            terms::aggregation_weight(mode, normalizer, layout.valid_tokens(s))));
+      },
+      /*min_parallel=*/64);
+  return weights;
+}
+
+// The sequence that holds token t (t < layout.tokens()): the first whose end is past t,
+// so that empty sequences before it are skipped.
+inline std::size_t sequence_holding(const token_layout& layout, std::size_t t) {
+  std::size_t low = 0, high = layout.sequences();
+  while (low < high) {
+    const std::size_t mid = low + (high - low) / 2;
+    if (layout.end(mid) > t) high = mid;
+    else low = mid + 1;
+  }
+  return low;
 }
 
 template <class Metrics>
@@ -287,43 +278,58 @@ struct checked_aggregate {
   bool nonfinite = false;  // some valid token had a NaN or infinite input
 };
 
+// The one token pass of every loss: for each token t, term(t, metrics) gives its loss l
+// and derivative; the loss sums c_t * l.value in the canonical order (blocks, lanes) and
+// grad_out[t] = c_t * l.grad, both 0.0 on masked tokens. nonfinite(t) flags a token
+// with a NaN or infinite input; it rides along, on valid tokens only, so that the
+// inputs are read once. A chunk of tokens runs as runs of one weight (the whole chunk,
+// or one run per sequence under seq-mean-token-mean), each a loop without control flow
+// that vectorises: a masked token is computed from whatever its inputs hold and the mask
+// blended in, and a sum that starts at +0.0 gains nothing from the +0.0 it adds.
 template <class Metrics, class Policy, std::floating_point T, class Nonfinite, class Term>
-checked_aggregate<Metrics> fused_token_losses(const Policy& policy, const token_layout& layout,
-                                              std::span<T> grad_out, T weight,
-                                              Nonfinite&& nonfinite, Term&& term) {
+checked_aggregate<Metrics> weighted_token_losses(const Policy& policy, const token_layout& layout,
+                                                 const token_weights& weights,
+                                                 std::span<T> grad_out, Nonfinite&& nonfinite,
+                                                 Term&& term) {
   struct block_state {
     Metrics metrics{};
     bool nonfinite = false;
   };
-  const double c = static_cast<double>(weight);
   const auto combine = [](block_state& total, const block_state& part) {
     total.metrics += part.metrics;
     total.nonfinite = total.nonfinite || part.nonfinite;
   };
-  // Masked tokens add 0.0, as in reduce_token_losses.
   constexpr std::size_t channels = loss_channels<Metrics, Term>;
   const std::span<const std::uint8_t> mask = layout.mask();
+  const bool per_sequence = !weights.per_sequence.empty();
   const auto terms = [&](block_state& state, std::size_t first, std::size_t last, double* out) {
-    // Locals, not the block's state: the compiler keeps them in registers, and the
-    // unmasked loop (free of control flow for the simple terms) vectorises. (An unsigned
+    // Locals, not the block's state: the compiler keeps them in registers. (An unsigned
     // flag: GCC 12 does not vectorise an |= reduction on bool.)
     Metrics metrics = state.metrics;
     unsigned bad = 0;
-    if (mask.empty()) {
-      for (std::size_t t = first; t < last; ++t) {
-        bad |= static_cast<unsigned>(nonfinite(t));
-        const auto l = term(t, metrics);
-        write_channels<channels>(out, t - first, c * l.value, l);
-        grad_out[t] = static_cast<T>(c * l.grad);
+    std::size_t sequence = per_sequence ? sequence_holding(layout, first) : 0;
+    for (std::size_t begin = first; begin < last;) {
+      std::size_t end = last;
+      double c = weights.uniform;
+      if (per_sequence) {
+        end = std::min(last, layout.end(sequence));
+        c = weights.per_sequence[sequence++];
       }
-    } else {
-      // Every token is computed (a masked one from whatever its inputs hold) and the mask
-      // blended in, so that this loop has no control flow either.
-      for (std::size_t t = first; t < last; ++t) {
-        const std::uint64_t valid = math::detail::mask_of(mask[t] != 0);
-        bad |= static_cast<unsigned>(nonfinite(t)) & static_cast<unsigned>(valid & 1);
-        blended_token<channels>(metrics, valid, c, t, t - first, out, grad_out, term);
+      if (mask.empty()) {
+        for (std::size_t t = begin; t < end; ++t) {
+          bad |= static_cast<unsigned>(nonfinite(t));
+          const auto l = term(t, metrics);
+          write_channels<channels>(out, t - first, c * l.value, l);
+          grad_out[t] = static_cast<T>(c * l.grad);
+        }
+      } else {
+        for (std::size_t t = begin; t < end; ++t) {
+          const std::uint64_t valid = math::detail::mask_of(mask[t] != 0);
+          bad |= static_cast<unsigned>(nonfinite(t)) & static_cast<unsigned>(valid & 1);
+          blended_token<channels>(metrics, valid, c, t, t - first, out, grad_out, term);
+        }
       }
+      begin = end;
     }
     state.metrics = metrics;
     state.nonfinite |= bad != 0;
@@ -331,6 +337,33 @@ checked_aggregate<Metrics> fused_token_losses(const Policy& policy, const token_
   auto total = chunked_blocked_sum<channels>(policy, layout.tokens(), block_state{}, terms, combine);
   add_channel_sums(total.state.metrics, total.sums);
   return {{total.sums[0], total.state.metrics}, total.state.nonfinite};
+}
+
+// A loss's token pass with its checks. When every size is right (`sizes_ok`) and the
+// normaliser is usable, one pass, finiteness riding along. Otherwise, or when a value is
+// not finite, validate() (the loss's checks, in the order its errors name the first bad
+// input) throws; it passes only for a batch without a valid token and a normaliser the
+// mode cannot divide by, whose loss and gradient are 0 whatever the weights.
+template <class Metrics, class Policy, std::floating_point T, class Validate, class Nonfinite,
+          class Term>
+aggregated<Metrics> checked_token_losses(const Policy& policy, const token_layout& layout,
+                                         std::span<T> grad_out, const loss_normalizer& normalizer,
+                                         loss_aggregation mode, bool sizes_ok,
+                                         const Validate& validate, Nonfinite&& nonfinite,
+                                         Term&& term) {
+  std::optional<token_weights> weights;
+  if (sizes_ok) {
+    weights = usable_token_weights<T>(policy, layout, normalizer, mode);
+    if (weights) {
+      auto pass = weighted_token_losses<Metrics>(policy, layout, *weights, grad_out, nonfinite, term);
+      if (!pass.nonfinite) return pass.total;
+    }
+  }
+  validate();
+  if (weights)  // the pass saw a bad value that the checks did not name
+    fail("inputs", "hold a NaN or infinite value on a valid token");
+  return weighted_token_losses<Metrics>(policy, layout, token_weights{}, grad_out, nonfinite, term)
+      .total;
 }
 
 template <std::floating_point T>
@@ -362,30 +395,20 @@ double aggregate_token_losses(const Policy& policy, const token_layout& layout,
   const std::span<const T> token_grads = inputs.token_grads;
   const std::span<T> grad_out = output_span(grad);
   const std::size_t n = layout.tokens();
-  T weight{};
-  if (token_losses.size() == n && token_grads.size() == n && grad_out.size() == n &&
-      detail::uniform_aggregation_weight(normalizer, mode, weight)) {
-    const auto fused = detail::fused_token_losses<detail::no_metrics>(
-        policy, layout, grad_out, weight,
-        [&](std::size_t t) {
-          return detail::nonfinite_at(token_losses, t) | detail::nonfinite_at(token_grads, t);
-        },
-        [&](std::size_t t, detail::no_metrics&) {
-          return detail::token_loss{static_cast<double>(token_losses[t]),
-                                    static_cast<double>(token_grads[t])};
-        });
-    if (!fused.nonfinite) return fused.total.loss;
-    // A bad input: the checks below name it as they always have.
-  }
-  detail::require_size(token_losses.size(), n, "token_losses", "one per token");
-  detail::require_size(token_grads.size(), n, "token_grads", "one per token");
-  detail::require_size(grad_out.size(), n, "grad_out", "one per token");
-  detail::require_finite_where_valid(policy, token_losses, layout, "token_losses");
-  detail::require_finite_where_valid(policy, token_grads, layout, "token_grads");
-  detail::validate_normalizer(policy, layout, normalizer, mode);
-  detail::write_aggregation_weights(policy, layout, normalizer, mode, grad_out);
-  return detail::reduce_token_losses<detail::no_metrics>(
-             policy, layout, grad_out,
+  return detail::checked_token_losses<detail::no_metrics>(
+             policy, layout, grad_out, normalizer, mode,
+             token_losses.size() == n && token_grads.size() == n && grad_out.size() == n,
+             [&] {
+               detail::require_size(token_losses.size(), n, "token_losses", "one per token");
+               detail::require_size(token_grads.size(), n, "token_grads", "one per token");
+               detail::require_size(grad_out.size(), n, "grad_out", "one per token");
+               detail::require_finite_where_valid(policy, token_losses, layout, "token_losses");
+               detail::require_finite_where_valid(policy, token_grads, layout, "token_grads");
+               detail::validate_normalizer(policy, layout, normalizer, mode);
+             },
+             [&](std::size_t t) {
+               return detail::nonfinite_at(token_losses, t) | detail::nonfinite_at(token_grads, t);
+             },
              [&](std::size_t t, detail::no_metrics&) {
                return detail::token_loss{static_cast<double>(token_losses[t]),
                                          static_cast<double>(token_grads[t])};

@@ -26,6 +26,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "cascade_rl/algorithms/importance_weights.hpp"
@@ -107,19 +108,6 @@ void validate_token_input(const Policy& policy, const token_layout& layout,
   require_finite_where_valid(policy, values, layout, argument);
 }
 
-// The checks shared by every policy loss after its own inputs', then grad_out filled
-// with the aggregation weights that reduce_token_losses scales.
-template <class Policy, std::floating_point T>
-void prepare_policy_loss(const Policy& policy, const token_layout& layout,
-                         std::span<const T> behaviour_log_probs, std::span<T> grad_out,
-                         const loss_normalizer& normalizer, loss_aggregation aggregation,
-                         const importance_options& importance) {
-  validate_behaviour(policy, layout, behaviour_log_probs, importance);
-  require_size(grad_out.size(), layout.tokens(), "grad_out", "one per token");
-  validate_normalizer(policy, layout, normalizer, aggregation);
-  write_aggregation_weights(policy, layout, normalizer, aggregation, grad_out);
-}
-
 // A per-token input of a policy loss and the name its errors give it.
 template <std::floating_point T>
 struct token_input {
@@ -127,74 +115,72 @@ struct token_input {
   const char* name;
 };
 
-// Whether the single-pass path (fused_token_losses) applies: every size is right, so
-// that the only check left is finiteness, which rides along the loss pass; and the
-// mode's weight is uniform with a usable normaliser.
-template <std::floating_point T, std::size_t N>
-bool fused_loss_applies(const token_layout& layout, const std::array<token_input<T>, N>& inputs,
-                        std::span<const T> behaviour_log_probs, std::span<T> grad_out,
-                        const loss_normalizer& normalizer, loss_aggregation aggregation,
-                        const importance_options& importance, T& weight) {
-  const std::size_t n = layout.tokens();
-  for (const token_input<T>& input : inputs)
-    if (input.values.size() != n) return false;
-  if (grad_out.size() != n) return false;
-  if (importance.mode == importance_sampling::none
-          ? !behaviour_log_probs.empty() && behaviour_log_probs.size() != n
-          : behaviour_log_probs.size() != n)
-    return false;
-  return uniform_aggregation_weight(normalizer, aggregation, weight);
-}
+// A loss without an importance correction (the ratio, sequence and selection losses).
+struct no_correction {};
 
-// The fused single pass when it applies, finiteness riding along (`nonfinite` flags a
-// token whose inputs are not all finite). Else, or when a value is not finite, the
-// checks that name the first bad input, then the general pass.
+// The importance correction of REINFORCE and PPO: each token's loss weighted by the
+// ratio of `ratio_target` (the log-probs the correction aims at) over the behaviour
+// log-probs, as `importance` says (its mode none: no correction).
+template <std::floating_point T>
+struct importance_correction {
+  std::span<const T> ratio_target;
+  std::span<const T> behaviour_log_probs;
+  const importance_options& importance;
+};
+
+// One pass of a policy loss: sizes checked up front, then checked_token_losses (one
+// token pass, finiteness riding along; else the checks that name the first bad input,
+// in the order they always have: the inputs, rollout_is_weights, behaviour_log_probs,
+// grad_out, the normaliser).
 template <class Policy, std::floating_point T, std::size_t N, class Nonfinite, class Term>
 policy_loss_result policy_loss_pass(const Policy& policy, const token_layout& layout,
                                     const std::array<token_input<T>, N>& inputs,
                                     std::span<const T> given_weights,
-                                    std::span<const T> behaviour_log_probs, std::span<T> grad_out,
+                                    std::span<const T> behaviour_log_probs,
+                                    const importance_options& importance, std::span<T> grad_out,
                                     const loss_normalizer& normalizer, loss_aggregation aggregation,
-                                    const importance_options& importance,
                                     const Nonfinite& nonfinite, const Term& term) {
-  T weight{};
-  if (fused_loss_applies(layout, inputs, behaviour_log_probs, grad_out, normalizer, aggregation,
-                         importance, weight) &&
-      (given_weights.empty() || given_weights.size() == layout.tokens())) {
-    const auto fused =
-        fused_token_losses<policy_loss_metrics>(policy, layout, grad_out, weight, nonfinite, term);
-    if (!fused.nonfinite) return {fused.total.loss, fused.total.metrics};
-    // A bad input: the checks below name it as they always have.
-  }
-  for (const token_input<T>& input : inputs)
-    validate_token_input(policy, layout, input.values, input.name);
-  if (!given_weights.empty())
-    validate_token_input(policy, layout, given_weights, "rollout_is_weights");
-  prepare_policy_loss(policy, layout, behaviour_log_probs, grad_out, normalizer, aggregation,
-                      importance);
-  const auto total = reduce_token_losses<policy_loss_metrics>(policy, layout, grad_out, term);
+  const std::size_t n = layout.tokens();
+  bool sizes_ok = grad_out.size() == n && (given_weights.empty() || given_weights.size() == n) &&
+                  (importance.mode == importance_sampling::none
+                       ? behaviour_log_probs.empty() || behaviour_log_probs.size() == n
+                       : behaviour_log_probs.size() == n);
+  for (const token_input<T>& input : inputs) sizes_ok = sizes_ok && input.values.size() == n;
+  const auto total = checked_token_losses<policy_loss_metrics>(
+      policy, layout, grad_out, normalizer, aggregation, sizes_ok,
+      [&] {
+        for (const token_input<T>& input : inputs)
+          validate_token_input(policy, layout, input.values, input.name);
+        if (!given_weights.empty())
+          validate_token_input(policy, layout, given_weights, "rollout_is_weights");
+        validate_behaviour(policy, layout, behaviour_log_probs, importance);
+        require_size(grad_out.size(), n, "grad_out", "one per token");
+        validate_normalizer(policy, layout, normalizer, aggregation);
+      },
+      nonfinite, term);
   return {total.loss, total.metrics};
 }
 
 // The passes every policy loss shares. `unweighted(t, metrics)` is the token's loss;
 // `given_weights` (veRL's rollout_is_weights; empty: none) scale it when present, and
-// when the options ask for a correction the term is then importance-weighted, with the
-// ratio of `ratio_target` (the log-probs the correction aims at) over the behaviour
-// log-probs, whose finiteness is checked too. Every term is free of branches so that
-// its loop vectorises; each combination is its own instantiation.
-template <class Policy, std::floating_point T, std::size_t N, class Nonfinite, class Unweighted>
+// with an importance_correction whose mode is not none the term is then
+// importance-weighted, the behaviour log-probs' finiteness checked too. Each combination
+// is its own instantiation, so that every token loop is free of branches and
+// vectorises; a loss without a correction instantiates none of its branches.
+template <class Policy, std::floating_point T, std::size_t N, class Correction, class Nonfinite,
+          class Unweighted>
 policy_loss_result policy_loss_passes(const Policy& policy, const token_layout& layout,
                                       const std::array<token_input<T>, N>& inputs,
                                       std::span<const T> given_weights,
-                                      std::span<const T> ratio_target,
-                                      std::span<const T> behaviour_log_probs, std::span<T> grad_out,
+                                      const Correction& correction, std::span<T> grad_out,
                                       const loss_normalizer& normalizer,
-                                      loss_aggregation aggregation,
-                                      const importance_options& importance,
-                                      const Nonfinite& nonfinite, const Unweighted& unweighted) {
-  const auto pass = [&](const auto& nonfinite_of, const auto& term) {
-    return policy_loss_pass(policy, layout, inputs, given_weights, behaviour_log_probs, grad_out,
-                            normalizer, aggregation, importance, nonfinite_of, term);
+                                      loss_aggregation aggregation, const Nonfinite& nonfinite,
+                                      const Unweighted& unweighted) {
+  const importance_options uncorrected{};
+  const auto pass = [&](std::span<const T> behaviour, const importance_options& importance,
+                        const auto& nonfinite_of, const auto& term) {
+    return policy_loss_pass(policy, layout, inputs, given_weights, behaviour, importance, grad_out,
+                            normalizer, aggregation, nonfinite_of, term);
   };
   const auto given = [&](std::size_t t, policy_loss_metrics& m) {
     return terms::given_weighted(unweighted(t, m), static_cast<double>(given_weights[t]));
@@ -202,20 +188,31 @@ policy_loss_result policy_loss_passes(const Policy& policy, const token_layout& 
   const auto given_nonfinite = [&](std::size_t t) {
     return nonfinite(t) | nonfinite_at(given_weights, t);
   };
-  const auto corrected = [&](const auto& inner_nonfinite, const auto& inner) {
-    return pass(
-        [&](std::size_t t) { return inner_nonfinite(t) | nonfinite_at(behaviour_log_probs, t); },
-        [&](std::size_t t, policy_loss_metrics& m) {
-          return terms::importance_weighted(
-              inner(t, m),
-              static_cast<double>(ratio_target[t]) - static_cast<double>(behaviour_log_probs[t]),
-              importance, m);
-        });
+  const auto uncorrected_pass = [&](std::span<const T> behaviour) {
+    return given_weights.empty() ? pass(behaviour, uncorrected, nonfinite, unweighted)
+                                 : pass(behaviour, uncorrected, given_nonfinite, given);
   };
-  if (importance.mode == importance_sampling::none)
-    return given_weights.empty() ? pass(nonfinite, unweighted) : pass(given_nonfinite, given);
-  return given_weights.empty() ? corrected(nonfinite, unweighted)
-                               : corrected(given_nonfinite, given);
+  if constexpr (std::is_same_v<Correction, no_correction>) {
+    return uncorrected_pass(std::span<const T>{});
+  } else {
+    const std::span<const T> ratio_target = correction.ratio_target;
+    const std::span<const T> behaviour = correction.behaviour_log_probs;
+    const importance_options& importance = correction.importance;
+    if (importance.mode == importance_sampling::none) return uncorrected_pass(behaviour);
+    const auto corrected = [&](const auto& inner_nonfinite, const auto& inner) {
+      return pass(
+          behaviour, importance,
+          [&](std::size_t t) { return inner_nonfinite(t) | nonfinite_at(behaviour, t); },
+          [&](std::size_t t, policy_loss_metrics& m) {
+            return terms::importance_weighted(
+                inner(t, m),
+                static_cast<double>(ratio_target[t]) - static_cast<double>(behaviour[t]),
+                importance, m);
+          });
+    };
+    return given_weights.empty() ? corrected(nonfinite, unweighted)
+                                 : corrected(given_nonfinite, given);
+  }
 }
 
 // The ratio losses (CISPO, DPPO, DRO, SAPO) in one driver: the options' token function
@@ -240,8 +237,7 @@ policy_loss_result policy_ratio_loss(const Policy& policy, const token_layout& l
         std::array{token_input<T>{log_probs, "log_probs"},
                    token_input<T>{old_log_probs, "old_log_probs"},
                    token_input<T>{advantages, "advantages"}},
-        inputs.rollout_is_weights, old_log_probs, std::span<const T>{}, grad_out, normalizer,
-        options.aggregation, importance_options{},
+        inputs.rollout_is_weights, no_correction{}, grad_out, normalizer, options.aggregation,
         [&](std::size_t t) {
           return nonfinite_at(log_probs, t) | nonfinite_at(old_log_probs, t) |
                  nonfinite_at(advantages, t);
@@ -277,8 +273,9 @@ policy_loss_result reinforce_loss(const Policy& policy, const token_layout& layo
       policy, layout,
       std::array{detail::token_input<T>{log_probs, "log_probs"},
                  detail::token_input<T>{advantages, "advantages"}},
-      inputs.rollout_is_weights, log_probs, inputs.behaviour_log_probs, output_span(grad_out),
-      normalizer, options.aggregation, options.importance,
+      inputs.rollout_is_weights,
+      detail::importance_correction<T>{log_probs, inputs.behaviour_log_probs, options.importance},
+      output_span(grad_out), normalizer, options.aggregation,
       [&](std::size_t t) {
         return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(advantages, t);
       },
@@ -320,8 +317,9 @@ policy_loss_result ppo_clip_loss(const Policy& policy, const token_layout& layou
       std::array{detail::token_input<T>{log_probs, "log_probs"},
                  detail::token_input<T>{old_log_probs, "old_log_probs"},
                  detail::token_input<T>{advantages, "advantages"}},
-      inputs.rollout_is_weights, old_log_probs, inputs.behaviour_log_probs, output_span(grad_out),
-      normalizer, options.aggregation, options.importance,
+      inputs.rollout_is_weights,
+      detail::importance_correction<T>{old_log_probs, inputs.behaviour_log_probs, options.importance},
+      output_span(grad_out), normalizer, options.aggregation,
       [&](std::size_t t) {
         return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
                detail::nonfinite_at(advantages, t);

@@ -108,8 +108,8 @@ policy_loss_result gspo_loss(const Policy& policy, const token_layout& layout,
       std::array{detail::token_input<T>{log_probs, "log_probs"},
                  detail::token_input<T>{old_log_probs, "old_log_probs"},
                  detail::token_input<T>{advantages, "advantages"}},
-      inputs.rollout_is_weights, old_log_probs, std::span<const T>{}, output_span(grad_out),
-      normalizer, options.aggregation, importance_options{},
+      inputs.rollout_is_weights, detail::no_correction{}, output_span(grad_out), normalizer,
+      options.aggregation,
       [&](std::size_t t) {
         return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
                detail::nonfinite_at(advantages, t);
@@ -182,8 +182,8 @@ policy_loss_result geo_mean_loss(const Policy& policy, const token_layout& layou
       std::array{detail::token_input<T>{log_probs, "log_probs"},
                  detail::token_input<T>{old_log_probs, "old_log_probs"},
                  detail::token_input<T>{advantages, "advantages"}},
-      std::span<const T>{}, old_log_probs, std::span<const T>{}, output_span(grad_out), normalizer,
-      options.aggregation, importance_options{},
+      std::span<const T>{}, detail::no_correction{}, output_span(grad_out), normalizer,
+      options.aggregation,
       [&](std::size_t t) {
         return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
                detail::nonfinite_at(advantages, t);

@@ -150,7 +150,7 @@ struct token_weights_functor {
   CASCADE_RL_HD void operator()(std::size_t t) const { grad_out[t] = layout.valid(t) ? weight : T(0); }
 };
 
-// One block of detail::reduce_block_size tokens, as detail::reduce_token_losses does:
+// One block of detail::reduce_block_size tokens, as detail::weighted_token_losses does:
 // every floating-point sum of the tally (the loss, approx_kl) in the canonical order of
 // core/canonical_sum.hpp, a tally per lane (token t in lane t mod 32) folded by the tree.
 template <class T, class Term>
