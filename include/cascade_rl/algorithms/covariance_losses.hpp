@@ -268,7 +268,7 @@ policy_loss_result kl_cov_passes(const Policy& policy, const token_layout& layou
   const std::span<const T> old_log_probs = inputs.old_log_probs;
   const std::span<const T> advantages = inputs.advantages;
   const double coef = options.ppo_kl_coef;
-  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
+  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) CASCADE_RL_ALWAYS_INLINE {
     ++m.valid_tokens;
     const terms::ppo_clip_token_result r = terms::kl_cov_token(
         static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
@@ -328,7 +328,7 @@ policy_loss_result clip_cov_loss(const Policy& policy, const token_layout& layou
   const std::vector<std::uint8_t> selected =
       detail::clip_cov_selection_mask(policy, layout, inputs, selection, options, selected_out);
   const terms::clip_cov_params params = detail::clip_cov_params_of(options);
-  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
+  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) CASCADE_RL_ALWAYS_INLINE {
     ++m.valid_tokens;
     const terms::ppo_clip_token_result r = terms::clip_cov_token(
         static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),

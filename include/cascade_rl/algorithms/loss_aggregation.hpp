@@ -246,7 +246,8 @@ std::optional<token_weights> usable_token_weights(const Policy& policy, const to
   if (!usable) return std::nullopt;
   token_weights weights;
   if (mode != loss_aggregation::seq_mean_token_mean) {
-    weights.uniform = static_cast<double>(static_cast<T>(terms::aggregation_weight(mode, normalizer, 0)));
+    weights.uniform =
+        static_cast<double>(static_cast<T>(terms::aggregation_weight(mode, normalizer, 0)));
     return weights;
   }
   weights.per_sequence.resize(layout.sequences());
@@ -355,7 +356,8 @@ aggregated<Metrics> checked_token_losses(const Policy& policy, const token_layou
   if (sizes_ok) {
     weights = usable_token_weights<T>(policy, layout, normalizer, mode);
     if (weights) {
-      auto pass = weighted_token_losses<Metrics>(policy, layout, *weights, grad_out, nonfinite, term);
+      auto pass =
+          weighted_token_losses<Metrics>(policy, layout, *weights, grad_out, nonfinite, term);
       if (!pass.nonfinite) return pass.total;
     }
   }

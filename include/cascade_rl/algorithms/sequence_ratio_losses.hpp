@@ -95,7 +95,7 @@ policy_loss_result gspo_loss(const Policy& policy, const token_layout& layout,
   const std::vector<double> sequence_log_ratio =
       detail::token_sequence_log_ratios(policy, layout, log_probs, old_log_probs);
   const terms::gspo_params params = detail::gspo_params_of(options);
-  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
+  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) CASCADE_RL_ALWAYS_INLINE {
     ++m.valid_tokens;
     const terms::ppo_clip_token_result r = terms::gspo_token(
         sequence_log_ratio[t], static_cast<double>(log_probs[t]),
@@ -168,7 +168,7 @@ policy_loss_result geo_mean_loss(const Policy& policy, const token_layout& layou
         for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) sequence_loss[t] = l;
       },
       /*min_parallel=*/64);
-  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) {
+  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) CASCADE_RL_ALWAYS_INLINE {
     ++m.valid_tokens;
     const terms::ppo_clip_token_result r = terms::geo_mean_token(
         sequence_loss[t], static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
