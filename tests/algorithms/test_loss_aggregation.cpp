@@ -142,6 +142,52 @@ TEST(LossAggregation, AggregateTokenLossesHandComputed) {
   EXPECT_DOUBLE_EQ(grad[4], 40.0 / 12);
 }
 
+// seq-mean-token-mean weighs each sequence by its own valid tokens, applied run by run
+// inside the token pass: sequences that straddle the 256-token chunks and the 4096-token
+// blocks, empty ones between them, masked and unmasked. Each token's gradient is its own
+// sequence's weight (as aggregation_weights writes it) times its derivative, on seq and
+// on par alike.
+TEST(LossAggregation, SeqMeanTokenMeanWeighsEachSequenceAcrossChunksAndBlocks) {
+  std::vector<std::int64_t> offsets{0};
+  for (const std::int64_t length : {300, 0, 0, 255, 1, 3800, 0, 4097, 17, 0, 513})
+    offsets.push_back(offsets.back() + length);
+  const std::size_t n = static_cast<std::size_t>(offsets.back());
+  std::vector<std::uint8_t> mask(n);
+  std::vector<double> losses(n), grads(n);
+  for (std::size_t t = 0; t < n; ++t) {
+    mask[t] = t % 7 != 3;
+    losses[t] = static_cast<double>(t % 11) - 5;
+    grads[t] = static_cast<double>(t % 13) + 0.5;
+  }
+  for (const bool masked : {false, true}) {
+    const token_layout layout = masked ? token_layout(offsets, mask) : token_layout(offsets);
+    const loss_normalizer normalizer = cascade_rl::local_loss_counts(exec::seq, layout)
+                                           .normalizer(loss_aggregation::seq_mean_token_mean);
+    std::vector<double> weights(n);
+    cascade_rl::aggregation_weights(exec::seq, layout, weights, normalizer,
+                                    loss_aggregation::seq_mean_token_mean);
+    for (const bool parallel : {false, true}) {
+      std::vector<double> grad(n, -1.0);
+      const auto run = [&](const auto& policy) {
+        return cascade_rl::aggregate_token_losses(
+            policy, layout, {.token_losses = losses, .token_grads = grads}, grad, normalizer,
+            loss_aggregation::seq_mean_token_mean);
+      };
+      const double loss = parallel ? run(exec::par.with_threads(3)) : run(exec::seq);
+      double expected = 0, magnitude = 0;
+      for (std::size_t t = 0; t < n; ++t) {
+        ASSERT_EQ(grad[t], weights[t] * grads[t]) << "token " << t << (masked ? " masked" : "");
+        expected += weights[t] * losses[t];
+        magnitude += std::abs(weights[t] * losses[t]);
+      }
+      // The pass sums in the canonical order, this loop in index order: each within
+      // (n - 1) u sum |term| of the exact sum.
+      const double bound = 2 * static_cast<double>(n) * 0x1p-53 * magnitude;
+      EXPECT_NEAR(loss, expected, bound) << (masked ? "masked" : "");
+    }
+  }
+}
+
 // A slice's share of a step is its weighted sum under the global normaliser: the
 // shares of two slices add up to the whole, unlike per-slice means.
 TEST(LossAggregation, GlobalNormaliserMakesSlicesAdd) {

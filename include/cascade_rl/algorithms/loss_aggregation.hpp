@@ -21,9 +21,9 @@
 // valid token (a fully masked row neither adds to the sum nor to the count); so does
 // local_loss_counts below.
 
+#include <algorithm>
 #include <array>
 #include <cmath>
-#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -362,8 +362,13 @@ aggregated<Metrics> checked_token_losses(const Policy& policy, const token_layou
     }
   }
   validate();
-  if (weights)  // the pass saw a bad value that the checks did not name
-    fail("inputs", "hold a NaN or infinite value on a valid token");
+  // The checks name every bad size and every NaN or infinite value on a valid token;
+  // what passes them here is a batch without a valid token whose normaliser the mode
+  // cannot divide by. Anything else is a check missing from validate(): refused, never
+  // run with wrong sizes or a silent NaN.
+  if (!sizes_ok || weights)
+    fail("inputs", "failed a check of the token pass that the loss's own checks did not name "
+                   "(a size, or a NaN or infinite value on a valid token)");
   return weighted_token_losses<Metrics>(policy, layout, token_weights{}, grad_out, nonfinite, term)
       .total;
 }
