@@ -19,6 +19,7 @@
 
 #include "cascade_rl/algorithms/distillation_advantages.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/algorithms/policy_loss_entry.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
 #include "cascade_rl/core/exec.hpp"
@@ -107,41 +108,16 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
                                            c["global_valid_seqs"].get<double>());
   const std::vector<T> weights = nemo::rollout_is_weights<T>(config, layout, prev, generation);
   std::vector<T> grad(layout.tokens(), T(-7));
-  const cascade_rl::policy_ratio_inputs<T> ratio_inputs{.log_probs = curr,
-                                                        .old_log_probs = prev,
-                                                        .advantages = advantages,
-                                                        .rollout_is_weights = weights};
-  const auto behaviour = [&](const cascade_rl::importance_options& importance) {
-    return importance.mode == cascade_rl::importance_sampling::none
-               ? std::span<const T>{}
-               : std::span<const T>(generation);
-  };
-  const cascade_rl::policy_loss_result result = std::visit(
-      [&](const auto& o) {
-        using O = std::decay_t<decltype(o)>;
-        if constexpr (std::is_same_v<O, cascade_rl::ppo_clip_options>)
-          return cascade_rl::ppo_clip_loss(cascade_rl::exec::seq, layout,
-                                           {.log_probs = curr,
-                                            .old_log_probs = prev,
-                                            .advantages = advantages,
-                                            .behaviour_log_probs = behaviour(o.importance),
-                                            .rollout_is_weights = weights},
-                                           grad, normalizer, o);
-        else if constexpr (std::is_same_v<O, cascade_rl::reinforce_options>)
-          return cascade_rl::reinforce_loss(cascade_rl::exec::seq, layout,
-                                            {.log_probs = curr,
-                                             .advantages = advantages,
-                                             .behaviour_log_probs = behaviour(o.importance),
-                                             .rollout_is_weights = weights},
-                                            grad, normalizer, o);
-        else if constexpr (std::is_same_v<O, cascade_rl::gspo_options>)
-          return cascade_rl::gspo_loss(cascade_rl::exec::seq, layout, ratio_inputs, grad,
-                                       normalizer, o);
-        else
-          return cascade_rl::cispo_loss(cascade_rl::exec::seq, layout, ratio_inputs, grad,
-                                        normalizer, o);
-      },
-      options);
+  // The preset's variant runs as it is: each loss reads the inputs it takes (the
+  // generation log-probs only under an importance option).
+  const cascade_rl::policy_loss_result result =
+      cascade_rl::policy_loss(cascade_rl::exec::seq, layout,
+                              {.log_probs = curr,
+                               .old_log_probs = prev,
+                               .advantages = advantages,
+                               .behaviour_log_probs = generation,
+                               .rollout_is_weights = weights},
+                              grad, normalizer, options);
   cascade_rl::testing::summed_loss total(layout.tokens());
   total.add(result.loss, grad);
   // NeMo's KL term through aggregate_token_losses over the same normaliser.

@@ -108,7 +108,7 @@ TEST(BadConfig, PpoClipOptionsOfTheOnPolicyRule) {
   cr::testing::expect_error_naming([&] { (void)on_policy.ppo_clip(); }, "update.rule",
                                    "ppo_clip_update");
   const cr::update_options ppo{.aggregation = cr::loss_aggregation::token_sum,
-                               .rule = cr::ppo_clip_update{.clip_high = 0.28}};
+                               .rule = cr::ppo_clip_update{.loss = {.clip_high = 0.28}}};
   EXPECT_EQ(ppo.ppo_clip().aggregation, cr::loss_aggregation::token_sum);
   EXPECT_EQ(ppo.ppo_clip().clip_high, 0.28);
 }
@@ -160,7 +160,7 @@ TEST(BadConfig, OverlongFilterWithoutLimit) {
 TEST(BadConfig, BadOptionsOfTheUpdateRuleInUse) {
   // Checked with the config, not first at the loss after a whole generation.
   auto config = good();
-  config.update = {.rule = cr::ppo_clip_update{.epochs = 2, .clip_low = 1.0}};
+  config.update = {.rule = cr::ppo_clip_update{.epochs = 2, .loss = {.clip_low = 1.0}}};
   auto c1 = cr::make_cascade(grpo(config));
   expect_refused(c1, "stage 's'.update.rule.ppo_clip.clip_low", "clip_low < 1");
   config = good();
@@ -170,9 +170,35 @@ TEST(BadConfig, BadOptionsOfTheUpdateRuleInUse) {
   expect_refused(c2, "stage 's'.update.rule.on_policy.importance.cap", "cap > 0");
   config = good();
   config.update.rule = cr::ppo_clip_update{
-      .importance = {.mode = cr::importance_sampling::band_mask, .band_low = -1}};
+      .loss = {.importance = {.mode = cr::importance_sampling::band_mask, .band_low = -1}}};
   auto c3 = cr::make_cascade(grpo(config));
   expect_refused(c3, "stage 's'.update.rule.ppo_clip.importance.band_low", ">= 0");
+  config = good();
+  config.update.rule = cr::dro_update{.loss = {.beta = -2}};
+  auto c4 = cr::make_cascade(grpo(config));
+  expect_refused(c4, "stage 's'.update.rule.dro.beta", "> 0");
+}
+
+// A rule holds its loss's whole options, aggregation included, but a stage has one
+// aggregation for every rule (update.aggregation): a loss aggregation set to anything
+// else is refused rather than silently replaced; left at its default it takes the
+// stage's.
+TEST(BadConfig, LossAggregationOfTheRuleOtherThanTheStages) {
+  auto config = good();
+  config.update = {.aggregation = cr::loss_aggregation::token_mean,
+                   .rule = cr::cispo_update{
+                       .loss = {.aggregation = cr::loss_aggregation::seq_mean_token_mean}}};
+  auto c1 = cr::make_cascade(grpo(config));
+  expect_refused(c1, "stage 's'.update.rule.cispo.loss.aggregation",
+                 "update.aggregation (token-mean)");
+  config.update.aggregation = cr::loss_aggregation::seq_mean_token_mean;
+  EXPECT_NO_THROW(cr::detail::validate_grpo_config(config));
+  config.update.rule = cr::cispo_update{};
+  EXPECT_NO_THROW(cr::detail::validate_grpo_config(config));
+  EXPECT_EQ(std::get<cr::cispo_update>(config.update.rule)
+                .loss_options(config.update.aggregation)
+                .aggregation,
+            cr::loss_aggregation::seq_mean_token_mean);
 }
 
 TEST(BadConfig, PolicyReturningAMalformedBatchIsNamed) {

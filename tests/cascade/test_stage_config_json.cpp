@@ -88,16 +88,17 @@ cr::stage_config every_field_set() {
                    .max_response_length = 4096},
       .update = {.aggregation = cr::loss_aggregation::seq_mean_token_sum_norm,
                  .rule =
-                     cr::ppo_clip_update{.epochs = 2,
-                                         .mini_batches = 4,
-                                         .clip_low = 0.1,
-                                         .clip_high = 0.28,
-                                         .dual_clip = 3.0,
-                                         .log_ratio_clamp = 10.0,
-                                         .importance = {.mode = cr::importance_sampling::truncated,
-                                                        .cap = 1.5,
-                                                        .band_low = 0.25,
-                                                        .band_high = 4.0}}},
+                     cr::ppo_clip_update{
+                         .epochs = 2,
+                         .mini_batches = 4,
+                         .loss = {.clip_low = 0.1,
+                                  .clip_high = 0.28,
+                                  .dual_clip = 3.0,
+                                  .log_ratio_clamp = 10.0,
+                                  .importance = {.mode = cr::importance_sampling::truncated,
+                                                 .cap = 1.5,
+                                                 .band_low = 0.25,
+                                                 .band_high = 4.0}}}},
       .filters = {.drop_zero_variance_groups = false,
                   .overlong = cr::overlong_options{.mode = cr::overlong_mode::soft_penalty,
                                                    .max_length = 4096,
@@ -151,7 +152,7 @@ TEST(StageConfigJson, EveryFieldSetRoundTrips) {
   expect_round_trip({c, cr::nemotron_cascade2_schedule().mopd});
   // The comparison itself finds a change anywhere, nested ones included.
   cr::stage_config d = c;
-  std::get<cr::ppo_clip_update>(d.update.rule).importance.band_high = std::nextafter(4.0, 5.0);
+  std::get<cr::ppo_clip_update>(d.update.rule).loss.importance.band_high = std::nextafter(4.0, 5.0);
   EXPECT_EQ(cr::stage_config_difference(c, d), "update.rule.ppo_clip.importance.band_high");
   d = c;
   d.evals[0].prompts[0].text += " ";
@@ -235,9 +236,9 @@ TEST(StageConfigJson, HandWrittenFileParsesToTheExpectedValues) {
   const auto& ppo = std::get<cr::ppo_clip_update>(s[2].update.rule);
   EXPECT_EQ(ppo.epochs, 2u);
   EXPECT_EQ(ppo.mini_batches, 4u);
-  EXPECT_EQ(ppo.clip_low, 0.2);  // the C++ default
-  EXPECT_EQ(ppo.clip_high, 0.28);
-  EXPECT_EQ(ppo.dual_clip, 3.0);
+  EXPECT_EQ(ppo.loss.clip_low, 0.2);  // the C++ default
+  EXPECT_EQ(ppo.loss.clip_high, 0.28);
+  EXPECT_EQ(ppo.loss.dual_clip, 3.0);
   EXPECT_EQ(s[2].update.aggregation, cr::loss_aggregation::seq_mean_token_mean);
   EXPECT_EQ(s[2].update.ppo_clip().aggregation, cr::loss_aggregation::seq_mean_token_mean);
   EXPECT_EQ(s[2].update.ppo_clip().clip_high, 0.28);
@@ -293,7 +294,7 @@ TEST(StageConfigJsonErrors, RemovedPpoAggregationIsRefusedByName) {
   EXPECT_EQ(parse_error(with_third_stage(
                 R"("update": {"rule": {"ppo_clip": {"aggregation": "token-sum"}}})")),
             "cascade_rl: stages[2].update.rule.ppo_clip.aggregation: removed key: set "
-            "update.aggregation (one aggregation serves both update rules)");
+            "update.aggregation (one aggregation serves every rule)");
 }
 
 // Before the rule was a variant, epochs, mini-batches, PPO's and the on-policy
@@ -322,7 +323,7 @@ TEST(StageConfigJsonErrors, RemovedUpdateFieldsSayWhereTheyLiveNow) {
   // The old string form of the rule.
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": "ppo_clip"})")),
             "cascade_rl: stages[2].update.rule: expected an object with one key naming the "
-            "alternative (one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, gspo, "
+            "alternative (one of: on_policy, ppo_clip, cispo, dppo, dro, sapo, gspo, "
             "geo_mean, clip_cov, kl_cov, bypass_mode), got "
             "string \"ppo_clip\"; write "
             "{\"ppo_clip\": {}}");
@@ -333,23 +334,23 @@ TEST(StageConfigJsonErrors, RuleNamesExactlyOneKnownAlternative) {
   EXPECT_EQ(parse_error(with_third_stage(
                 R"("update": {"rule": {"on_policy": {}, "ppo_clip": {"epochs": 2}}})")),
             "cascade_rl: stages[2].update.rule: has 2 keys (on_policy, ppo_clip); expected exactly "
-            "one, naming the alternative chosen (one of: on_policy, ppo_clip, cispo, dppo_tv, "
-            "dppo_kl, dro, sapo, gspo, geo_mean, clip_cov, kl_cov, bypass_mode)");
+            "one, naming the alternative chosen (one of: on_policy, ppo_clip, cispo, dppo, "
+            "dro, sapo, gspo, geo_mean, clip_cov, kl_cov, bypass_mode)");
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {}})")),
             "cascade_rl: stages[2].update.rule: has no key; expected exactly one, naming the "
-            "alternative chosen (one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, "
+            "alternative chosen (one of: on_policy, ppo_clip, cispo, dppo, dro, sapo, "
             "gspo, geo_mean, clip_cov, kl_cov, bypass_mode)");
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"ppo_clp": {"epochs": 2}}})")),
             "cascade_rl: stages[2].update.rule.ppo_clp: unknown alternative (did you mean "
-            "ppo_clip?); expected one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, "
+            "ppo_clip?); expected one of: on_policy, ppo_clip, cispo, dppo, dro, sapo, "
             "gspo, geo_mean, clip_cov, kl_cov, bypass_mode");
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"reinforce": {}}})")),
             "cascade_rl: stages[2].update.rule.reinforce: unknown alternative; expected one of: "
-            "on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, gspo, geo_mean, clip_cov, "
+            "on_policy, ppo_clip, cispo, dppo, dro, sapo, gspo, geo_mean, clip_cov, "
             "kl_cov, bypass_mode");
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": [1]})")),
             "cascade_rl: stages[2].update.rule: expected an object with one key naming the "
-            "alternative (one of: on_policy, ppo_clip, cispo, dppo_tv, dppo_kl, dro, sapo, gspo, "
+            "alternative (one of: on_policy, ppo_clip, cispo, dppo, dro, sapo, gspo, "
             "geo_mean, clip_cov, kl_cov, bypass_mode), got array");
   // Inside the alternative, its own fields only: epochs mean nothing on policy.
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"on_policy": {"epochs": 2}}})")),
@@ -417,43 +418,75 @@ TEST(StageConfigJson, RatioLossRulesReadByVerlNames) {
   const auto cispo =
       std::get<cr::cispo_update>(rule_of(R"({"cispo": {"epochs": 2, "clip_high": 0.28}})"));
   EXPECT_EQ(cispo.epochs, 2u);
-  EXPECT_EQ(cispo.clip_high, 0.28);
-  EXPECT_EQ(cispo.clip_low, cr::cispo_options{}.clip_low);
-  const auto tv = std::get<cr::dppo_tv_update>(rule_of(R"({"dppo_tv": {"truncation": 3}})"));
+  EXPECT_EQ(cispo.loss.clip_high, 0.28);
+  EXPECT_EQ(cispo.loss.clip_low, cr::cispo_options{}.clip_low);
+  const auto tv = std::get<cr::dppo_update>(rule_of(R"({"dppo": {"truncation": 3}})"));
   EXPECT_EQ(tv.loss_options(cr::loss_aggregation::token_sum).divergence,
             cr::terms::dppo_divergence::total_variation);
   EXPECT_EQ(tv.loss_options(cr::loss_aggregation::token_sum).truncation, 3.0);
-  const auto kl = std::get<cr::dppo_kl_update>(rule_of(R"({"dppo_kl": {"clip_low": 0.1}})"));
+  const auto kl = std::get<cr::dppo_update>(
+      rule_of(R"({"dppo": {"divergence": "binary_kl", "clip_low": 0.1}})"));
   EXPECT_EQ(kl.loss_options(cr::loss_aggregation::token_sum).divergence,
             cr::terms::dppo_divergence::binary_kl);
-  EXPECT_EQ(std::get<cr::dro_update>(rule_of(R"({"dro": {"beta": 0.05}})")).beta, 0.05);
-  EXPECT_EQ(std::get<cr::gspo_update>(rule_of(R"({"gspo": {"clip_high": 4e-4}})")).clip_high, 4e-4);
-  EXPECT_EQ(std::get<cr::geo_mean_update>(rule_of(R"({"geo_mean": {"clip_low": 0.4}})")).clip_low,
-            0.4);
+  EXPECT_EQ(kl.loss.clip_low, 0.1);
+  EXPECT_EQ(std::get<cr::dro_update>(rule_of(R"({"dro": {"beta": 0.05}})")).loss.beta, 0.05);
+  EXPECT_EQ(std::get<cr::gspo_update>(rule_of(R"({"gspo": {"clip_high": 4e-4}})")).loss.clip_high,
+            4e-4);
+  EXPECT_EQ(
+      std::get<cr::geo_mean_update>(rule_of(R"({"geo_mean": {"clip_low": 0.4}})")).loss.clip_low,
+      0.4);
   const auto clip_cov = std::get<cr::clip_cov_update>(
       rule_of(R"({"clip_cov": {"clip_cov_ratio": 0.001, "clip_cov_ub": 4}})"));
-  EXPECT_EQ(clip_cov.clip_cov_ratio, 0.001);
-  EXPECT_EQ(clip_cov.clip_cov_ub, 4.0);
-  EXPECT_EQ(clip_cov.clip_cov_lb, cr::clip_cov_options{}.clip_cov_lb);
-  EXPECT_EQ(std::get<cr::kl_cov_update>(rule_of(R"({"kl_cov": {"ppo_kl_coef": 0.1}})")).ppo_kl_coef,
-            0.1);
+  EXPECT_EQ(clip_cov.loss.clip_cov_ratio, 0.001);
+  EXPECT_EQ(clip_cov.loss.clip_cov_ub, 4.0);
+  EXPECT_EQ(clip_cov.loss.clip_cov_lb, cr::clip_cov_options{}.clip_cov_lb);
+  EXPECT_EQ(
+      std::get<cr::kl_cov_update>(rule_of(R"({"kl_cov": {"ppo_kl_coef": 0.1}})")).loss.ppo_kl_coef,
+      0.1);
   const auto sapo = std::get<cr::sapo_update>(rule_of(R"({"sapo": {"tau_neg": 1.2}})"));
-  EXPECT_EQ(sapo.tau_neg, 1.2);
+  EXPECT_EQ(sapo.loss.tau_neg, 1.2);
   EXPECT_EQ(sapo.loss_options(cr::loss_aggregation::seq_mean_token_mean).aggregation,
             cr::loss_aggregation::seq_mean_token_mean);
 
   std::vector<cr::stage_config> stages;
   for (const auto& rule : std::vector<decltype(cr::update_options{}.rule)>{
-           cr::cispo_update{.mini_batches = 2}, cr::dppo_tv_update{.clip_high = 0.1},
-           cr::dppo_kl_update{}, cr::dro_update{.beta = 0.5}, cr::sapo_update{.epochs = 3},
-           cr::gspo_update{.log_ratio_bound = 5}, cr::geo_mean_update{.clip_high = 0.3},
-           cr::clip_cov_update{.clip_cov_ratio = 0.01}, cr::kl_cov_update{.epochs = 2}})
+           cr::cispo_update{.mini_batches = 2}, cr::dppo_update{.loss = {.clip_high = 0.1}},
+           cr::dppo_update{.loss = {.divergence = cr::terms::dppo_divergence::binary_kl}},
+           cr::dro_update{.loss = {.beta = 0.5}}, cr::sapo_update{.epochs = 3},
+           cr::gspo_update{.loss = {.log_ratio_bound = 5}},
+           cr::geo_mean_update{.loss = {.clip_high = 0.3}},
+           cr::clip_cov_update{.loss = {.clip_cov_ratio = 0.01}}, cr::kl_cov_update{.epochs = 2}})
     stages.push_back({.name = std::string(1, static_cast<char>('a' + stages.size())),
                       .steps = 1,
                       .update = {.rule = rule}});
   expect_round_trip(stages);
   EXPECT_EQ(cr::stage_config_to_json(stages[3]).at("update").at("rule").dump(),
             R"({"dro":{"epochs":1,"mini_batches":1,"beta":0.5}})");
+  EXPECT_EQ(cr::stage_config_to_json(stages[2]).at("update").at("rule").dump(),
+            R"({"dppo":{"epochs":1,"mini_batches":1,"divergence":"binary_kl","clip_low":0.2,)"
+            R"("clip_high":0.2,"truncation":20.0,"log_ratio_clamp":20.0}})");
+  // The rules' fields are their losses' own descriptions (options/described.hpp), not
+  // a copy: each rule's keys are epochs, mini_batches and its loss's described fields.
+  const auto keys_of = [](const auto& rule) {
+    using Rule = std::remove_cvref_t<decltype(rule)>;
+    return cr::detail::field_keys<Rule>();
+  };
+  EXPECT_EQ(keys_of(cr::cispo_update{}),
+            (std::vector<std::string>{"epochs", "mini_batches", "clip_low", "clip_high",
+                                      "log_ratio_clamp"}));
+  std::vector<std::string> gspo_keys{"epochs", "mini_batches"};
+  for (const auto& k : cr::detail::field_keys<cr::gspo_options>()) gspo_keys.push_back(k);
+  EXPECT_EQ(keys_of(cr::gspo_update{}), gspo_keys);
+  // veRL's earlier names of the two DPPO rules are one rule now, its divergence a field.
+  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"dppo_tv": {}}})")),
+            "cascade_rl: stages[2].update.rule.dppo_tv: removed alternative: write {\"dppo\": "
+            "{\"divergence\": \"total_variation\", ...}}");
+  EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"dppo_kl": {}}})")),
+            "cascade_rl: stages[2].update.rule.dppo_kl: removed alternative: write {\"dppo\": "
+            "{\"divergence\": \"binary_kl\", ...}}");
+  EXPECT_EQ(parse_error(with_third_stage(
+                R"("update": {"rule": {"dppo": {"divergence": "kl"}}})")).substr(0, 68),
+            "cascade_rl: stages[2].update.rule.dppo.divergence: unknown name \"kl\"");
 
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"cispo": {"clip_hi": 0.3}}})")),
             "cascade_rl: stages[2].update.rule.cispo.clip_hi: unknown key (did you mean "
@@ -462,7 +495,7 @@ TEST(StageConfigJson, RatioLossRulesReadByVerlNames) {
   cr::testing::expect_error_naming([&] { cr::detail::validate_grpo_config(no_beta); },
                                    "update.rule.dro.beta", "DRO's penalty has no default");
   cr::stage_config bad_ratio{
-      .name = "d", .steps = 1, .update = {.rule = cr::kl_cov_update{.kl_cov_ratio = 2}}};
+      .name = "d", .steps = 1, .update = {.rule = cr::kl_cov_update{.loss = {.kl_cov_ratio = 2}}}};
   cr::testing::expect_error_naming([&] { cr::detail::validate_grpo_config(bad_ratio); },
                                    "update.rule.kl_cov.kl_cov_ratio");
   cr::stage_config too_many{.name = "e",
@@ -486,7 +519,7 @@ TEST(StageConfigJson, BypassModeRuleReadByVerlNames) {
       "rollout_is_threshold": "0.5_4.0", "rollout_is_batch_normalize": true,
       "rollout_rs": "token_k1,seq_mean_k3", "rollout_rs_threshold": "0.2_5.0,0.3"}})"));
   EXPECT_EQ(bypass.mini_batches, 2u);
-  EXPECT_EQ(bypass.loss_type, "reinforce");
+  EXPECT_EQ(bypass.loss.loss_type, "reinforce");
   const cr::bypass_mode_options options =
       bypass.loss_options(cr::loss_aggregation::seq_mean_token_mean);
   const cr::bypass_mode_options verl = cr::presets::verl::bypass_mode(
@@ -519,7 +552,7 @@ TEST(StageConfigJson, BypassModeRuleReadByVerlNames) {
       {.name = "a", .steps = 1, .update = {.rule = bypass}},
       {.name = "b",
        .steps = 1,
-       .update = {.rule = cr::bypass_mode_update{.epochs = 2, .dual_clip = std::nullopt}}}};
+       .update = {.rule = cr::bypass_mode_update{.epochs = 2, .loss = {.dual_clip = std::nullopt}}}}};
   expect_round_trip(stages);
   EXPECT_EQ(cr::stage_config_to_json(stages[1]).at("update").at("rule").dump(),
             R"({"bypass_mode":{"epochs":2,"mini_batches":1,"loss_type":"ppo_clip",)"
@@ -546,27 +579,28 @@ TEST(StageConfigJson, BypassModeRuleReadByVerlNames) {
             "cascade_rl: stages[2].update.rule.bypass_mode.rollout_is_threshold: expected a "
             "string, got number 2.0");
   cr::stage_config bad_clip{
-      .name = "d", .steps = 1, .update = {.rule = cr::bypass_mode_update{.clip_low = -1}}};
+      .name = "d", .steps = 1, .update = {.rule = cr::bypass_mode_update{.loss = {.clip_low = -1}}}};
   cr::testing::expect_error_naming([&] { cr::detail::validate_grpo_config(bad_clip); },
                                    "update.rule.bypass_mode.clip_low");
   cr::stage_config bad_is{.name = "d",
                           .steps = 1,
-                          .update = {.rule = cr::bypass_mode_update{.rollout_is = "token",
-                                                                    .rollout_is_threshold = "0"}}};
+                          .update = {.rule = cr::bypass_mode_update{
+                                         .loss = {.rollout_is = "token", .rollout_is_threshold = "0"}}}};
   cr::testing::expect_error_naming([&] { cr::detail::validate_grpo_config(bad_is); },
                                    "update.rule.bypass_mode.rollout_is_threshold", "expected > 0");
   // The texts are held in place (config_text), so the rule variant stays trivially
   // copyable; a text beyond the capacity is refused, by path from JSON.
   static_assert(std::is_trivially_copyable_v<cr::bypass_mode_update>);
   static_assert(std::is_trivially_copyable_v<decltype(cr::update_options{}.rule)>);
-  const std::string long_spec(cr::bypass_mode_update::text::capacity + 1, 'k');
+  const std::string long_spec(cr::bypass_mode_keys::text::capacity + 1, 'k');
   EXPECT_EQ(parse_error(with_third_stage(R"("update": {"rule": {"bypass_mode": {"rollout_rs": ")" +
                                          long_spec + R"("}}})")),
             "cascade_rl: stages[2].update.rule.bypass_mode.rollout_rs: has 121 characters, at "
             "most 120 fit");
-  cr::testing::expect_error_naming([&] { (void)cr::bypass_mode_update{.rollout_rs = long_spec}; },
-                                   "text", "at most 120 fit");
-  const cr::bypass_mode_update::text fits(std::string(120, 'k'));
+  cr::testing::expect_error_naming(
+      [&] { (void)cr::bypass_mode_update{.loss = {.rollout_rs = long_spec}}; }, "text",
+      "at most 120 fit");
+  const cr::bypass_mode_keys::text fits(std::string(120, 'k'));
   EXPECT_EQ(fits.view().size(), 120u);
 }
 

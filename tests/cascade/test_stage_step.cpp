@@ -172,18 +172,24 @@ TEST(GrpoStep, RatioLossRulesRunPpoScheduleAndAgreeAtRatioOne) {
   std::vector<double> later_sums;
   for (const auto& rule : std::vector<decltype(cr::update_options{}.rule)>{
            cr::cispo_update{.epochs = 2, .mini_batches = 3},
-           cr::dppo_tv_update{.epochs = 2, .mini_batches = 3},
-           cr::dppo_kl_update{.epochs = 2, .mini_batches = 3},
-           cr::dro_update{.epochs = 2, .mini_batches = 3, .beta = 5.0},
+           cr::dppo_update{.epochs = 2, .mini_batches = 3},
+           cr::dppo_update{.epochs = 2,
+                           .mini_batches = 3,
+                           .loss = {.divergence = cr::terms::dppo_divergence::binary_kl}},
+           cr::dro_update{.epochs = 2, .mini_batches = 3, .loss = {.beta = 5.0}},
            cr::sapo_update{.epochs = 2, .mini_batches = 3},
            cr::gspo_update{.epochs = 2, .mini_batches = 3},
            cr::geo_mean_update{.epochs = 2, .mini_batches = 3},
-           cr::kl_cov_update{.epochs = 2, .mini_batches = 3, .kl_cov_ratio = 0.5},
-           cr::clip_cov_update{
-               .epochs = 2, .mini_batches = 3, .clip_cov_lb = 1e9, .clip_cov_ub = 2e9}}) {
+           cr::kl_cov_update{.epochs = 2, .mini_batches = 3, .loss = {.kl_cov_ratio = 0.5}},
+           cr::clip_cov_update{.epochs = 2,
+                               .mini_batches = 3,
+                               .loss = {.clip_cov_lb = 1e9, .clip_cov_ub = 2e9}}}) {
     const auto [m, calls] = run({.rule = rule});
     const std::string name = std::visit(
-        []<class Rule>(const Rule&) { return std::string(cr::update_rule_name<Rule>()); }, rule);
+        []<class Rule>(const Rule&) {
+          return std::string(cr::detail::config_fields<Rule>::alternative);
+        },
+        rule);
     ASSERT_EQ(calls.size(), 6u) << name;
     EXPECT_EQ(m.updates, 6u) << name;
     EXPECT_EQ(m.tokens, ppo_metrics.tokens) << name;
@@ -214,7 +220,7 @@ TEST(GrpoStep, ClipCovRuleSelectsPerMiniBatchFromTheStageGenerator) {
   };
   const auto ppo = run({.rule = cr::ppo_clip_update{.mini_batches = 3}}, 2);
   const cr::clip_cov_update every_candidate{
-      .mini_batches = 3, .clip_cov_ratio = 0.5, .clip_cov_lb = -1e9, .clip_cov_ub = 1e9};
+      .mini_batches = 3, .loss = {.clip_cov_ratio = 0.5, .clip_cov_lb = -1e9, .clip_cov_ub = 1e9}};
   const auto first = run({.rule = every_candidate}, 2);
   const auto again = run({.rule = every_candidate}, 2);
   ASSERT_EQ(first.size(), 3u);
@@ -241,7 +247,7 @@ TEST(GrpoStep, BypassModeRuleIsPpoWithoutCorrection) {
     return std::pair{m, policy.update_calls};
   };
   const auto [ppo_metrics, ppo] =
-      run({.rule = cr::ppo_clip_update{.epochs = 2, .mini_batches = 3, .dual_clip = 3.0}});
+      run({.rule = cr::ppo_clip_update{.epochs = 2, .mini_batches = 3, .loss = {.dual_clip = 3.0}}});
   const auto [m, bypass] = run({.rule = cr::bypass_mode_update{.epochs = 2, .mini_batches = 3}});
   ASSERT_EQ(ppo.size(), 6u);
   ASSERT_EQ(bypass.size(), 6u);
@@ -251,11 +257,12 @@ TEST(GrpoStep, BypassModeRuleIsPpoWithoutCorrection) {
   EXPECT_EQ(m.tokens, ppo_metrics.tokens);
   EXPECT_EQ(m.loss, ppo_metrics.loss);
   EXPECT_EQ(m.clip_fraction, ppo_metrics.clip_fraction);
-  const auto [rm, reinforce] = run({.rule = cr::bypass_mode_update{.epochs = 2,
-                                                                   .mini_batches = 3,
-                                                                   .loss_type = "reinforce",
-                                                                   .rollout_is = "token",
-                                                                   .rollout_is_threshold = "2.0"}});
+  const auto [rm, reinforce] = run({.rule = cr::bypass_mode_update{
+                                         .epochs = 2,
+                                         .mini_batches = 3,
+                                         .loss = {.loss_type = "reinforce",
+                                                  .rollout_is = "token",
+                                                  .rollout_is_threshold = "2.0"}}});
   ASSERT_EQ(reinforce.size(), 6u);
   EXPECT_NE(reinforce[0].dlogp_sum, 0.0);
   EXPECT_NEAR(reinforce[0].dlogp_sum, ppo[0].dlogp_sum, 1e-6 * std::abs(ppo[0].dlogp_sum));
@@ -285,10 +292,10 @@ struct recording_policy : tabular_policy {
 // the step counts fewer tokens than PPO's. Tokens within it keep their gradient.
 TEST(GrpoStep, BypassModeRuleRejectedTokensCarryNoGradient) {
   auto c = config(4, 6);
-  c.update = {.rule = cr::bypass_mode_update{.epochs = 3,
-                                             .mini_batches = 3,
-                                             .rollout_rs = "token_k2",
-                                             .rollout_rs_threshold = "1e-4"}};
+  c.update = {.rule = cr::bypass_mode_update{
+                   .epochs = 3,
+                   .mini_batches = 3,
+                   .loss = {.rollout_rs = "token_k2", .rollout_rs_threshold = "1e-4"}}};
   c.filters.drop_zero_variance_groups = false;
   auto stage =
       cr::make_grpo_stage(c, cr::prompt_pool(domain_prompts("a", 0, 6)), exact_answer_reward{});
@@ -324,8 +331,8 @@ TEST(GrpoStep, BypassModeRuleNormalisesByTheKeptTokens) {
     auto c = config(4, 6);
     cr::bypass_mode_update rule{.epochs = 2, .mini_batches = 1};
     if (threshold != nullptr) {
-      rule.rollout_rs = "token_k2";
-      rule.rollout_rs_threshold = threshold;
+      rule.loss.rollout_rs = "token_k2";
+      rule.loss.rollout_rs_threshold = threshold;
     }
     c.update = {.rule = rule};
     c.filters.drop_zero_variance_groups = false;

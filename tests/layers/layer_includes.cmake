@@ -7,6 +7,8 @@
 #   core          layouts, exec policies, errors, math: nothing of ours
 #   comm          transport (the Communicator concept, communicator_ref, local, MPI,
 #                 NCCL), beside core
+#   options       how option structs describe themselves (described.hpp): nothing of
+#                 ours, below every layer that holds options
 #   terms         per-token and per-group formulas
 #   algorithms    each algorithm
 #   presets       the peers' conventions, as algorithm options
@@ -18,14 +20,15 @@
 cmake_minimum_required(VERSION 3.25)  # IN_LIST in script mode
 
 set(allowed_core "")
+set(allowed_options "")
 set(allowed_comm core)
-set(allowed_terms core)
-set(allowed_algorithms core terms)
-set(allowed_presets core terms algorithms)
-set(allowed_cuda core terms algorithms)
-set(allowed_distributed core comm terms algorithms)
-set(allowed_cascade core comm terms algorithms presets distributed)
-set(allowed_verify core comm terms algorithms presets distributed cascade)
+set(allowed_terms core options)
+set(allowed_algorithms core options terms)
+set(allowed_presets core options terms algorithms)
+set(allowed_cuda core options terms algorithms)
+set(allowed_distributed core comm options terms algorithms)
+set(allowed_cascade core comm options terms algorithms presets distributed)
+set(allowed_verify core comm options terms algorithms presets distributed cascade)
 
 # Known upward arrows, "<layer> -> <included header>", each to be removed by moving the
 # header down; no other header may join them. None today (terms/advantage_options.hpp

@@ -1,10 +1,16 @@
 #pragma once
 // The options of the policy-gradient losses (policy_loss.hpp), apart from the
 // algorithms, so that the CUDA kernels and their launch layer take them without the
-// host implementations.
+// host implementations. Each loss's options describe themselves (detail::config_fields,
+// options/described.hpp): their name (veRL's loss_mode where veRL has the loss) and
+// their fields, which the engine's update rule, its JSON and its error paths are derived
+// from; the aggregation is described apart, since a stage sets it once for every rule.
 
 #include <optional>
+#include <string_view>
+#include <tuple>
 
+#include "cascade_rl/options/described.hpp"
 #include "cascade_rl/terms/aggregation_weight.hpp"
 #include "cascade_rl/terms/covariance_tokens.hpp"
 #include "cascade_rl/terms/importance_weight.hpp"
@@ -87,6 +93,75 @@ struct dppo_options {
   double log_ratio_clamp = 20.0;  // |logp - old_logp| before exp, > 0 (veRL: 20)
   loss_aggregation aggregation = loss_aggregation::token_mean;
 };
+
+namespace detail {
+
+template <>
+struct config_fields<importance_options> {
+  using T = importance_options;
+  static constexpr std::tuple list{config_field{"mode", &T::mode}, config_field{"cap", &T::cap},
+                                   config_field{"band_low", &T::band_low},
+                                   config_field{"band_high", &T::band_high}};
+};
+
+template <>
+struct config_fields<ppo_clip_options> {
+  using T = ppo_clip_options;
+  static constexpr std::string_view alternative = "ppo_clip";
+  static constexpr std::tuple list{
+      config_field{"clip_low", &T::clip_low},
+      config_field{"clip_high", &T::clip_high},
+      config_field{"dual_clip", &T::dual_clip},
+      config_field{"log_ratio_clamp", &T::log_ratio_clamp},
+      config_field{"importance", &T::importance}};
+  static constexpr auto aggregation = &T::aggregation;
+};
+
+template <>
+struct config_fields<cispo_options> {
+  using T = cispo_options;
+  static constexpr std::string_view alternative = "cispo";
+  static constexpr std::tuple list{
+      config_field{"clip_low", &T::clip_low},
+      config_field{"clip_high", &T::clip_high},
+      config_field{"log_ratio_clamp", &T::log_ratio_clamp}};
+  static constexpr auto aggregation = &T::aggregation;
+};
+
+template <>
+struct config_fields<sapo_options> {
+  using T = sapo_options;
+  static constexpr std::string_view alternative = "sapo";
+  static constexpr std::tuple list{
+      config_field{"tau_pos", &T::tau_pos},
+      config_field{"tau_neg", &T::tau_neg},
+      config_field{"log_ratio_clamp", &T::log_ratio_clamp}};
+  static constexpr auto aggregation = &T::aggregation;
+};
+
+template <>
+struct config_fields<dro_options> {
+  using T = dro_options;
+  static constexpr std::string_view alternative = "dro";
+  static constexpr std::tuple list{
+      config_field{"beta", &T::beta}};
+  static constexpr auto aggregation = &T::aggregation;
+};
+
+template <>
+struct config_fields<dppo_options> {
+  using T = dppo_options;
+  static constexpr std::string_view alternative = "dppo";
+  static constexpr std::tuple list{
+      config_field{"divergence", &T::divergence},
+      config_field{"clip_low", &T::clip_low},
+      config_field{"clip_high", &T::clip_high},
+      config_field{"truncation", &T::truncation},
+      config_field{"log_ratio_clamp", &T::log_ratio_clamp}};
+  static constexpr auto aggregation = &T::aggregation;
+};
+
+}  // namespace detail
 
 // MOPD (Nemotron-Cascade 2): -(1/|V|) sum_t w_t * a_t * log pi_train(y_t) with
 // w_t = r_t * 1[0.5 <= r_t <= 2], r_t = pi_train / pi_rollout (stop-gradient), and a_t =
@@ -171,6 +246,31 @@ struct geo_mean_options {
 
 namespace detail {
 
+template <>
+struct config_fields<gspo_options> {
+  using T = gspo_options;
+  static constexpr std::string_view alternative = "gspo";
+  static constexpr std::tuple list{
+      config_field{"clip_low", &T::clip_low},
+      config_field{"clip_high", &T::clip_high},
+      config_field{"log_ratio_bound", &T::log_ratio_bound}};
+  static constexpr auto aggregation = &T::aggregation;
+};
+
+template <>
+struct config_fields<geo_mean_options> {
+  using T = geo_mean_options;
+  static constexpr std::string_view alternative = "geo_mean";
+  static constexpr std::tuple list{
+      config_field{"clip_low", &T::clip_low},
+      config_field{"clip_high", &T::clip_high}};
+  static constexpr auto aggregation = &T::aggregation;
+};
+
+}  // namespace detail
+
+namespace detail {
+
 inline terms::gspo_params gspo_params_of(const gspo_options& o) {
   return {o.clip_low, o.clip_high, o.log_ratio_bound};
 }
@@ -198,6 +298,22 @@ struct clip_cov_options {
   loss_aggregation aggregation = loss_aggregation::token_mean;
 };
 
+namespace detail {
+
+template <>
+struct config_fields<clip_cov_options> {
+  using T = clip_cov_options;
+  static constexpr std::string_view alternative = "clip_cov";
+  static constexpr std::tuple list{
+      config_field{"clip_low", &T::clip_low},
+      config_field{"clip_high", &T::clip_high},
+      config_field{"clip_cov_ratio", &T::clip_cov_ratio},
+      config_field{"clip_cov_lb", &T::clip_cov_lb},
+      config_field{"clip_cov_ub", &T::clip_cov_ub}};
+  static constexpr auto aggregation = &T::aggregation;
+};
+}  // namespace detail
+
 }  // namespace cascade_rl
 
 namespace cascade_rl {
@@ -211,5 +327,26 @@ struct kl_cov_options {
   double ppo_kl_coef = 1.0;      // finite, >= 0
   loss_aggregation aggregation = loss_aggregation::token_mean;
 };
+
+namespace detail {
+
+template <>
+struct config_fields<kl_cov_options> {
+  using T = kl_cov_options;
+  static constexpr std::string_view alternative = "kl_cov";
+  static constexpr std::tuple list{
+      config_field{"kl_cov_ratio", &T::kl_cov_ratio},
+      config_field{"ppo_kl_coef", &T::ppo_kl_coef}};
+  static constexpr auto aggregation = &T::aggregation;
+};
+
+static_assert(lists_every_member<importance_options> && lists_every_member<ppo_clip_options> &&
+                  lists_every_member<cispo_options> && lists_every_member<sapo_options> &&
+                  lists_every_member<dro_options> && lists_every_member<dppo_options> &&
+                  lists_every_member<gspo_options> && lists_every_member<geo_mean_options> &&
+                  lists_every_member<clip_cov_options> && lists_every_member<kl_cov_options>,
+              "a loss's options gained a member: describe it in its config_fields");
+
+}  // namespace detail
 
 }  // namespace cascade_rl

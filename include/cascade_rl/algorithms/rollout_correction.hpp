@@ -184,15 +184,68 @@ struct bypass_mode_result {
   rollout_correction_metrics correction{};
 };
 
-// veRL's compute_policy_loss_bypass_mode: rollout_correction on (log_probs,
-// rollout_log_probs), then on the effective mask (keep_out) either ppo_clip_loss with
-// old_log_probs = rollout_log_probs and no IS weights, or reinforce_loss (options.reinforce,
-// veRL's log-prob surrogate) with the correction's IS weights (is_weights_out) as
-// rollout_is_weights. `normalizer` is a loss_normalizer, or a function of the effective
-// layout returning one (veRL's agg_loss divides by the rejection-masked counts: pass
+// veRL's compute_policy_loss_bypass_mode in two steps, so that a caller can count the
+// effective mask's tokens (over every rank) between them:
+//   1. bypass_mode_correction: rollout_correction on (log_probs, rollout_log_probs); the
+//      effective mask is layout.with_mask(keep_out).
+//   2. bypass_mode_policy_loss on the effective layout: ppo_clip_loss with old_log_probs =
+//      rollout_log_probs and no IS weights, or reinforce_loss (options.reinforce, veRL's
+//      log-prob surrogate) with the correction's IS weights as rollout_is_weights.
+// bypass_mode_loss runs both. is_weights_out and keep_out hold one entry per token
+// (is_weights_out may be empty when no IS level is set).
+template <exec::host_policy Policy, std::floating_point T>
+rollout_correction_metrics bypass_mode_correction(const Policy& policy, const token_layout& layout,
+                                                  const bypass_mode_inputs<T>& inputs,
+                                                  const bypass_mode_options& options,
+                                                  std::span<T> is_weights_out,
+                                                  std::span<std::uint8_t> keep_out) {
+  if (options.ppo.importance.mode != importance_sampling::none)
+    detail::fail("options.ppo.importance",
+                 "must be none: the bypass mode's ratio is already the correction");
+  if (options.reinforce.importance.mode != importance_sampling::none)
+    detail::fail("options.reinforce.importance",
+                 "must be none: the bypass mode's IS weights are the correction's");
+  detail::require_size(inputs.advantages.size(), layout.tokens(), "advantages", "one per token");
+  return rollout_correction(policy, layout,
+                            rollout_correction_inputs<T>{inputs.log_probs, inputs.rollout_log_probs},
+                            is_weights_out, keep_out, options.correction);
+}
+
+// Step 2 (see above). metrics.approx_kl is veRL's actor/ppo_kl over the effective mask:
+// PPO's clamped one for ppo_clip, the plain masked mean of rollout_logp - logp for
+// reinforce.
+template <exec::host_policy Policy, contiguous_output Out>
+policy_loss_result bypass_mode_policy_loss(const Policy& policy, const token_layout& effective,
+                                           const bypass_mode_inputs<output_value_t<Out>>& inputs,
+                                           std::span<const output_value_t<Out>> is_weights,
+                                           Out&& grad_out, const loss_normalizer& normalizer,
+                                           const bypass_mode_options& options) {
+  using T = output_value_t<Out>;
+  if (options.loss == bypass_loss::ppo_clip)
+    return ppo_clip_loss(policy, effective,
+                         ppo_clip_inputs<T>{.log_probs = inputs.log_probs,
+                                            .old_log_probs = inputs.rollout_log_probs,
+                                            .advantages = inputs.advantages},
+                         grad_out, normalizer, options.ppo);
+  const bool weighted = options.correction.is_level != rollout_is_level::none;
+  policy_loss_result loss = reinforce_loss(
+      policy, effective,
+      reinforce_inputs<T>{.log_probs = inputs.log_probs,
+                          .advantages = inputs.advantages,
+                          .rollout_is_weights = weighted ? is_weights : std::span<const T>{}},
+      grad_out, normalizer, options.reinforce);
+  const std::span<const T> logp = inputs.log_probs;
+  const std::span<const T> rollout = inputs.rollout_log_probs;
+  loss.metrics.approx_kl_sum = detail::blocked_sum(policy, effective.tokens(), [&](std::size_t t) {
+    return effective.valid(t) ? static_cast<double>(rollout[t]) - static_cast<double>(logp[t])
+                              : 0.0;
+  });
+  return loss;
+}
+
+// Both steps. `normalizer` is a loss_normalizer, or a function of the effective layout
+// returning one (veRL's agg_loss divides by the rejection-masked counts: pass
 // [&](const token_layout& l) { return verl::single_rank_normalizer(policy, l, mode, T); }).
-// grad_out, is_weights_out and keep_out hold one entry per token (is_weights_out may be
-// empty when no IS level is set).
 template <exec::host_policy Policy, contiguous_output Out, class Normalizer>
 bypass_mode_result bypass_mode_loss(const Policy& policy, const token_layout& layout,
                                     const bypass_mode_inputs<output_value_t<Out>>& inputs,
@@ -201,46 +254,17 @@ bypass_mode_result bypass_mode_loss(const Policy& policy, const token_layout& la
                                     std::span<output_value_t<Out>> is_weights_out,
                                     std::span<std::uint8_t> keep_out) {
   using T = output_value_t<Out>;
-  if (options.ppo.importance.mode != importance_sampling::none)
-    detail::fail("options.ppo.importance",
-                 "must be none: the bypass mode's ratio is already the correction");
-  if (options.reinforce.importance.mode != importance_sampling::none)
-    detail::fail("options.reinforce.importance",
-                 "must be none: the bypass mode's IS weights are the correction's");
-  detail::require_size(inputs.advantages.size(), layout.tokens(), "advantages", "one per token");
   bypass_mode_result result;
-  result.correction = rollout_correction(
-      policy, layout, rollout_correction_inputs<T>{inputs.log_probs, inputs.rollout_log_probs},
-      is_weights_out, keep_out, options.correction);
+  result.correction =
+      bypass_mode_correction(policy, layout, inputs, options, is_weights_out, keep_out);
   const token_layout effective = layout.with_mask(keep_out);
   loss_normalizer norm;
   if constexpr (std::is_same_v<Normalizer, loss_normalizer>)
     norm = normalizer;
   else
     norm = normalizer(effective);
-  policy_loss_result loss;
-  if (options.loss == bypass_loss::ppo_clip) {
-    loss = ppo_clip_loss(policy, effective,
-                         ppo_clip_inputs<T>{.log_probs = inputs.log_probs,
-                                            .old_log_probs = inputs.rollout_log_probs,
-                                            .advantages = inputs.advantages},
-                         grad_out, norm, options.ppo);
-  } else {
-    const bool weighted = options.correction.is_level != rollout_is_level::none;
-    loss = reinforce_loss(
-        policy, effective,
-        reinforce_inputs<T>{.log_probs = inputs.log_probs,
-                            .advantages = inputs.advantages,
-                            .rollout_is_weights = weighted ? std::span<const T>(is_weights_out)
-                                                           : std::span<const T>{}},
-        grad_out, norm, options.reinforce);
-    const std::span<const T> logp = inputs.log_probs;
-    const std::span<const T> rollout = inputs.rollout_log_probs;
-    loss.metrics.approx_kl_sum = detail::blocked_sum(policy, layout.tokens(), [&](std::size_t t) {
-      return effective.valid(t) ? static_cast<double>(rollout[t]) - static_cast<double>(logp[t])
-                                : 0.0;
-    });
-  }
+  const policy_loss_result loss = bypass_mode_policy_loss(
+      policy, effective, inputs, std::span<const T>(is_weights_out), grad_out, norm, options);
   result.loss = loss.loss;
   result.metrics = loss.metrics;
   return result;

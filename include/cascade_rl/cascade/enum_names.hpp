@@ -68,6 +68,14 @@ struct enum_names<importance_sampling> {
        {importance_sampling::band_mask, "band_mask"}}};
 };
 
+// DPPO's divergence (update.rule.dppo.divergence): veRL's loss modes dppo_tv and dppo_kl.
+template <>
+struct enum_names<terms::dppo_divergence> {
+  static constexpr std::array<std::pair<terms::dppo_divergence, std::string_view>, 2> table{
+      {{terms::dppo_divergence::total_variation, "total_variation"},
+       {terms::dppo_divergence::binary_kl, "binary_kl"}}};
+};
+
 template <class E>
 concept named_enum = std::is_enum_v<E> && requires { enum_names<E>::table; };
 

@@ -5,6 +5,7 @@
 // One struct serves GRPO and MOPD stages; MOPD reads .mopd, GRPO reads .update and
 // .filters.
 
+#include <array>
 #include <cmath>
 #include <concepts>
 #include <cstddef>
@@ -12,6 +13,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <variant>
 #include <vector>
@@ -20,12 +22,14 @@
 #include "cascade_rl/algorithms/length_filters.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/algorithms/policy_loss_entry.hpp"
 #include "cascade_rl/algorithms/rollout_correction.hpp"
 #include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
 #include "cascade_rl/cascade/config_text.hpp"
 #include "cascade_rl/cascade/lr_schedule.hpp"
 #include "cascade_rl/cascade/prompt.hpp"
 #include "cascade_rl/core/error.hpp"
+#include "cascade_rl/options/described.hpp"
 #include "cascade_rl/presets/verl_losses.hpp"
 
 namespace cascade_rl {
@@ -74,173 +78,17 @@ struct on_policy_update {
   }
 };
 
-// PPO's clipped surrogate against the behaviour log-probs: `epochs` passes over
-// `mini_batches` mini-batches, each mini-batch one optimizer step. The clip fields are
-// ppo_clip_options' without the aggregation, which is update_options::aggregation for
-// both rules (one field, one meaning).
-struct ppo_clip_update {
-  std::size_t epochs = 1;
-  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
-  double clip_low = ppo_clip_options{}.clip_low;
-  double clip_high = ppo_clip_options{}.clip_high;
-  std::optional<double> dual_clip = ppo_clip_options{}.dual_clip;
-  double log_ratio_clamp = ppo_clip_options{}.log_ratio_clamp;
-  importance_options importance{};  // target of the ratio is the behaviour log-probs
-
-  // The options of ppo_clip_loss under this rule.
-  [[nodiscard]] ppo_clip_options loss_options(loss_aggregation aggregation) const {
-    return {.clip_low = clip_low,
-            .clip_high = clip_high,
-            .dual_clip = dual_clip,
-            .log_ratio_clamp = log_ratio_clamp,
-            .aggregation = aggregation,
-            .importance = importance};
-  }
-};
-
-// veRL's ratio losses under PPO's schedule: `epochs` passes over `mini_batches`
-// mini-batches, each one optimizer step, the loss taken against the behaviour log-probs
-// as its old log-probs (policy_loss.hpp). Each holds its loss options' fields without
-// the aggregation, which is update_options::aggregation for every rule; in a JSON
-// schedule each is named by veRL's loss_mode ("cispo", "dppo_tv", "dppo_kl", "dro",
-// "sapo").
-struct cispo_update {
-  std::size_t epochs = 1;
-  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
-  double clip_low = cispo_options{}.clip_low;
-  double clip_high = cispo_options{}.clip_high;
-  double log_ratio_clamp = cispo_options{}.log_ratio_clamp;
-
-  [[nodiscard]] cispo_options loss_options(loss_aggregation aggregation) const {
-    return {.clip_low = clip_low,
-            .clip_high = clip_high,
-            .log_ratio_clamp = log_ratio_clamp,
-            .aggregation = aggregation};
-  }
-};
-
-template <terms::dppo_divergence D>
-struct dppo_update {
-  std::size_t epochs = 1;
-  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
-  double clip_low = dppo_options{}.clip_low;
-  double clip_high = dppo_options{}.clip_high;
-  double truncation = dppo_options{}.truncation;
-  double log_ratio_clamp = dppo_options{}.log_ratio_clamp;
-
-  [[nodiscard]] dppo_options loss_options(loss_aggregation aggregation) const {
-    return {.divergence = D,
-            .clip_low = clip_low,
-            .clip_high = clip_high,
-            .truncation = truncation,
-            .log_ratio_clamp = log_ratio_clamp,
-            .aggregation = aggregation};
-  }
-};
-using dppo_tv_update = dppo_update<terms::dppo_divergence::total_variation>;
-using dppo_kl_update = dppo_update<terms::dppo_divergence::binary_kl>;
-
-struct dro_update {
-  std::size_t epochs = 1;
-  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
-  double beta = 0;               // no default, as veRL's dro_beta: must be > 0
-
-  [[nodiscard]] dro_options loss_options(loss_aggregation aggregation) const {
-    return {.beta = beta, .aggregation = aggregation};
-  }
-};
-
-struct sapo_update {
-  std::size_t epochs = 1;
-  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
-  double tau_pos = sapo_options{}.tau_pos;
-  double tau_neg = sapo_options{}.tau_neg;
-  double log_ratio_clamp = sapo_options{}.log_ratio_clamp;
-
-  [[nodiscard]] sapo_options loss_options(loss_aggregation aggregation) const {
-    return {.tau_pos = tau_pos,
-            .tau_neg = tau_neg,
-            .log_ratio_clamp = log_ratio_clamp,
-            .aggregation = aggregation};
-  }
-};
-
-// veRL's sequence-level ratio losses under the same schedule ("gspo", "geo_mean").
-struct gspo_update {
-  std::size_t epochs = 1;
-  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
-  double clip_low = gspo_options{}.clip_low;
-  double clip_high = gspo_options{}.clip_high;
-  double log_ratio_bound = gspo_options{}.log_ratio_bound;
-
-  [[nodiscard]] gspo_options loss_options(loss_aggregation aggregation) const {
-    return {.clip_low = clip_low,
-            .clip_high = clip_high,
-            .log_ratio_bound = log_ratio_bound,
-            .aggregation = aggregation};
-  }
-};
-
-struct geo_mean_update {
-  std::size_t epochs = 1;
-  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
-  double clip_low = geo_mean_options{}.clip_low;
-  double clip_high = geo_mean_options{}.clip_high;
-
-  [[nodiscard]] geo_mean_options loss_options(loss_aggregation aggregation) const {
-    return {.clip_low = clip_low, .clip_high = clip_high, .aggregation = aggregation};
-  }
-};
-
-// veRL's covariance-selection losses under the same schedule ("clip_cov", "kl_cov"): the
-// tokens are selected in each mini-batch's loss call, on each rank, as veRL selects them
-// in each micro-batch's; Clip-Cov's draw is token_selection::seeded with a seed the
-// stage's generator gives each mini-batch (every rank draws it, so their shuffles stay
-// the same).
-struct clip_cov_update {
-  std::size_t epochs = 1;
-  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
-  double clip_low = clip_cov_options{}.clip_low;
-  double clip_high = clip_cov_options{}.clip_high;
-  double clip_cov_ratio = clip_cov_options{}.clip_cov_ratio;
-  double clip_cov_lb = clip_cov_options{}.clip_cov_lb;
-  double clip_cov_ub = clip_cov_options{}.clip_cov_ub;
-
-  [[nodiscard]] clip_cov_options loss_options(loss_aggregation aggregation) const {
-    return {.clip_low = clip_low,
-            .clip_high = clip_high,
-            .clip_cov_ratio = clip_cov_ratio,
-            .clip_cov_lb = clip_cov_lb,
-            .clip_cov_ub = clip_cov_ub,
-            .aggregation = aggregation};
-  }
-};
-
-struct kl_cov_update {
-  std::size_t epochs = 1;
-  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
-  double kl_cov_ratio = kl_cov_options{}.kl_cov_ratio;
-  double ppo_kl_coef = kl_cov_options{}.ppo_kl_coef;
-
-  [[nodiscard]] kl_cov_options loss_options(loss_aggregation aggregation) const {
-    return {.kl_cov_ratio = kl_cov_ratio, .ppo_kl_coef = ppo_kl_coef, .aggregation = aggregation};
-  }
-};
-
-// veRL's bypass mode under the same schedule ("bypass_mode"): the rollout correction of
-// the trainer's log-probs against the sampler's, then PPO's clipped loss (the ratio to the
-// sampler is the correction) or REINFORCE with the correction's IS weights, on the tokens
-// the rejection keeps, divided by the counts that mask leaves (veRL's agg_loss on the
-// modified mask). The batch's behaviour log-probs are the sampler's: veRL's
-// rollout_log_probs, which bypass mode uses as old_log_prob (no recomputed old policy).
-// The correction's fields are veRL's policy_loss.rollout_correction keys, as text where
-// veRL takes text: rollout_is "token" / "sequence" (unset: no weights),
-// rollout_is_threshold "2.0" (truncated) or "0.5_5.0" (IcePop), rollout_rs
-// "token_k1,seq_mean_k3", rollout_rs_threshold one spec or one per criterion; loss_type
-// "ppo_clip" or "reinforce" (presets::verl::rollout_correction and bypass_mode read them).
-struct bypass_mode_update {
-  std::size_t epochs = 1;
-  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
+// veRL's bypass mode as its policy_loss.rollout_correction keys, as text where veRL takes
+// text: rollout_is "token" / "sequence" (unset: no weights), rollout_is_threshold "2.0"
+// (truncated) or "0.5_5.0" (IcePop), rollout_rs "token_k1,seq_mean_k3",
+// rollout_rs_threshold one spec or one per criterion; loss_type "ppo_clip" or
+// "reinforce" (presets::verl::rollout_correction and bypass_mode read them). The
+// rollout correction of the trainer's log-probs against the sampler's (the batch's
+// behaviour log-probs, veRL's rollout_log_probs, used as old_log_prob: no recomputed old
+// policy), then PPO's clipped loss (the ratio to the sampler is the correction) or
+// REINFORCE with the correction's IS weights, on the tokens the rejection keeps, divided
+// by the counts that mask leaves (veRL's agg_loss on the modified mask).
+struct bypass_mode_keys {
   // Texts in place (config_text): the rule stays trivially copyable, as the others.
   using text = config_text<120>;
   text loss_type = "ppo_clip";
@@ -254,7 +102,7 @@ struct bypass_mode_update {
   double clip_high = ppo_clip_options{}.clip_high;
   std::optional<double> dual_clip = 3.0;
 
-  [[nodiscard]] bypass_mode_options loss_options(loss_aggregation aggregation) const {
+  [[nodiscard]] bypass_mode_options options(loss_aggregation aggregation) const {
     const auto view = [](const std::optional<text>& s) {
       return s ? std::optional<std::string_view>(s->view()) : std::nullopt;
     };
@@ -268,6 +116,103 @@ struct bypass_mode_update {
   }
 };
 
+namespace detail {
+template <>
+struct config_fields<bypass_mode_keys> {
+  using T = bypass_mode_keys;
+  static constexpr std::string_view alternative = "bypass_mode";
+  static constexpr std::tuple list{
+      config_field{"loss_type", &T::loss_type},
+      config_field{"rollout_is", &T::rollout_is},
+      config_field{"rollout_is_threshold", &T::rollout_is_threshold},
+      config_field{"rollout_is_batch_normalize", &T::rollout_is_batch_normalize},
+      config_field{"rollout_rs", &T::rollout_rs},
+      config_field{"rollout_rs_threshold", &T::rollout_rs_threshold},
+      config_field{"clip_low", &T::clip_low},
+      config_field{"clip_high", &T::clip_high},
+      config_field{"dual_clip", &T::dual_clip}};
+};
+static_assert(lists_every_member<bypass_mode_keys>);
+}  // namespace detail
+
+// The losses a mini-batch rule can hold: every policy loss's options (their description,
+// options/described.hpp, names the rule and its fields) and veRL's bypass mode keys.
+template <class Loss>
+concept mini_batch_loss =
+    (detail::described_loss_options<Loss> && !std::same_as<Loss, reinforce_options>) ||
+    std::same_as<Loss, bypass_mode_keys>;
+
+// A loss under PPO's schedule: `epochs` passes; each shuffles the groups (the stage's
+// generator) and cuts them into `mini_batches` mini-batches, each one optimizer step of
+// the loss against the behaviour log-probs as its old log-probs, normalised over that
+// mini-batch. `loss` holds the loss's own options, whose aggregation is the stage's
+// update.aggregation (one for every rule; leave loss.aggregation at its default):
+//   .update = {.rule = cr::ppo_clip_update{.epochs = 2, .mini_batches = 4}}
+//   .update = {.rule = cr::cispo_update{.loss = {.clip_high = 0.28}}}
+//   .update = {.rule = cr::mini_batch_update<cr::cispo_options>{
+//                  .loss = cr::presets::verl::cispo(actor)}}
+// In a JSON schedule the rule is named by its loss's description (veRL's loss_mode:
+// "ppo_clip", "cispo", "dppo", "dro", "sapo", "gspo", "geo_mean", "clip_cov", "kl_cov",
+// "bypass_mode") and the loss's fields sit beside epochs and mini_batches. The
+// covariance losses select their tokens in each mini-batch's call; Clip-Cov's draw takes
+// a seed the stage's generator gives each mini-batch (every rank draws it, so their
+// shuffles stay the same).
+template <mini_batch_loss Loss>
+struct mini_batch_update {
+  std::size_t epochs = 1;
+  std::size_t mini_batches = 1;  // at most prompts_per_step (whole groups)
+  Loss loss{};
+
+  // The options the loss is called with under the stage's aggregation.
+  [[nodiscard]] auto loss_options(loss_aggregation aggregation) const {
+    if constexpr (std::same_as<Loss, bypass_mode_keys>) {
+      return loss.options(aggregation);
+    } else {
+      Loss options = loss;
+      options.*detail::config_fields<Loss>::aggregation = aggregation;
+      return options;
+    }
+  }
+};
+
+using ppo_clip_update = mini_batch_update<ppo_clip_options>;
+using cispo_update = mini_batch_update<cispo_options>;
+using dppo_update = mini_batch_update<dppo_options>;
+using dro_update = mini_batch_update<dro_options>;  // loss.beta has no default: > 0
+using sapo_update = mini_batch_update<sapo_options>;
+using gspo_update = mini_batch_update<gspo_options>;
+using geo_mean_update = mini_batch_update<geo_mean_options>;
+using clip_cov_update = mini_batch_update<clip_cov_options>;
+using kl_cov_update = mini_batch_update<kl_cov_options>;
+using bypass_mode_update = mini_batch_update<bypass_mode_keys>;
+
+namespace detail {
+
+template <>
+struct config_fields<on_policy_update> {
+  using T = on_policy_update;
+  static constexpr std::string_view alternative = "on_policy";
+  static constexpr std::tuple list{config_field{"importance", &T::importance}};
+};
+
+// A mini-batch rule: its schedule's two fields, then its loss's own, as its loss's
+// description names them (the rule's name is the loss's: "cispo", "ppo_clip", ...).
+template <class Loss>
+struct config_fields<mini_batch_update<Loss>> {
+  using T = mini_batch_update<Loss>;
+  static constexpr std::string_view alternative = config_fields<Loss>::alternative;
+  static constexpr auto list =
+      std::tuple_cat(std::tuple{config_field{"epochs", &T::epochs},
+                                config_field{"mini_batches", &T::mini_batches}},
+                     nested_fields(&T::loss));
+  // The PPO rule once had an aggregation of its own, which update.aggregation silently
+  // overrode; the loss's aggregation is the stage's.
+  static constexpr std::array removed{
+      removed_key{"aggregation", "update.aggregation (one aggregation serves every rule)"}};
+};
+
+}  // namespace detail
+
 // The rules that take optimizer steps over mini-batches and epochs.
 template <class Rule>
 concept mini_batch_rule = requires(const Rule& rule) {
@@ -277,14 +222,12 @@ concept mini_batch_rule = requires(const Rule& rule) {
 };
 
 // How a GRPO stage turns its batch into optimizer steps. The rule is one of these
-// structs, so that a field of another rule cannot be set:
-//   .update = {.rule = cr::ppo_clip_update{.epochs = 2, .mini_batches = 4}}
-//   .update = {.rule = cr::cispo_update{.clip_high = 0.28}}
+// structs, so that a field of another rule cannot be set.
 struct update_options {
   loss_aggregation aggregation = loss_aggregation::token_mean;  // every rule
-  std::variant<on_policy_update, ppo_clip_update, cispo_update, dppo_tv_update, dppo_kl_update,
-               dro_update, sapo_update, gspo_update, geo_mean_update, clip_cov_update,
-               kl_cov_update, bypass_mode_update>
+  std::variant<on_policy_update, ppo_clip_update, cispo_update, dppo_update, dro_update,
+               sapo_update, gspo_update, geo_mean_update, clip_cov_update, kl_cov_update,
+               bypass_mode_update>
       rule{};
 
   // The options of ppo_clip_loss; the rule must be ppo_clip_update.
@@ -295,25 +238,6 @@ struct update_options {
     return ppo->loss_options(aggregation);
   }
 };
-
-// Each rule's name in a JSON schedule (stage_config_fields.hpp) and in error paths
-// ("update.rule.cispo.clip_low"): ours for the two Cascade rules, veRL's loss_mode for
-// the others.
-template <class Rule>
-constexpr std::string_view update_rule_name() {
-  if constexpr (std::is_same_v<Rule, on_policy_update>) return "on_policy";
-  if constexpr (std::is_same_v<Rule, ppo_clip_update>) return "ppo_clip";
-  if constexpr (std::is_same_v<Rule, cispo_update>) return "cispo";
-  if constexpr (std::is_same_v<Rule, dppo_tv_update>) return "dppo_tv";
-  if constexpr (std::is_same_v<Rule, dppo_kl_update>) return "dppo_kl";
-  if constexpr (std::is_same_v<Rule, dro_update>) return "dro";
-  if constexpr (std::is_same_v<Rule, sapo_update>) return "sapo";
-  if constexpr (std::is_same_v<Rule, gspo_update>) return "gspo";
-  if constexpr (std::is_same_v<Rule, geo_mean_update>) return "geo_mean";
-  if constexpr (std::is_same_v<Rule, clip_cov_update>) return "clip_cov";
-  if constexpr (std::is_same_v<Rule, kl_cov_update>) return "kl_cov";
-  if constexpr (std::is_same_v<Rule, bypass_mode_update>) return "bypass_mode";
-}
 
 struct filter_options {
   // Groups whose rewards are all equal carry no signal (IF-RL filters them).
@@ -441,30 +365,32 @@ inline void validate_grpo_config(const stage_config& c, std::string_view at = {}
         if constexpr (std::is_same_v<Rule, on_policy_update>) {
           validate_importance(rule.importance, where("update.rule.on_policy.importance"));
         } else {
-          const std::string field = where("update.rule." + std::string(update_rule_name<Rule>()));
+          const std::string field =
+              where("update.rule." + std::string(config_fields<Rule>::alternative));
           if (rule.epochs == 0) fail(field + ".epochs", "is 0");
           if (rule.mini_batches == 0) fail(field + ".mini_batches", "is 0");
           if (rule.mini_batches > c.prompts_per_step)
             fail(field + ".mini_batches",
                  "is " + std::to_string(rule.mini_batches) +
                      ", more than prompts_per_step = " + std::to_string(c.prompts_per_step));
+          if constexpr (detail::described_loss_options<decltype(rule.loss)>) {
+            using Loss = decltype(rule.loss);
+            const loss_aggregation own = rule.loss.*config_fields<Loss>::aggregation;
+            if (own != Loss{}.*config_fields<Loss>::aggregation && own != c.update.aggregation)
+              fail(field + ".loss.aggregation",
+                   "is " + std::string(to_string(own)) +
+                       ", but a stage's aggregation is update.aggregation (" +
+                       std::string(to_string(c.update.aggregation)) +
+                       "), one for every rule: set it there");
+          }
           check_nested(field, "options.", [&] {
             const auto options = rule.loss_options(c.update.aggregation);
-            if constexpr (std::is_same_v<Rule, ppo_clip_update>)
-              validate_ppo_options(options);
-            else if constexpr (std::is_same_v<Rule, gspo_update>)
-              validate_gspo_options(options);
-            else if constexpr (std::is_same_v<Rule, geo_mean_update>)
-              validate_geo_mean_options(options);
-            else if constexpr (std::is_same_v<Rule, clip_cov_update>)
-              validate_clip_cov_options(options);
-            else if constexpr (std::is_same_v<Rule, kl_cov_update>)
-              validate_kl_cov_options(options);
-            else if constexpr (std::is_same_v<Rule, bypass_mode_update>) {
+            if constexpr (std::is_same_v<Rule, bypass_mode_update>) {
               validate_rollout_correction_options(options.correction);
               validate_ppo_options(options.ppo);
-            } else
-              validate_ratio_options(options);
+            } else {
+              validate_policy_loss_options(options);
+            }
           });
         }
       },

@@ -42,7 +42,7 @@ std::string config_difference(const T& a, const T& b, const std::string& path) {
     std::string first;
     std::apply(
         [&](const auto&... field) {
-          ((first.empty() ? (void)(first = config_difference(a.*field.member, b.*field.member,
+          ((first.empty() ? (void)(first = config_difference(field.of(a), field.of(b),
                                                       member_path(path, field.key)))
                           : (void)0),
            ...);

@@ -256,6 +256,9 @@ void read(const json& j, V& out, const std::string& path) {
   const std::string& key = j.begin().key();
   const auto chosen =
       static_cast<std::size_t>(std::find(names.begin(), names.end(), key) - names.begin());
+  for (const removed_key& old : removed_alternatives<V>::list)
+    if (old.key == key)
+      fail(member_path(path, key), "removed alternative: write " + std::string(old.instead));
   if (chosen == names.size())
     fail(member_path(path, key), "unknown alternative" + did_you_mean(key, names) +
                                      "; expected one of: " + alternatives_list<V>());

@@ -9,15 +9,14 @@
 //                     and cuts them into `mini_batches` mini-batches, each one optimizer
 //                     step with PPO's clipped surrogate against the behaviour log-probs,
 //                     normalised over that mini-batch (its own optimizer step).
-//   cispo_update, dppo_tv_update, dppo_kl_update, dro_update, sapo_update, gspo_update,
-//   geo_mean_update, clip_cov_update, kl_cov_update
-//                     the same schedule with veRL's ratio losses (mini_batch_steps); the
-//                     covariance losses select their tokens in each mini-batch's call.
-//   bypass_mode_update
-//                     the same schedule with veRL's bypass mode: the rollout correction
-//                     of the trainer's log-probs against the sampler's (the batch's
-//                     behaviour log-probs), then PPO clip or REINFORCE on the tokens it
-//                     keeps, normalised by the counts of that mask over every rank.
+//   mini_batch_update<Loss>
+//                     the same schedule with any loss's options (cispo_update, ...), run
+//                     through policy_loss (policy_loss_entry.hpp); the covariance losses
+//                     select their tokens in each mini-batch's call. Under
+//                     bypass_mode_update: the rollout correction of the trainer's
+//                     log-probs against the sampler's (the batch's behaviour log-probs),
+//                     then PPO clip or REINFORCE on the tokens it keeps, normalised by
+//                     the counts of that mask over every rank.
 //
 // Data-parallel (comm of size R): the batch is this rank's shard of whole groups. The
 // normalisers count the tokens of every rank (integers, exact), so each token's
@@ -36,6 +35,7 @@
 #include "cascade_rl/algorithms/covariance_losses.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/algorithms/policy_loss_entry.hpp"
 #include "cascade_rl/algorithms/rollout_correction.hpp"
 #include "cascade_rl/cascade/concepts.hpp"
 #include "cascade_rl/cascade/data_parallel.hpp"
@@ -118,39 +118,42 @@ policy_loss_result on_policy_step(P& policy, const rollout_batch& batch,
   return result;
 }
 
-// A mini-batch rule's loss on one mini-batch, the behaviour log-probs as old log-probs.
-template <class Options>
-policy_loss_result mini_batch_loss(const token_layout& layout, std::span<const float> log_probs,
-                                   std::span<const float> old_log_probs,
-                                   std::span<const float> advantages, std::span<float> dlogp,
-                                   const loss_normalizer& normalizer, const Options& options,
-                                   std::uint64_t selection_seed) {
-  const policy_ratio_inputs<float> inputs{
-      .log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages};
-  if constexpr (std::is_same_v<Options, ppo_clip_options>)
-    return ppo_clip_loss(
-        exec::par, layout,
-        {.log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages}, dlogp,
-        normalizer, options);
-  else if constexpr (std::is_same_v<Options, gspo_options>)
-    return gspo_loss(exec::par, layout, inputs, dlogp, normalizer, options);
-  else if constexpr (std::is_same_v<Options, geo_mean_options>)
-    return geo_mean_loss(exec::par, layout, inputs, dlogp, normalizer, options);
-  else if constexpr (std::is_same_v<Options, clip_cov_options>)
-    return clip_cov_loss(exec::par, layout, inputs, token_selection::seeded(selection_seed), dlogp,
-                         normalizer, options);
-  else if constexpr (std::is_same_v<Options, kl_cov_options>)
-    return kl_cov_loss(exec::par, layout, inputs, dlogp, normalizer, options);
-  else
-    return policy_ratio_loss(exec::par, layout, inputs, dlogp, normalizer, options);
+// veRL's bypass mode on one mini-batch, as plain steps: the correction, the effective
+// mask's normaliser over every rank (veRL's agg_loss on the modified mask), the loss. The
+// normaliser is a collective, so a rank with no valid token still counts its (empty)
+// share.
+inline policy_loss_result bypass_mode_mini_batch(const rollout_batch& mini,
+                                                 const token_layout& layout,
+                                                 std::span<const float> log_probs,
+                                                 std::span<const float> advantages,
+                                                 std::span<float> dlogp,
+                                                 const bypass_mode_options& options,
+                                                 const stage_config& config,
+                                                 communicator_ref comm) {
+  if (mini.response_count() == 0 || local_loss_counts(exec::par, layout).tokens == 0) {
+    (void)step_normalizer(layout, config.update.aggregation, config, comm);
+    return {};
+  }
+  const bypass_mode_inputs<float> inputs{.log_probs = log_probs,
+                                         .rollout_log_probs = mini.behaviour_log_probs,
+                                         .advantages = advantages};
+  std::vector<float> weights(mini.token_count());
+  std::vector<std::uint8_t> keep(mini.token_count());
+  (void)bypass_mode_correction(exec::par, layout, inputs, options, std::span<float>(weights),
+                               std::span<std::uint8_t>(keep));
+  const token_layout effective = layout.with_mask(keep);
+  return bypass_mode_policy_loss(exec::par, effective, inputs, std::span<const float>(weights),
+                                 dlogp,
+                                 step_normalizer(effective, config.update.aggregation, config, comm),
+                                 options);
 }
 
-// A mini-batch rule (PPO clip or a ratio loss): rule.epochs x rule.mini_batches optimizer
-// steps.
-template <Policy P, mini_batch_rule Rule>
+// A mini-batch rule: rule.epochs x rule.mini_batches optimizer steps of its loss, the
+// behaviour log-probs as the old log-probs.
+template <Policy P, class Loss>
 void mini_batch_steps(P& policy, const rollout_batch& batch, std::span<const float> advantages,
-                      const Rule& rule, const stage_config& config, double lr, rng_type& rng,
-                      update_totals& totals, communicator_ref comm = {}) {
+                      const mini_batch_update<Loss>& rule, const stage_config& config, double lr,
+                      rng_type& rng, update_totals& totals, communicator_ref comm = {}) {
   // This rank's groups are global groups [first, first + local) of the (filtered) step.
   const std::size_t local = batch.prompt_count();
   std::vector<std::uint64_t> counts(static_cast<std::size_t>(comm.size()));
@@ -163,6 +166,7 @@ void mini_batch_steps(P& policy, const rollout_batch& batch, std::span<const flo
   }
   const std::size_t parts = std::min(rule.mini_batches, groups);
   const auto options = rule.loss_options(config.update.aggregation);
+  constexpr bool bypass = std::is_same_v<Loss, bypass_mode_keys>;
   std::vector<std::size_t> order(groups);
   for (std::size_t g = 0; g < groups; ++g) order[g] = g;
   for (std::size_t epoch = 0; epoch < rule.epochs; ++epoch) {
@@ -176,45 +180,30 @@ void mini_batch_steps(P& policy, const rollout_batch& batch, std::span<const flo
       std::vector<float> mini_advantages(selection.kept_sequences.size());
       gather_sequences(exec::seq, selection, advantages, mini_advantages);
       const token_layout layout = mini.layout();
-      const loss_normalizer normalizer =
-          step_normalizer(layout, config.update.aggregation, config, comm);
       std::vector<float> token_advantages(mini.token_count()), log_probs(mini.token_count()),
           dlogp(mini.token_count());
-      // Clip-Cov's draw: a seed per mini-batch, drawn on every rank (responses or not) so
-      // that the ranks' generators, and so their shuffles, stay the same.
-      std::uint64_t selection_seed = 0;
-      if constexpr (std::is_same_v<Rule, clip_cov_update>) selection_seed = rng();
-      policy_loss_result result;
-      if constexpr (std::is_same_v<Rule, bypass_mode_update>) {
-        // The bypass mode divides by the counts of the tokens its rejection keeps (veRL's
-        // agg_loss on the modified mask), over every rank: a collective, so a rank with no
-        // valid token still counts its (empty) share.
-        bool counted = false;
-        const auto effective_normalizer = [&](const token_layout& effective) {
-          counted = true;
-          return step_normalizer(effective, config.update.aggregation, config, comm);
-        };
-        if (mini.response_count() != 0 && local_loss_counts(exec::par, layout).tokens != 0) {
-          broadcast_to_tokens(exec::par, layout, mini_advantages, token_advantages);
-          policy.log_probs(mini, std::span<float>(log_probs));
-          std::vector<float> weights(mini.token_count());
-          std::vector<std::uint8_t> keep(mini.token_count());
-          const bypass_mode_result bypass = bypass_mode_loss(
-              exec::par, layout,
-              bypass_mode_inputs<float>{.log_probs = log_probs,
-                                        .rollout_log_probs = mini.behaviour_log_probs,
-                                        .advantages = token_advantages},
-              dlogp, effective_normalizer, options, std::span<float>(weights),
-              std::span<std::uint8_t>(keep));
-          result.loss = bypass.loss;
-          result.metrics = bypass.metrics;
-        }
-        if (!counted) (void)effective_normalizer(layout);
-      } else if (mini.response_count() != 0) {
+      if (mini.response_count() != 0) {
         broadcast_to_tokens(exec::par, layout, mini_advantages, token_advantages);
         policy.log_probs(mini, std::span<float>(log_probs));
-        result = mini_batch_loss(layout, log_probs, mini.behaviour_log_probs, token_advantages,
-                                 dlogp, normalizer, options, selection_seed);
+      }
+      policy_loss_result result;
+      if constexpr (bypass) {
+        result = bypass_mode_mini_batch(mini, layout, log_probs, token_advantages, dlogp, options,
+                                        config, comm);
+      } else {
+        const loss_normalizer normalizer =
+            step_normalizer(layout, config.update.aggregation, config, comm);
+        // Clip-Cov's draw: a seed per mini-batch, drawn on every rank (responses or not) so
+        // that the ranks' generators, and so their shuffles, stay the same.
+        const std::uint64_t seed = draws_token_selection<decltype(options)> ? rng() : 0;
+        if (mini.response_count() != 0)
+          result = policy_loss(exec::par, layout,
+                               policy_loss_inputs<float>{
+                                   .log_probs = log_probs,
+                                   .old_log_probs = mini.behaviour_log_probs,
+                                   .advantages = token_advantages,
+                                   .selection = token_selection::seeded(seed)},
+                               dlogp, normalizer, options);
       }
       totals.add(comm, result);
       policy.apply_gradient(mini, std::span<const float>(dlogp), lr);
