@@ -7,6 +7,7 @@
 
 #include "cascade_rl/cascade_rl.hpp"
 
+#include "cascade_rl/cascade/agentic_stage.hpp"
 #include "cascade_rl/cascade/atomic_file.hpp"
 #include "cascade_rl/cascade/checkpoint.hpp"
 #include "cascade_rl/cascade/composition.hpp"

@@ -138,12 +138,15 @@ struct step_outcome {
 
 }  // namespace detail
 
-// group_size episodes per prompt, episode e of prompt g numbered g * group_size + e;
-// the turn seeds depend only on (seed, episode, turn).
+// group_size episodes per prompt, episode e of prompt g numbered first_episode +
+// g * group_size + e (a data-parallel rank passes its shard's first episode, so every
+// episode has its single-process number); the turn seeds depend only on (seed, episode
+// number, turn), and the factory is given the episode's number.
 template <TurnPolicy P, EnvironmentFactory F>
 episode_batch run_episodes(P& policy, const F& make_environment, std::span<const prompt> prompts,
                            std::size_t group_size, const sampling_params& sampling,
-                           const episode_options& options, std::uint64_t seed) {
+                           const episode_options& options, std::uint64_t seed,
+                           std::size_t first_episode = 0) {
   using Env = environment_of<F>;
   validate_episode_options(options);
   if (group_size == 0) detail::fail("group_size", "must be positive");
@@ -161,7 +164,7 @@ episode_batch run_episodes(P& policy, const F& make_environment, std::span<const
     e.time_left = options.episode_time_budget;
     std::string first;
     try {
-      e.env = std::make_shared<Env>(make_environment(input, i));
+      e.env = std::make_shared<Env>(make_environment(input, first_episode + i));
       first = e.env->reset(input);
     } catch (const std::exception& error) {
       e.end(end_reason::environment_error, std::string("reset: ") + error.what());
@@ -189,7 +192,7 @@ episode_batch run_episodes(P& policy, const F& make_environment, std::span<const
       requests.push_back(
           {.context = e.context,
            .max_tokens = std::min(options.max_turn_tokens, options.context_budget - e.context.size()),
-           .seed = detail::splitmix64(seed ^ detail::splitmix64((i << 20) ^ turn))});
+           .seed = detail::splitmix64(seed ^ detail::splitmix64(((first_episode + i) << 20) ^ turn))});
     }
     if (live.empty()) break;
     std::vector<turn_output> actions =

@@ -1,6 +1,7 @@
 #pragma once
 // What one step reports (a JSON line each), and a domain's evaluation score.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -8,7 +9,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cascade_rl/cascade/episode_summary.hpp"
+
 namespace cascade_rl {
+
+// What an agentic stage's step reports of its episodes (over every rank).
+struct episode_metrics {
+  double turns_mean = 0.0;  // turns per episode
+  std::array<std::size_t, end_reason_count> end_reasons{};  // episodes ended by each reason
+  // The largest |trainer - sampler| log-prob over the actions (log_prob_drift.hpp): 0
+  // when the sampler and the trainer agree, as strictly on-policy training assumes.
+  double log_prob_drift = 0.0;
+};
 
 struct step_metrics {
   std::string stage{};
@@ -42,11 +54,19 @@ struct step_metrics {
   double importance_masked_fraction = 0.0;
   double importance_truncated_fraction = 0.0;
   std::optional<double> kl_to_teacher{};  // MOPD: mean of log pi_student - log pi_teacher
+  std::optional<episode_metrics> episodes{};  // agentic stages
 
   double generation_seconds = 0.0;
   double reward_seconds = 0.0;
   double update_seconds = 0.0;
 };
+
+inline nlohmann::json episodes_json(const episode_metrics& e) {
+  nlohmann::json reasons = nlohmann::json::object();
+  for (std::size_t r = 0; r < end_reason_count; ++r)
+    reasons[std::string(name_of(static_cast<end_reason>(r)))] = e.end_reasons[r];
+  return {{"turns_mean", e.turns_mean}, {"end_reasons", reasons}, {"log_prob_drift", e.log_prob_drift}};
+}
 
 inline void to_json(nlohmann::json& j, const step_metrics& m) {
   j = {{"stage", m.stage},
@@ -74,6 +94,7 @@ inline void to_json(nlohmann::json& j, const step_metrics& m) {
        {"importance_masked_fraction", m.importance_masked_fraction},
        {"importance_truncated_fraction", m.importance_truncated_fraction},
        {"kl_to_teacher", m.kl_to_teacher ? nlohmann::json(*m.kl_to_teacher) : nlohmann::json()},
+       {"episodes", m.episodes ? episodes_json(*m.episodes) : nlohmann::json()},
        {"time", {{"generation", m.generation_seconds},
                  {"reward", m.reward_seconds},
                  {"update", m.update_seconds}}}};

@@ -73,9 +73,19 @@ struct rollout_batch {
     return std::span<const std::int32_t>(tokens).subspan(
         static_cast<std::size_t>(token_offsets[response]), length(response));
   }
+  // The model's tokens of each response: every token, or for an episode its actions
+  // (loss mask 1), not the environment's observations; length filters and metrics read
+  // these.
   [[nodiscard]] std::vector<std::int64_t> lengths() const {
     std::vector<std::int64_t> out(response_count());
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = token_offsets[i + 1] - token_offsets[i];
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      if (episodes.empty() || loss_mask.empty()) {
+        out[i] = token_offsets[i + 1] - token_offsets[i];
+        continue;
+      }
+      for (auto t = token_offsets[i]; t < token_offsets[i + 1]; ++t)
+        out[i] += loss_mask[static_cast<std::size_t>(t)] != 0 ? 1 : 0;
+    }
     return out;
   }
   [[nodiscard]] std::vector<std::uint8_t> truncated_flags() const {

@@ -255,6 +255,21 @@ struct mopd_settings {
   double outcome_weight = 0.0;
 };
 
+// Agentic stages (agentic_stage.hpp): how the episodes of a step, and of an evaluation,
+// run. Single-turn stages do not read these. The environments' steps run on
+// reward_workers threads.
+struct episode_settings {
+  std::size_t max_turns = 8;
+  std::size_t context_budget = 4096;          // tokens of the whole context, prompt included
+  std::size_t max_turn_tokens = 512;          // tokens one action may add
+  std::size_t observation_token_cap = 1024;   // an observation's tokens past this are cut
+  std::size_t observation_text_cap = 1 << 16; // bytes of an observation read at most
+  // The time an episode's environment may spend in its steps, summed over its turns; 0:
+  // no limit. An episode ended by it is the one part of a step a resumed run need not
+  // repeat bit for bit.
+  std::size_t episode_time_budget_ms = 0;
+};
+
 // An evaluation set: the score of `domain` is the mean reward over its prompts, with
 // samples_per_prompt responses each, sampled with the stage's eval_sampling.
 struct eval_set {
@@ -276,6 +291,7 @@ struct stage_config {
   update_options update{};
   filter_options filters{};
   mopd_settings mopd{};
+  episode_settings episodes{};
   double success_threshold = 1.0;       // a response with reward >= this counts as solved
   std::size_t reward_workers = 4;       // threads verifying rewards
   std::vector<eval_set> evals{};

@@ -116,6 +116,18 @@ struct config_fields<mopd_settings> {
 };
 
 template <>
+struct config_fields<episode_settings> {
+  using T = episode_settings;
+  static constexpr std::tuple list{
+      config_field{"max_turns", &T::max_turns},
+      config_field{"context_budget", &T::context_budget},
+      config_field{"max_turn_tokens", &T::max_turn_tokens},
+      config_field{"observation_token_cap", &T::observation_token_cap},
+      config_field{"observation_text_cap", &T::observation_text_cap},
+      config_field{"episode_time_budget_ms", &T::episode_time_budget_ms}};
+};
+
+template <>
 struct config_fields<eval_set> {
   using T = eval_set;
   static constexpr std::tuple list{config_field{"domain", &T::domain}, config_field{"prompts", &T::prompts},
@@ -138,6 +150,7 @@ struct config_fields<stage_config> {
       config_field{"update", &T::update},
       config_field{"filters", &T::filters},
       config_field{"mopd", &T::mopd},
+      config_field{"episodes", &T::episodes},
       config_field{"success_threshold", &T::success_threshold},
       config_field{"reward_workers", &T::reward_workers},
       config_field{"evals", &T::evals},
@@ -156,7 +169,8 @@ static_assert(lists_every_member<sampling_params> && lists_every_member<prompt> 
                   lists_every_member<lr_schedule> && lists_every_member<stop_criteria> &&
                   lists_every_member<on_policy_update> && lists_every_member<update_options> &&
                   lists_every_member<overlong_options> && lists_every_member<filter_options> &&
-                  lists_every_member<mopd_settings> && lists_every_member<eval_set> &&
+                  lists_every_member<mopd_settings> && lists_every_member<episode_settings> &&
+                  lists_every_member<eval_set> &&
                   lists_every_member<stage_config>,
               "a config struct gained a member: list it in config_fields (stage_config_fields.hpp) "
               "so that config files carry it");
