@@ -120,11 +120,9 @@ class agentic_stage {
     detail::validate_episode_settings(config_);
   }
 
-  [[nodiscard]] nlohmann::json state() const { return {{"source", source_.state()}}; }
+  [[nodiscard]] nlohmann::json state() const { return detail::source_state(source_); }
   void load_state(const nlohmann::json& state) {
-    if (!state.is_object() || !state.contains("source"))
-      detail::fail("stage '" + config_.name + "' state", "has no 'source' entry");
-    source_.load_state(state.at("source"));
+    detail::load_source_state(source_, state, config_.name);
   }
 
   // Each evaluation set's score: the mean outcome of samples_per_prompt episodes per
@@ -180,13 +178,8 @@ class agentic_stage {
     rollout_batch& batch = episodes.batch;
     std::vector<float>& rewards = episodes.rewards;
     m.episodes = detail::measure_episodes(policy, batch, comm);
-    {
-      const detail::step_samples all =
-          detail::gather_samples(comm, batch, std::span<const float>(rewards), true);
-      detail::fill_sample_metrics(m, indices.size(), all, config_.success_threshold);
-      detail::record_curriculum(source_, std::span<const float>(all.rewards), indices,
-                                config_.group_size, config_.success_threshold);
-    }
+    detail::record_rewarded_samples(source_, batch, std::span<const float>(rewards), indices,
+                                    config_, m, comm);
     detail::grpo_update_phase(policy, batch, rewards, config_, estimator_, context, m);
     return m;
   }

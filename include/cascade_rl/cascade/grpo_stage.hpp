@@ -52,11 +52,9 @@ class grpo_stage {
 
   void validate() const { detail::validate_grpo_config(config_); }
 
-  [[nodiscard]] nlohmann::json state() const { return {{"source", source_.state()}}; }
+  [[nodiscard]] nlohmann::json state() const { return detail::source_state(source_); }
   void load_state(const nlohmann::json& state) {
-    if (!state.is_object() || !state.contains("source"))
-      detail::fail("stage '" + config_.name + "' state", "has no 'source' entry");
-    source_.load_state(state.at("source"));
+    detail::load_source_state(source_, state, config_.name);
   }
 
   template <Policy P>
@@ -78,13 +76,8 @@ class grpo_stage {
     reward_result scored = score_rewards(reward_, batch, config_.reward_workers);
     m.reward_seconds = scored.seconds;
     std::vector<float>& rewards = scored.rewards;
-    {
-      const detail::step_samples all =
-          detail::gather_samples(comm, batch, std::span<const float>(rewards), true);
-      detail::fill_sample_metrics(m, indices.size(), all, config_.success_threshold);
-      detail::record_curriculum(source_, std::span<const float>(all.rewards), indices,
-                                config_.group_size, config_.success_threshold);
-    }
+    detail::record_rewarded_samples(source_, batch, std::span<const float>(rewards), indices,
+                                    config_, m, comm);
 
     detail::grpo_update_phase(policy, batch, rewards, config_, estimator_, context, m);
     return m;

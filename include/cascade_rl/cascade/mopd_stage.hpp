@@ -72,11 +72,9 @@ class mopd_stage {
                             detail::joined(config_.domains) + ")");
   }
 
-  [[nodiscard]] nlohmann::json state() const { return {{"source", source_.state()}}; }
+  [[nodiscard]] nlohmann::json state() const { return detail::source_state(source_); }
   void load_state(const nlohmann::json& state) {
-    if (!state.is_object() || !state.contains("source"))
-      detail::fail("stage '" + config_.name + "' state", "has no 'source' entry");
-    source_.load_state(state.at("source"));
+    detail::load_source_state(source_, state, config_.name);
   }
 
   template <Policy P>

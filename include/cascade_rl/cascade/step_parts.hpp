@@ -10,7 +10,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cascade_rl/cascade/concepts.hpp"
 #include "cascade_rl/cascade/data_parallel.hpp"
@@ -18,6 +21,7 @@
 #include "cascade_rl/cascade/rollout_batch.hpp"
 #include "cascade_rl/cascade/stage_config.hpp"
 #include "cascade_rl/comm/collectives.hpp"
+#include "cascade_rl/core/error.hpp"
 #include "cascade_rl/distributed/sequences_across_ranks.hpp"
 
 namespace cascade_rl::detail {
@@ -107,6 +111,31 @@ void record_curriculum(Source& source, std::span<const float> rewards,
       all = all && rewards[i] >= success_threshold;
     source.record(indices[g], all);
   }
+}
+
+// The sample metrics of a rewarded step (over every rank) and the curriculum's record of
+// which prompts every response solved.
+template <PromptSource Source>
+void record_rewarded_samples(Source& source, const rollout_batch& batch,
+                             std::span<const float> rewards,
+                             const std::vector<std::size_t>& indices, const stage_config& config,
+                             step_metrics& m, communicator_ref comm) {
+  const step_samples all = gather_samples(comm, batch, rewards, true);
+  fill_sample_metrics(m, indices.size(), all, config.success_threshold);
+  record_curriculum(source, std::span<const float>(all.rewards), indices, config.group_size,
+                    config.success_threshold);
+}
+
+// A stage's checkpointed state: its prompt source's.
+template <PromptSource Source>
+[[nodiscard]] nlohmann::json source_state(const Source& source) {
+  return {{"source", source.state()}};
+}
+template <PromptSource Source>
+void load_source_state(Source& source, const nlohmann::json& state, const std::string& stage) {
+  if (!state.is_object() || !state.contains("source"))
+    fail("stage '" + stage + "' state", "has no 'source' entry");
+  source.load_state(state.at("source"));
 }
 
 // A whole-batch per-sequence algorithm (an advantage estimator) on a batch sharded by
