@@ -159,11 +159,10 @@ class agentic_stage {
     const auto start = detail::clock::now();
     // The prompts and the episodes' seed, drawn on every rank from the shared generator
     // (in grpo_stage's order: the prompts, then the seed).
-    const std::vector<std::size_t> indices = source_.next(config_.prompts_per_step, context.rng);
-    const shard_range shard = shard_of(indices.size(), comm.rank(), comm.size());
-    std::vector<prompt> prompts;
-    prompts.reserve(shard.size());
-    for (std::size_t k = shard.begin; k < shard.end; ++k) prompts.push_back(source_.at(indices[k]));
+    std::vector<std::size_t> indices;
+    const shard_range shard =
+        detail::draw_step_prompts(source_, config_, context.rng, indices, comm);
+    const std::vector<prompt> prompts = detail::shard_prompts(source_, indices, shard);
     const std::uint64_t seed = context.rng();
     episode_batch episodes;
     if (!prompts.empty()) {

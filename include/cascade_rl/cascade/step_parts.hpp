@@ -35,15 +35,29 @@ inline double seconds_since(clock::time_point start) {
 // Draws the prompts of a step from the source (indices: all of them, on every rank) and
 // generates the responses of this rank's shard; the sampling seed comes from the
 // cascade's generator, request.first_prompt says where the shard starts.
+// A step's prompts, drawn on every rank from the shared generator (indices: all of
+// them), and this rank's shard of them.
+template <PromptSource Source>
+shard_range draw_step_prompts(Source& source, const stage_config& config, rng_type& rng,
+                              std::vector<std::size_t>& indices, communicator_ref comm) {
+  indices = source.next(config.prompts_per_step, rng);
+  return shard_of(indices.size(), comm.rank(), comm.size());
+}
+template <PromptSource Source>
+std::vector<prompt> shard_prompts(const Source& source, const std::vector<std::size_t>& indices,
+                                  const shard_range& shard) {
+  std::vector<prompt> prompts;
+  prompts.reserve(shard.size());
+  for (std::size_t k = shard.begin; k < shard.end; ++k) prompts.push_back(source.at(indices[k]));
+  return prompts;
+}
+
 template <Policy P, PromptSource Source>
 rollout_batch generate_step_batch(P& policy, Source& source, const stage_config& config,
                                   rng_type& rng, std::vector<std::size_t>& indices,
                                   communicator_ref comm = {}) {
-  indices = source.next(config.prompts_per_step, rng);
-  const shard_range shard = shard_of(indices.size(), comm.rank(), comm.size());
-  std::vector<prompt> prompts;
-  prompts.reserve(shard.size());
-  for (std::size_t k = shard.begin; k < shard.end; ++k) prompts.push_back(source.at(indices[k]));
+  const shard_range shard = draw_step_prompts(source, config, rng, indices, comm);
+  const std::vector<prompt> prompts = shard_prompts(source, indices, shard);
   const generation_request request{config.group_size, config.sampling, rng(), shard.begin};
   if (prompts.empty()) return {};  // more ranks than prompts: this one sits the step out
   rollout_batch batch = policy.generate(std::span<const prompt>(prompts), request);
