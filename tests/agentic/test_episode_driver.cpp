@@ -25,6 +25,7 @@
 #include "support/expect_error.hpp"
 
 namespace {
+namespace episode_driver_cases {  // this file's names, apart in the area's unity build
 
 namespace cr = cascade_rl;
 using namespace std::chrono_literals;
@@ -349,4 +350,5 @@ TEST(EpisodeDriver, RefusesBadOptionsAndPolicyResultsByName) {
                                    "stage result .episodes[0]");
 }
 
+}  // namespace episode_driver_cases
 }  // namespace

@@ -33,6 +33,7 @@
 #include "cascade_rl/presets/verl_advantages.hpp"
 
 namespace {
+namespace advantage_executors_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::group_layout;
 using cascade_rl::token_layout;
@@ -214,4 +215,5 @@ TEST(AdvantageExecutors, RepeatedParallelRunsAgree) {
     EXPECT_TRUE(first.items[k].second == second.items[k].second) << first.items[k].first;
 }
 
+}  // namespace advantage_executors_cases
 }  // namespace

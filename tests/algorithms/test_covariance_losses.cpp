@@ -28,6 +28,7 @@
 #include "support/verl_v2_case.hpp"
 
 namespace {
+namespace covariance_losses_cases {  // this file's names, apart in the area's unity build
 
 namespace exec = cascade_rl::exec;
 namespace verl = cascade_rl::presets::verl;
@@ -365,4 +366,5 @@ TEST(ClipCov, VerlNameAndPreset) {
   EXPECT_EQ(set.aggregation, loss_aggregation::seq_mean_token_sum);
 }
 
+}  // namespace covariance_losses_cases
 }  // namespace

@@ -12,6 +12,7 @@
 #include "support/expect_error.hpp"
 
 namespace {
+namespace distillation_advantages_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::token_layout;
 using cascade_rl::testing::expect_error_naming;
@@ -67,4 +68,5 @@ TEST(Distillation, RefusesNonfiniteValidTokensAndBadSizes) {
       "advantages");
 }
 
+}  // namespace distillation_advantages_cases
 }  // namespace

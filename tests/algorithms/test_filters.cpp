@@ -14,6 +14,7 @@
 #include "support/expect_error.hpp"
 
 namespace {
+namespace filters_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::group_layout;
 using cascade_rl::overlong_options;
@@ -228,4 +229,5 @@ TEST(Overlong, RefusesBadOptionsAndLengths) {
   }, "rewards");
 }
 
+}  // namespace filters_cases
 }  // namespace

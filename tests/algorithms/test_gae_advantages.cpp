@@ -16,6 +16,7 @@
 #include "support/expect_error.hpp"
 
 namespace {
+namespace gae_advantages_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::token_layout;
 using cascade_rl::testing::expect_error_naming;
@@ -119,4 +120,5 @@ TEST(Gae, RefusesBadOptionsSizesAndNonFiniteValidInputs) {
       "tokens", "1 valid token");
 }
 
+}  // namespace gae_advantages_cases
 }  // namespace

@@ -18,6 +18,7 @@
 #include "support/expect_error.hpp"
 
 namespace {
+namespace gdpo_advantages_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::group_layout;
 using cascade_rl::token_layout;
@@ -86,4 +87,5 @@ TEST(Gdpo, RefusesMismatchedComponentsWeightsAndNonFiniteScores) {
       "component_scores", "6", "NaN");
 }
 
+}  // namespace gdpo_advantages_cases
 }  // namespace

@@ -13,6 +13,7 @@
 #include "support/expect_error.hpp"
 
 namespace {
+namespace gpg_advantages_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::group_layout;
 using cascade_rl::singleton_rule;
@@ -69,4 +70,5 @@ TEST(Gpg, RefusesSingletonsByDefaultAndBadOptions) {
       "options.f_norm");
 }
 
+}  // namespace gpg_advantages_cases
 }  // namespace

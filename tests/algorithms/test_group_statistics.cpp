@@ -13,6 +13,7 @@
 #include "support/expect_error.hpp"
 
 namespace {
+namespace group_statistics_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::group_layout;
 using cascade_rl::group_statistic;
@@ -194,4 +195,5 @@ TEST(GroupStatistics, RefusesBadInput) {
       "loo_std");
 }
 
+}  // namespace group_statistics_cases
 }  // namespace

@@ -17,6 +17,7 @@
 #include "support/expect_error.hpp"
 
 namespace {
+namespace grpo_advantages_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::group_layout;
 using cascade_rl::grpo_options;
@@ -218,4 +219,5 @@ TEST(Broadcast, PerSequenceValueOnValidTokensZeroOnMasked) {
                       "per_sequence");
 }
 
+}  // namespace grpo_advantages_cases
 }  // namespace

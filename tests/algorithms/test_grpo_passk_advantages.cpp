@@ -14,6 +14,7 @@
 #include "support/expect_error.hpp"
 
 namespace {
+namespace grpo_passk_advantages_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::group_layout;
 using cascade_rl::singleton_rule;
@@ -68,4 +69,5 @@ TEST(GrpoPassk, NonFiniteScoresAreRefusedOrZeroTheirGroup) {
   EXPECT_EQ(a, std::vector<float>(9, 0.0f));
 }
 
+}  // namespace grpo_passk_advantages_cases
 }  // namespace

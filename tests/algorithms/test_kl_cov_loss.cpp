@@ -27,6 +27,7 @@
 #include "support/verl_v2_case.hpp"
 
 namespace {
+namespace kl_cov_loss_cases {  // this file's names, apart in the area's unity build
 
 namespace exec = cascade_rl::exec;
 namespace verl = cascade_rl::presets::verl;
@@ -362,4 +363,5 @@ TEST(KlCov, VerlNameAndPreset) {
   EXPECT_EQ(preset.aggregation, loss_aggregation::token_sum);
 }
 
+}  // namespace kl_cov_loss_cases
 }  // namespace

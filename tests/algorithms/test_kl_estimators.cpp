@@ -16,6 +16,7 @@
 #include "support/expect_error.hpp"
 
 namespace {
+namespace kl_estimators_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::kl_estimator;
 using cascade_rl::kl_options;
@@ -246,4 +247,5 @@ TEST(KlEstimators, RefuseBadInputs) {
   expect_error_naming(loss, "normalizer.tokens");
 }
 
+}  // namespace kl_estimators_cases
 }  // namespace

@@ -16,6 +16,7 @@
 #include "support/log_softmax_reference.hpp"
 
 namespace {
+namespace log_probs_cases {  // this file's names, apart in the area's unity build
 
 namespace cr = cascade_rl;
 
@@ -154,4 +155,5 @@ TEST(LogProbs, Bfloat16RoundsToNearestEven) {
   EXPECT_EQ(cr::bfloat16::from_float(minus_inf).to_float(), minus_inf);
 }
 
+}  // namespace log_probs_cases
 }  // namespace

@@ -25,6 +25,7 @@
 #include "support/reference.hpp"
 
 namespace {
+namespace log_probs_backward_cases {  // this file's names, apart in the area's unity build
 
 namespace cr = cascade_rl;
 namespace exec = cr::exec;
@@ -328,4 +329,5 @@ TEST(EntropyLoss, RefusesNamingArgumentAndIndex) {
   expect_error_naming([&] { run(1.0); }, "entropy", "one per token");
 }
 
+}  // namespace log_probs_backward_cases
 }  // namespace

@@ -13,6 +13,7 @@
 #include "support/expect_error.hpp"
 
 namespace {
+namespace loss_aggregation_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::loss_aggregation;
 using cascade_rl::loss_normalizer;
@@ -295,4 +296,5 @@ TEST(LossAggregation, ModeNames) {
             "seq-mean-token-sum-norm");
 }
 
+}  // namespace loss_aggregation_cases
 }  // namespace

@@ -22,6 +22,7 @@
 #include "support/random_batch.hpp"
 
 namespace {
+namespace loss_executors_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::importance_sampling;
 using cascade_rl::kl_estimator;
@@ -337,4 +338,5 @@ TYPED_TEST(LossExecutors, ErrorsNameTheFirstBadIndexUnderPar) {
         "advantages[" + std::to_string(first) + "]");
 }
 
+}  // namespace loss_executors_cases
 }  // namespace

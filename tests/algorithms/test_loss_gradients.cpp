@@ -19,6 +19,7 @@
 #include "support/random_batch.hpp"
 
 namespace {
+namespace loss_gradients_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::importance_sampling;
 using cascade_rl::kl_estimator;
@@ -365,4 +366,5 @@ TEST(LossGradients, SapoMatchesFiniteDifferences) {
   }
 }
 
+}  // namespace loss_gradients_cases
 }  // namespace

@@ -22,6 +22,7 @@
 #include "cascade_rl/core/exec.hpp"
 
 namespace {
+namespace loss_inputs_cases {  // this file's names, apart in the area's unity build
 
 namespace cr = cascade_rl;
 namespace exec = cr::exec;
@@ -139,4 +140,5 @@ TEST(LossInputs, KlAggregationAndImportanceTakeNamedInputs) {
   EXPECT_EQ(counts.truncated, 0u);
 }
 
+}  // namespace loss_inputs_cases
 }  // namespace

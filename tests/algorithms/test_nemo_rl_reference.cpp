@@ -29,6 +29,7 @@
 #include "support/reference.hpp"
 
 namespace {
+namespace nemo_rl_reference_cases {  // this file's names, apart in the area's unity build
 
 namespace nemo = cascade_rl::presets::nemo_rl;
 using cascade_rl::testing::case_totals;
@@ -545,4 +546,5 @@ TEST(NemoRlReference, SeqLogprobErrorMaskingEveryCase) {
   EXPECT_EQ(totals.refused, 0);
 }
 
+}  // namespace nemo_rl_reference_cases
 }  // namespace

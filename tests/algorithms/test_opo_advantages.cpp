@@ -14,6 +14,7 @@
 #include "support/expect_error.hpp"
 
 namespace {
+namespace opo_advantages_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::group_layout;
 using cascade_rl::singleton_rule;
@@ -79,4 +80,5 @@ TEST(Opo, RefusesSingletonsByDefaultAndBadSizes) {
       "advantages", "one per token");
 }
 
+}  // namespace opo_advantages_cases
 }  // namespace

@@ -18,6 +18,7 @@
 #include "support/expect_error.hpp"
 
 namespace {
+namespace optimal_token_baseline_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::group_layout;
 using cascade_rl::optimal_token_baseline_options;
@@ -225,4 +226,5 @@ TEST(OptimalTokenBaseline, ParallelMatchesSequentialBitwise) {
     }
 }
 
+}  // namespace optimal_token_baseline_cases
 }  // namespace

@@ -23,6 +23,7 @@
 #include "support/random_batch.hpp"
 
 namespace {
+namespace partition_invariance_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::importance_sampling;
 using cascade_rl::kl_estimator;
@@ -274,4 +275,5 @@ TEST(PartitionInvariance, LocalNormalisersWouldNotBeInvariant) {
   EXPECT_NE(whole, sliced);
 }
 
+}  // namespace partition_invariance_cases
 }  // namespace

@@ -15,6 +15,7 @@
 #include "support/expect_error.hpp"
 
 namespace {
+namespace policy_loss_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::importance_sampling;
 using cascade_rl::loss_aggregation;
@@ -485,4 +486,5 @@ TEST(PolicyLosses, RefuseBadInputsNamingArgumentAndIndex) {
   expect_error_naming(reinforce, "options.importance.cap");
 }
 
+}  // namespace policy_loss_cases
 }  // namespace

@@ -20,6 +20,7 @@
 #include "support/random_batch.hpp"
 
 namespace {
+namespace policy_loss_entry_cases {  // this file's names, apart in the area's unity build
 
 namespace cr = cascade_rl;
 namespace exec = cr::exec;
@@ -222,4 +223,5 @@ TEST_F(PolicyLossEntry, ReplayedSelectionRefusedWhereNoTokensAreSelected) {
       [&] { (void)through_entry(b, weights, normalizer, cr::dro_options{}); }, "options.beta");
 }
 
+}  // namespace policy_loss_entry_cases
 }  // namespace

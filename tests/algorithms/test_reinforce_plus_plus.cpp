@@ -14,6 +14,7 @@
 #include "support/expect_error.hpp"
 
 namespace {
+namespace reinforce_plus_plus_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::group_layout;
 using cascade_rl::token_layout;
@@ -220,4 +221,5 @@ TEST(ReinforcePlusPlus, RefusesBadInput) {
       "tokens");
 }
 
+}  // namespace reinforce_plus_plus_cases
 }  // namespace

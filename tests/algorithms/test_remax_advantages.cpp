@@ -13,6 +13,7 @@
 #include "support/expect_error.hpp"
 
 namespace {
+namespace remax_advantages_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::token_layout;
 using cascade_rl::testing::expect_error_naming;
@@ -82,4 +83,5 @@ TEST(Remax, RefusesBadSizesAndNonFiniteInputs) {
       "token_rewards", "6", "NaN");
 }
 
+}  // namespace remax_advantages_cases
 }  // namespace

@@ -12,6 +12,7 @@
 #include "support/expect_error.hpp"
 
 namespace {
+namespace rloo_advantages_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::group_layout;
 using cascade_rl::rloo_options;
@@ -73,4 +74,5 @@ TEST(Rloo, RefusesMismatchedSizes) {
       "advantages");
 }
 
+}  // namespace rloo_advantages_cases
 }  // namespace

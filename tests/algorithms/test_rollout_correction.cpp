@@ -23,6 +23,7 @@
 #include "support/verl_v2_case.hpp"
 
 namespace {
+namespace rollout_correction_cases {  // this file's names, apart in the area's unity build
 
 namespace cr = cascade_rl;
 namespace exec = cascade_rl::exec;
@@ -606,4 +607,5 @@ TEST(BypassMode, IsTheCompositionOfTheCorrectionAndTheLoss) {
   }
 }
 
+}  // namespace rollout_correction_cases
 }  // namespace

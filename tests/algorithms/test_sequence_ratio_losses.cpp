@@ -29,6 +29,7 @@
 #include "support/verl_v2_case.hpp"
 
 namespace {
+namespace sequence_ratio_losses_cases {  // this file's names, apart in the area's unity build
 
 namespace cr = cascade_rl;
 namespace verl = cascade_rl::presets::verl;
@@ -479,4 +480,5 @@ TEST(GeoMeanLoss, PresetAndName) {
   EXPECT_EQ(cr::geo_mean_options{}.aggregation, cr::loss_aggregation::token_mean);
 }
 
+}  // namespace sequence_ratio_losses_cases
 }  // namespace

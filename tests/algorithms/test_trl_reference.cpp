@@ -26,6 +26,7 @@
 #include "support/reference.hpp"
 
 namespace {
+namespace trl_reference_cases {  // this file's names, apart in the area's unity build
 
 namespace trl = cascade_rl::presets::trl;
 using cascade_rl::testing::case_totals;
@@ -532,4 +533,5 @@ TEST(TrlReference, AdvantagesEveryCase) {
   }
 }
 
+}  // namespace trl_reference_cases
 }  // namespace

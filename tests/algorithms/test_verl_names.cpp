@@ -12,6 +12,7 @@
 #include "support/expect_error.hpp"
 
 namespace {
+namespace verl_names_cases {  // this file's names, apart in the area's unity build
 
 namespace verl = cascade_rl::presets::verl;
 using cascade_rl::importance_sampling;
@@ -215,4 +216,5 @@ TEST(VerlNames, BypassModeReadsTheRolloutCorrectionConfig) {
   EXPECT_EQ(icepop.correction.rejection[1].upper, 2.0);
 }
 
+}  // namespace verl_names_cases
 }  // namespace

@@ -34,6 +34,7 @@
 #include "support/reference.hpp"
 
 namespace {
+namespace verl_reference_advantages_cases {  // this file's names, apart in the area's unity build
 
 namespace verl = cascade_rl::presets::verl;
 namespace ref = cascade_rl::testing;
@@ -1265,4 +1266,5 @@ TEST(VerlReferenceV2, OptimalTokenBaseline) { check_otb_cases("optimal_token_bas
 
 TEST(VerlReferenceV2, TirOptimalTokenBaseline) { check_otb_cases("tir_optimal_token_baseline"); }
 
+}  // namespace verl_reference_advantages_cases
 }  // namespace

@@ -24,6 +24,7 @@
 #include "support/verl_v2_case.hpp"
 
 namespace {
+namespace verl_reference_losses_cases {  // this file's names, apart in the area's unity build
 
 namespace verl = cascade_rl::presets::verl;
 using cascade_rl::testing::expect_all_close;
@@ -386,4 +387,5 @@ TEST(VerlReferenceLossesV2, SapoEveryCase) {
       cascade_rl::loss_aggregation::seq_mean_token_mean);
 }
 
+}  // namespace verl_reference_losses_cases
 }  // namespace

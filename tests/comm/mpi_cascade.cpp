@@ -8,7 +8,9 @@
 // on-policy with the overlong filter and zero-variance dropping, an estimator that
 // looks across groups, PPO mini-batches cut across ranks, MOPD mixing an outcome
 // reward, prompts_per_step not divisible by the rank count; and a checkpointed run cut
-// short and resumed on every rank.
+// short and resumed on every rank. An agentic stage (multi-turn episodes on the
+// guessing game, tests/agentic/guessing_game.hpp) too: its episodes sharded over the
+// ranks are the one-process episodes, so its run agrees with one process bit for bit.
 
 #include <gtest/gtest.h>
 
@@ -25,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cascade_rl/cascade.hpp"
+#include "agentic/guessing_game.hpp"
 #include "cascade_rl/cascade/data_parallel.hpp"
 #include "mpi_test_main.hpp"
 
@@ -312,6 +315,63 @@ TEST(MpiCascade, ResumedOnEveryRankEqualsUninterrupted) {
   EXPECT_TRUE(policy.w == uninterrupted.final) << "the resumed run ended elsewhere";
   comm.barrier();
   if (comm.rank() == 0) std::filesystem::remove_all(dir);
+}
+
+// Two agentic stages (the second's prompts share the first's table slots with other
+// secrets), 4 prompts a step: 4, 2 or 1 prompt's episodes per rank.
+struct agentic_result {
+  cr::cascade_report report;
+  cr::testing::guessing::guess_snapshot final;
+  std::vector<cr::step_metrics> steps;
+};
+
+agentic_result run_agentic_over(cr::communicator_ref comm, bool distributed) {
+  namespace guessing = cr::testing::guessing;
+  const auto config = [](const char* name, const char* domain, std::int64_t first) {
+    cr::stage_config c = guessing::game_config();
+    c.name = name;
+    c.domains = {domain};
+    c.steps = 6;
+    std::vector<cr::prompt> p = prompts(domain, first, 4);
+    c.evals = {{.domain = domain, .prompts = p, .samples_per_prompt = 2}};
+    c.eval_sampling = {.temperature = 1.0};
+    return std::pair{c, p};
+  };
+  const auto [a, a_prompts] = config("swe_a", "guess_a", 0);
+  auto [b, b_prompts] = config("swe_b", "guess_b", 4);
+  b.update = {.rule = cr::ppo_clip_update{.epochs = 2, .mini_batches = 3}};
+  auto cascade = cr::make_cascade(cr::make_agentic_stage(a, cr::prompt_pool(a_prompts), guessing::make_game),
+                                  cr::make_agentic_stage(b, cr::prompt_pool(b_prompts), guessing::make_game));
+  guessing::guessing_policy policy;
+  policy.comm = comm;
+  metrics_log log;
+  auto runner = distributed ? cr::make_runner(cascade, policy, comm, {.seed = 5})
+                            : cr::make_runner(cascade, policy, {.seed = 5});
+  agentic_result r{runner.run(log), policy.snapshot(), std::move(log.steps)};
+  return r;
+}
+
+TEST(MpiCascade, AgenticStagesDataParallelEqualOneProcessBitForBit) {
+  cr::communicator_ref comm(cr::testing::world());
+  const agentic_result distributed = run_agentic_over(comm, true);
+  ASSERT_TRUE(distributed.report.finished);
+  expect_replicas_equal(comm, distributed.final.logits);
+  if (comm.rank() == 0) {
+    const agentic_result single = run_agentic_over(cr::communicator_ref{}, false);
+    EXPECT_EQ(distributed.report.forgetting.to_json().dump(), single.report.forgetting.to_json().dump());
+    EXPECT_TRUE(distributed.final == single.final) << "final parameters differ from one process's";
+    EXPECT_NE(single.final, cr::testing::guessing::guessing_policy().snapshot());
+    expect_same_metrics(distributed.steps, single.steps);
+    ASSERT_EQ(distributed.steps.size(), single.steps.size());
+    for (std::size_t s = 0; s < single.steps.size(); ++s) {
+      ASSERT_TRUE(distributed.steps[s].episodes && single.steps[s].episodes) << "step " << s + 1;
+      const cr::episode_metrics& x = *distributed.steps[s].episodes;
+      const cr::episode_metrics& y = *single.steps[s].episodes;
+      EXPECT_EQ(x.turns_mean, y.turns_mean) << "step " << s + 1;
+      EXPECT_EQ(x.end_reasons, y.end_reasons) << "step " << s + 1;
+      EXPECT_EQ(x.log_prob_drift, 0.0) << "step " << s + 1;
+    }
+  }
 }
 
 }  // namespace

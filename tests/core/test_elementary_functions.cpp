@@ -15,6 +15,7 @@
 #include "cascade_rl/core/elementary_functions.hpp"
 
 namespace {
+namespace elementary_functions_cases {  // this file's names, apart in the area's unity build
 
 namespace math = cascade_rl::math;
 
@@ -276,4 +277,5 @@ TEST(ElementaryFunctions, SpecialValuesOfFloatFunctions) {
   EXPECT_BITS(math::log(smallest), static_cast<float>(logl(smallest)));
 }
 
+}  // namespace elementary_functions_cases
 }  // namespace

@@ -19,6 +19,7 @@
 #include "cascade_rl/core/token_layout.hpp"
 
 namespace {
+namespace error_cases {  // this file's names, apart in the area's unity build
 
 namespace cr = cascade_rl;
 namespace fs = std::filesystem;
@@ -194,4 +195,5 @@ TEST(Error, AScheduleFileErrorNamesTheFileThenThePath) {
   fs::remove_all(dir);
 }
 
+}  // namespace error_cases
 }  // namespace

@@ -10,6 +10,7 @@
 #include "support/expect_error.hpp"
 
 namespace {
+namespace layouts_cases {  // this file's names, apart in the area's unity build
 
 using cascade_rl::group_layout;
 using cascade_rl::token_layout;
@@ -151,4 +152,5 @@ TEST(GroupLayout, RefusesEmptyAndMalformedGroups) {
   expect_error_naming([&] { group_layout(offsets).require_sequences(5, "rewards"); }, "rewards");
 }
 
+}  // namespace layouts_cases
 }  // namespace

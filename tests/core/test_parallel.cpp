@@ -13,6 +13,7 @@
 #include "cascade_rl/core/parallel.hpp"
 
 namespace {
+namespace parallel_cases {  // this file's names, apart in the area's unity build
 
 namespace exec = cascade_rl::exec;
 namespace detail = cascade_rl::detail;
@@ -181,4 +182,5 @@ TEST(RequireSize, StatesBothCounts) {
   }
 }
 
+}  // namespace parallel_cases
 }  // namespace

@@ -16,6 +16,7 @@
 #include "cascade_rl/core/vector_lanes.hpp"
 
 namespace {
+namespace vector_lanes_cases {  // this file's names, apart in the area's unity build
 
 namespace cr = cascade_rl;
 
@@ -95,4 +96,5 @@ TEST(VectorLanes, SqrtLanesGivesTheScalarSqrtsBits) {
   EXPECT_EQ(x, 0x1.6a09e667f3bcdp0);  // sqrt(2) correctly rounded
 }
 
+}  // namespace vector_lanes_cases
 }  // namespace

@@ -10,32 +10,17 @@
 #include <string>
 #include <vector>
 
+#include "demo_test_support.hpp"
 #include "experiment.hpp"
 
 namespace {
 
 namespace cr = cascade_rl;
-
-std::shared_ptr<const demo::program_verifier> interpreter() {
-  static const auto v = std::make_shared<const demo::program_verifier>(false);
-  return v;
-}
+using demo_test::interpreter;
 
 demo::budget tiny() {
-  demo::budget b;
-  b.sft_steps = 3;
-  b.sft_batch = 8;
-  b.prompts = 2;
-  b.group = 2;
-  b.mopd_group = 2;
-  b.if_steps = b.multi_steps = b.mopd_steps = b.rlhf_steps = b.long_steps = b.code_steps = b.swe_steps = 2;
-  b.train_prompts = 16;
-  b.eval_prompts = 4;
-  b.eval_every = 1;
+  demo::budget b = demo_test::tiny_budget();
   b.mixed_eval_every = 5;
-  b.width = 8;
-  b.heads = 2;
-  b.ffn = 8;
   return b;
 }
 

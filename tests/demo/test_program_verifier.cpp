@@ -13,14 +13,14 @@
 
 namespace {
 
-demo::program parse(const char* text) {
+demo::program parse_valid(const char* text) {
   const auto p = demo::parse_program(demo::encode(text));
   EXPECT_TRUE(p.has_value()) << text;
   return p.value_or(demo::program{});
 }
 
 demo::program_job job(const char* text, const demo::specification& spec) {
-  return {parse(text), demo::expected_outputs(spec)};
+  return {parse_valid(text), demo::expected_outputs(spec)};
 }
 
 // A random program of the tiny language, loops included (some never stop).
@@ -41,7 +41,7 @@ demo::program random_program(std::mt19937_64& rng, int depth = 0) {
 }
 
 TEST(DemoProgramVerifier, TranslatesToPythonWithTheInterpretersBounds) {
-  const std::string f = demo::python_function(parse("dbl rep 2 inc end wnz dec end"), 3, 50);
+  const std::string f = demo::python_function(parse_valid("dbl rep 2 inc end wnz dec end"), 3, 50);
   EXPECT_EQ(f,
             "def f3(x):\n"
             "    global s\n"

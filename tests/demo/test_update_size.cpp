@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "demo_test_support.hpp"
 #include "study.hpp"
 
 namespace {
@@ -170,23 +171,6 @@ TEST(DemoStudy, ScalingMultipliesEveryRateAndKeepsTheRest) {
   EXPECT_EQ(b.heads, 4);
 }
 
-demo::budget tiny() {
-  demo::budget b;
-  b.sft_steps = 3;
-  b.sft_batch = 8;
-  b.prompts = 2;
-  b.group = 2;
-  b.mopd_group = 2;
-  b.if_steps = b.multi_steps = b.mopd_steps = b.rlhf_steps = b.long_steps = b.code_steps = b.swe_steps = 2;
-  b.train_prompts = 16;
-  b.eval_prompts = 4;
-  b.eval_every = 1;
-  b.width = 8;
-  b.heads = 2;
-  b.ffn = 8;
-  return b;
-}
-
 TEST(DemoUpdateSize, TheProbeRecordsAStagesUpdateOnTheOtherDomainsPromptsBesideTheirChange) {
   demo::eigen_policy policy({.vocab = demo::vocabulary_size(), .d = 8, .heads = 2, .ffn = 8}, 2, {}, 1);
   const std::vector<cr::prompt> a_prompts{{.text = "code x * 4"}}, b_prompts{{.text = "json b 4"}},
@@ -224,7 +208,7 @@ TEST(DemoUpdateSize, TheProbeRecordsAStagesUpdateOnTheOtherDomainsPromptsBesideT
 
 TEST(DemoStudy, ATinyStudyPointRecordsEveryStageAndRepeatsFromTheSameSftModel) {
   const auto programs = std::make_shared<const demo::program_verifier>(false);
-  demo::world w(5, tiny(), programs, 1);
+  demo::world w(5, demo_test::tiny_budget(), programs, 1);
   const demo::study_run kept = demo::run_study_point(w, {"centre", 8, 1.0, false}, 2);
   ASSERT_EQ(kept.stages.size(), 7u);
   EXPECT_EQ(kept.stages[0].stage, "if_rl");
@@ -241,7 +225,7 @@ TEST(DemoStudy, ATinyStudyPointRecordsEveryStageAndRepeatsFromTheSameSftModel) {
 
 TEST(DemoStudy, MopdAtTheEndAddsAStageOfEveryDomainAfterSwe) {
   const auto programs = std::make_shared<const demo::program_verifier>(false);
-  demo::world w(6, tiny(), programs, 1);
+  demo::world w(6, demo_test::tiny_budget(), programs, 1);
   const demo::variant_result r = demo::run_mopd_end_variant(w, demo::per_domain_hparams());
   const auto& m = r.report.forgetting;
   ASSERT_EQ(m.rows(), 9u);

@@ -11,16 +11,13 @@
 #include <string>
 
 #include "demo_reward.hpp"
+#include "demo_test_support.hpp"
 #include "tasks.hpp"
 
 namespace {
 
 namespace cr = cascade_rl;
-
-std::shared_ptr<const demo::program_verifier> interpreter() {
-  static const auto v = std::make_shared<const demo::program_verifier>(false);
-  return v;
-}
+using demo_test::interpreter;
 
 demo::demo_reward gold_reward() { return {nullptr, interpreter(), demo::chat_judge::gold}; }
 

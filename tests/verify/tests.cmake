@@ -2,7 +2,7 @@
 # Each case has a ctest TIMEOUT, and each test process also a watchdog
 # (verify/support.hpp) that ends it after 60 s.
 if(TARGET cascade_rl::verify)
-  cascade_rl_add_test_area(verify LIBRARIES cascade_rl::verify TIMEOUT 120)
+  cascade_rl_add_test_area(verify UNITY LIBRARIES cascade_rl::verify TIMEOUT 120)
   # The same sandbox tests as a user that is not root, so that the sandbox takes its
   # unprivileged-user-namespace path (run_unprivileged.sh says how): once with a cgroup
   # directory delegated to that user, once without (the run-level memory and CPU caps

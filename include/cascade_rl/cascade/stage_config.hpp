@@ -381,8 +381,11 @@ inline void validate_grpo_config(const stage_config& c, std::string_view at = {}
         if constexpr (std::is_same_v<Rule, on_policy_update>) {
           validate_importance(rule.importance, where("update.rule.on_policy.importance"));
         } else {
-          const std::string field =
-              where("update.rule." + std::string(config_fields<Rule>::alternative));
+          // Appended rather than "..." + std::string(...): GCC 12 at -O3 reports a false
+          // -Warray-bounds on that operator+ when this is inlined (-Werror trainers).
+          std::string rule_path = "update.rule.";
+          rule_path += config_fields<Rule>::alternative;
+          const std::string field = where(rule_path);
           if (rule.epochs == 0) fail(field + ".epochs", "is 0");
           if (rule.mini_batches == 0) fail(field + ".mini_batches", "is 0");
           if (rule.mini_batches > c.prompts_per_step)
