@@ -140,6 +140,7 @@ class guessing_policy {
   // takes the one-process step bit for bit.
   void apply_gradient(const cr::rollout_batch& batch, std::span<const float> dlogp, double lr) {
     cr::exact_sum grad(state_.logits.size());
+    for (const cr::episode_summary& e : batch.episodes) trained_reasons.push_back(e.reason);
     for (std::size_t t = 0; t < batch.token_count(); ++t)
       if (!batch.loss_mask.empty() && batch.loss_mask[t] == 0) observation_dlogp.push_back(dlogp[t]);
     for (std::size_t i = 0; i < batch.response_count(); ++i) {
@@ -181,7 +182,8 @@ class guessing_policy {
 
   cr::communicator_ref comm{};  // the data-parallel group the gradient is summed over
 
-  std::vector<float> observation_dlogp;  // dL/dlogp the trainer gave observation tokens
+  std::vector<float> observation_dlogp;  // dL/dlogp the trainer gave tokens of mask 0
+  std::vector<cr::end_reason> trained_reasons;  // the end reasons of the episodes trained on
   std::size_t turn_calls = 0;
   std::size_t updates = 0;
 

@@ -4,8 +4,8 @@
 // action depends on (prompt, turn, last answer) learns to use the answers. Checked: the
 // stage trains (greedy evaluation before and after), observations carry no gradient,
 // the episode metrics (end reasons, turns, drift exactly 0, lengths of the actions
-// only), both update rules, the same bits from the same seed, and its config in JSON
-// with refusals by path.
+// only), both update rules, episodes masked or dropped by their end reason, the same
+// bits from the same seed, and its config in JSON with refusals by path.
 
 #include <gtest/gtest.h>
 
@@ -19,6 +19,7 @@
 
 #include "agentic/guessing_game.hpp"
 #include "cascade_rl/cascade/agentic_stage.hpp"
+#include "cascade_rl/cascade/grpo_stage.hpp"
 #include "cascade_rl/cascade/rng.hpp"
 #include "cascade_rl/cascade/stage_config_difference.hpp"
 #include "cascade_rl/cascade/stage_config_json.hpp"
@@ -134,6 +135,66 @@ TEST(AgenticStage, EpisodeSettingsInJsonAndRefusedByPath) {
   auto too_long = cr::make_agentic_stage(config, cr::prompt_pool(game_prompts()), make_game);
   cr::testing::expect_error_naming([&] { too_long.validate(); },
                                    "stage 'swe'.episodes.max_turn_tokens", "context_budget");
+}
+
+TEST(AgenticStage, EndReasonFilterMasksOrDropsEpisodes) {
+  const auto max_turns = static_cast<std::size_t>(cr::end_reason::max_turns);
+  for (const cr::episode_treatment treatment : {cr::episode_treatment::mask, cr::episode_treatment::drop}) {
+    auto config = game_config();
+    config.filters.end_reasons.max_turns = treatment;
+    auto stage = cr::make_agentic_stage(config, cr::prompt_pool(game_prompts()), make_game);
+    stage.validate();
+    guessing_policy policy;
+    cr::rng_type rng(5);
+    const auto m = run_step(stage, policy, rng, 0);
+    ASSERT_TRUE(m.episodes.has_value());
+    const std::size_t unfound = m.episodes->end_reasons[max_turns];
+    ASSERT_GT(unfound, 0u);
+    ASSERT_LT(unfound, 32u);
+    const auto trained_unfound = static_cast<std::size_t>(
+        std::count(policy.trained_reasons.begin(), policy.trained_reasons.end(), cr::end_reason::max_turns));
+    if (treatment == cr::episode_treatment::mask) {
+      // Masked: still in the batch (and in its group's baseline), no token of theirs gets
+      // a gradient: three guesses each, plus their two answers.
+      EXPECT_EQ(m.episodes->masked, unfound);
+      EXPECT_EQ(m.episodes->dropped, 0u);
+      EXPECT_EQ(m.filtered_sequences, 0u);
+      EXPECT_EQ(trained_unfound, unfound);
+      EXPECT_GE(policy.observation_dlogp.size(), 5 * unfound);
+      for (const float g : policy.observation_dlogp) EXPECT_EQ(g, 0.0f);
+    } else {
+      // Dropped: out of the step before the advantages; only found digits are trained on.
+      EXPECT_EQ(m.episodes->dropped, unfound);
+      EXPECT_EQ(m.episodes->masked, 0u);
+      EXPECT_EQ(m.filtered_sequences, unfound);
+      EXPECT_EQ(trained_unfound, 0u);
+      EXPECT_EQ(policy.trained_reasons.size(), 32u - unfound);
+    }
+    const nlohmann::json json = m;
+    EXPECT_EQ(json.at("episodes").at(treatment == cr::episode_treatment::mask ? "masked" : "dropped"), unfound);
+  }
+}
+
+TEST(AgenticStage, EndReasonFilterInJsonAndRefusedBySingleTurnStages) {
+  auto config = game_config();
+  config.filters.end_reasons.timeout = cr::episode_treatment::mask;
+  config.filters.end_reasons.environment_error = cr::episode_treatment::drop;
+  const auto json = cr::stage_config_to_json(config);
+  EXPECT_EQ(json.at("filters").at("end_reasons").dump(),
+            R"({"done":"keep","max_turns":"keep","context_full":"keep","turn_truncated":"keep",)"
+            R"("timeout":"mask","environment_error":"drop"})");
+  EXPECT_EQ(cr::stage_config_difference(
+                config, cr::stage_config_from_json(nlohmann::json::parse(json.dump()))),
+            "");
+  nlohmann::json bad = json;
+  bad["filters"]["end_reasons"]["timeout"] = "skip";
+  cr::testing::expect_error_naming([&] { (void)cr::stage_config_from_json(bad); },
+                                   "filters.end_reasons.timeout", "keep");
+  // A single-turn stage has no episodes to filter: refused, not ignored.
+  auto single_turn = cr::make_grpo_stage(config, cr::prompt_pool(game_prompts()),
+                                         [](const cr::response_view&) { return 0.0f; });
+  cr::testing::expect_error_naming([&] { single_turn.validate(); },
+                                   "stage 'swe'.filters.end_reasons", "agentic stages");
 }
 
 }  // namespace agentic_stage_cases

@@ -61,6 +61,12 @@ struct enum_names<overlong_mode> {
 };
 
 template <>
+struct enum_names<episode_treatment> {
+  static constexpr std::array<std::pair<episode_treatment, std::string_view>, 3> table{
+      {{episode_treatment::keep, "keep"}, {episode_treatment::mask, "mask"}, {episode_treatment::drop, "drop"}}};
+};
+
+template <>
 struct enum_names<importance_sampling> {
   static constexpr std::array<std::pair<importance_sampling, std::string_view>, 3> table{
       {{importance_sampling::none, "none"},

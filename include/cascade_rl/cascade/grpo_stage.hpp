@@ -50,7 +50,10 @@ class grpo_stage {
   [[nodiscard]] stage_config& config() { return config_; }
   [[nodiscard]] const Source& source() const { return source_; }
 
-  void validate() const { detail::validate_grpo_config(config_); }
+  void validate() const {
+    detail::validate_grpo_config(config_);
+    detail::refuse_end_reason_filter(config_);
+  }
 
   [[nodiscard]] nlohmann::json state() const { return detail::source_state(source_); }
   void load_state(const nlohmann::json& state) {

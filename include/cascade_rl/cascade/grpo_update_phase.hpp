@@ -5,6 +5,7 @@
 // (update.hpp). If the filters leave nothing, no optimizer step is taken.
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -32,13 +33,39 @@ inline void keep_selected(rollout_batch& batch, std::vector<float>& rewards,
   rewards = std::move(kept);
 }
 
-// Applies the overlong and zero-variance filters, replacing batch and rewards by what
-// is kept.
+// Episodes masked or dropped by their end reason (filters.end_reasons); a batch without
+// episodes (single-turn) is left as it is. Returns {masked, dropped}.
+inline std::pair<std::size_t, std::size_t> filter_end_reasons(rollout_batch& batch,
+                                                              std::vector<float>& rewards,
+                                                              const end_reason_filter& filter) {
+  if (batch.episodes.empty() || filter.keeps_all()) return {0, 0};
+  std::vector<std::uint8_t> keep(batch.response_count(), 1);
+  std::size_t masked = 0, dropped = 0;
+  for (std::size_t i = 0; i < batch.response_count(); ++i) {
+    const episode_treatment treatment = filter.of(batch.episodes[i].reason);
+    if (treatment == episode_treatment::mask) {
+      if (batch.loss_mask.empty()) batch.loss_mask.assign(batch.token_count(), 1);
+      std::fill(batch.loss_mask.begin() + batch.token_offsets[i],
+                batch.loss_mask.begin() + batch.token_offsets[i + 1], std::uint8_t{0});
+      ++masked;
+    } else if (treatment == episode_treatment::drop) {
+      keep[i] = 0;
+      ++dropped;
+    }
+  }
+  if (dropped != 0)
+    keep_selected(batch, rewards, select_sequences(batch.groups(), std::span<const std::uint8_t>(keep)));
+  return {masked, dropped};
+}
+
+// Applies the end-reason, overlong and zero-variance filters, replacing batch and
+// rewards by what is kept.
 // Data-parallel: each rank filters its groups; the counts are summed over ranks.
 inline void filter_batch(rollout_batch& batch, std::vector<float>& rewards,
                          const stage_config& config, step_metrics& m, communicator_ref comm) {
   const std::size_t groups_before = batch.prompt_count();
   const std::size_t responses_before = batch.response_count();
+  const auto [masked, dropped] = filter_end_reasons(batch, rewards, config.filters.end_reasons);
   if (config.filters.overlong && batch.response_count() > 0) {
     const overlong_options& options = *config.filters.overlong;
     const std::vector<std::int64_t> lengths = batch.lengths();
@@ -54,12 +81,17 @@ inline void filter_batch(rollout_batch& batch, std::vector<float>& rewards,
   }
   if (config.filters.drop_zero_variance_groups && batch.response_count() > 0)
     keep_selected(batch, rewards, drop_zero_variance_groups(exec::par, batch.groups(), rewards));
-  std::uint64_t counts[3] = {groups_before - batch.prompt_count(),
-                             responses_before - batch.response_count(), m.overlong};
+  std::uint64_t counts[5] = {groups_before - batch.prompt_count(),
+                             responses_before - batch.response_count(), m.overlong, masked,
+                             dropped};
   comm.all_reduce(std::span<std::uint64_t>(counts), reduce_op::sum);
   m.filtered_groups = static_cast<std::size_t>(counts[0]);
   m.filtered_sequences = static_cast<std::size_t>(counts[1]);
   m.overlong = static_cast<std::size_t>(counts[2]);
+  if (m.episodes) {
+    m.episodes->masked = static_cast<std::size_t>(counts[3]);
+    m.episodes->dropped = static_cast<std::size_t>(counts[4]);
+  }
 }
 
 // Filters, advantages and the update of one step; batch and rewards are this rank's.

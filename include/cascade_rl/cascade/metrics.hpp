@@ -20,6 +20,10 @@ struct episode_metrics {
   // The largest |trainer - sampler| log-prob over the actions (log_prob_drift.hpp): 0
   // when the sampler and the trainer agree, as strictly on-policy training assumes.
   double log_prob_drift = 0.0;
+  // Episodes filters.end_reasons masked (no gradient, reward kept in the group baseline)
+  // and dropped (out of the step; also counted in filtered_sequences).
+  std::size_t masked = 0;
+  std::size_t dropped = 0;
 };
 
 struct step_metrics {
@@ -65,7 +69,11 @@ inline nlohmann::json episodes_json(const episode_metrics& e) {
   nlohmann::json reasons = nlohmann::json::object();
   for (std::size_t r = 0; r < end_reason_count; ++r)
     reasons[std::string(name_of(static_cast<end_reason>(r)))] = e.end_reasons[r];
-  return {{"turns_mean", e.turns_mean}, {"end_reasons", reasons}, {"log_prob_drift", e.log_prob_drift}};
+  return {{"turns_mean", e.turns_mean},
+          {"end_reasons", reasons},
+          {"log_prob_drift", e.log_prob_drift},
+          {"masked", e.masked},
+          {"dropped", e.dropped}};
 }
 
 inline void to_json(nlohmann::json& j, const step_metrics& m) {

@@ -63,6 +63,7 @@ class mopd_stage {
 
   void validate() const {
     detail::validate_mopd_config(config_, has_reward);
+    detail::refuse_end_reason_filter(config_);
     const std::set<std::string> domains(config_.domains.begin(), config_.domains.end());
     for (std::size_t i = 0; i < source_.size(); ++i)
       if (!domains.contains(source_.at(i).domain))

@@ -26,6 +26,7 @@
 #include "cascade_rl/algorithms/rollout_correction.hpp"
 #include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
 #include "cascade_rl/cascade/config_text.hpp"
+#include "cascade_rl/cascade/episode_summary.hpp"
 #include "cascade_rl/cascade/lr_schedule.hpp"
 #include "cascade_rl/cascade/prompt.hpp"
 #include "cascade_rl/core/error.hpp"
@@ -239,11 +240,45 @@ struct update_options {
   }
 };
 
+// What a step does with an episode of an agentic stage, by the reason it ended: keep it,
+// mask it (its tokens get no gradient, its reward still counts in its group's baseline,
+// as DAPO's overlong masking does), or drop it (it leaves its group before the
+// advantages are computed; a group left empty leaves the step). Masking or dropping
+// `timeout` and `environment_error` keeps a policy from being pushed away from actions
+// that an environment's failure, not the policy, scored 0.
+enum class episode_treatment { keep, mask, drop };
+
+struct end_reason_filter {
+  episode_treatment done = episode_treatment::keep;
+  episode_treatment max_turns = episode_treatment::keep;
+  episode_treatment context_full = episode_treatment::keep;
+  episode_treatment turn_truncated = episode_treatment::keep;
+  episode_treatment timeout = episode_treatment::keep;
+  episode_treatment environment_error = episode_treatment::keep;
+
+  [[nodiscard]] episode_treatment of(end_reason reason) const {
+    switch (reason) {
+      case end_reason::done: return done;
+      case end_reason::max_turns: return max_turns;
+      case end_reason::context_full: return context_full;
+      case end_reason::turn_truncated: return turn_truncated;
+      case end_reason::timeout: return timeout;
+      case end_reason::environment_error: return environment_error;
+    }
+    return episode_treatment::keep;
+  }
+  [[nodiscard]] bool keeps_all() const { return *this == end_reason_filter{}; }
+  bool operator==(const end_reason_filter&) const = default;
+};
+
 struct filter_options {
   // Groups whose rewards are all equal carry no signal (IF-RL filters them).
   bool drop_zero_variance_groups = true;
   // Overlong responses dropped, masked or softly penalised (DAPO); nullopt: kept.
   std::optional<overlong_options> overlong{};
+  // Agentic stages: episodes masked or dropped by their end reason (applied first, before
+  // the overlong and zero-variance filters); a single-turn stage refuses any but keep.
+  end_reason_filter end_reasons{};
 };
 
 struct mopd_settings {
@@ -367,6 +402,15 @@ inline void validate_stage_config(const stage_config& c, std::size_t min_group_s
 // What a GRPO stage checks in its config (grpo_stage::validate). The options of the
 // update rule in use are checked here too, so that a bad clip range is refused before
 // the first generation rather than at the first loss.
+// A single-turn stage's responses end by no reason: an end-reason filter there would
+// silently do nothing, so it is refused.
+inline void refuse_end_reason_filter(const stage_config& c, std::string_view at = {}) {
+  if (!c.filters.end_reasons.keeps_all())
+    fail(stage_where{c, at}("filters.end_reasons"),
+         "masks or drops episodes, but this stage trains on single-turn responses; the "
+         "filter applies to agentic stages (make_agentic_stage)");
+}
+
 inline void validate_grpo_config(const stage_config& c, std::string_view at = {}) {
   validate_stage_config(c, 2, "GRPO's group baseline (mean and std of a group)", at);
   const stage_where where{c, at};

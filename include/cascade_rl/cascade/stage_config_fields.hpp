@@ -101,10 +101,22 @@ struct config_fields<overlong_options> {
 };
 
 template <>
+struct config_fields<end_reason_filter> {
+  using T = end_reason_filter;
+  static constexpr std::tuple list{config_field{"done", &T::done},
+                                   config_field{"max_turns", &T::max_turns},
+                                   config_field{"context_full", &T::context_full},
+                                   config_field{"turn_truncated", &T::turn_truncated},
+                                   config_field{"timeout", &T::timeout},
+                                   config_field{"environment_error", &T::environment_error}};
+};
+
+template <>
 struct config_fields<filter_options> {
   using T = filter_options;
   static constexpr std::tuple list{config_field{"drop_zero_variance_groups", &T::drop_zero_variance_groups},
-                                   config_field{"overlong", &T::overlong}};
+                                   config_field{"overlong", &T::overlong},
+                                   config_field{"end_reasons", &T::end_reasons}};
 };
 
 template <>
@@ -169,6 +181,7 @@ static_assert(lists_every_member<sampling_params> && lists_every_member<prompt> 
                   lists_every_member<lr_schedule> && lists_every_member<stop_criteria> &&
                   lists_every_member<on_policy_update> && lists_every_member<update_options> &&
                   lists_every_member<overlong_options> && lists_every_member<filter_options> &&
+                  lists_every_member<end_reason_filter> &&
                   lists_every_member<mopd_settings> && lists_every_member<episode_settings> &&
                   lists_every_member<eval_set> &&
                   lists_every_member<stage_config>,
