@@ -58,6 +58,17 @@ class guessing_policy {
       }
     }
   }
+  // Every action token of a batch: its index in the batch, its logits row, its digit.
+  template <class F>
+  static void for_each_action(const cr::rollout_batch& batch, F&& at_action) {
+    for (std::size_t i = 0; i < batch.response_count(); ++i) {
+      const auto first = static_cast<std::size_t>(batch.token_offsets[i]);
+      const auto last = static_cast<std::size_t>(batch.token_offsets[i + 1]);
+      walk(batch.prompts[batch.group_of(i)].id,
+           std::span<const std::int32_t>(batch.tokens).subspan(first, last - first),
+           [&](std::size_t t, std::size_t r, std::int32_t digit) { at_action(first + t, r, digit); });
+    }
+  }
   static std::size_t row(std::int64_t id, int turn, int answer) {
     return static_cast<std::size_t>(((id % slots) * turns + turn) * answers + answer) * digits;
   }
@@ -124,16 +135,9 @@ class guessing_policy {
   }
   void log_probs(const cr::rollout_batch& batch, std::span<float> out) const {
     std::fill(out.begin(), out.end(), 0.0f);  // observations: never read by the loss
-    for (std::size_t i = 0; i < batch.response_count(); ++i) {
-      const auto first = static_cast<std::size_t>(batch.token_offsets[i]);
-      const auto last = static_cast<std::size_t>(batch.token_offsets[i + 1]);
-      walk(batch.prompts[batch.group_of(i)].id,
-           std::span<const std::int32_t>(batch.tokens).subspan(first, last - first),
-           [&](std::size_t t, std::size_t r, std::int32_t digit) {
-             out[first + t] =
-                 static_cast<float>(std::log(softmax(r)[static_cast<std::size_t>(digit - 1)]));
-           });
-    }
+    for_each_action(batch, [&](std::size_t t, std::size_t r, std::int32_t digit) {
+      out[t] = static_cast<float>(std::log(softmax(r)[static_cast<std::size_t>(digit - 1)]));
+    });
   }
   // Plain gradient descent on the logits: dL/dz = dL/dlogp (onehot - softmax), summed
   // exactly (cr::exact_sum) and all-reduced over `comm`, so that any number of ranks
@@ -143,18 +147,11 @@ class guessing_policy {
     for (const cr::episode_summary& e : batch.episodes) trained_reasons.push_back(e.reason);
     for (std::size_t t = 0; t < batch.token_count(); ++t)
       if (!batch.loss_mask.empty() && batch.loss_mask[t] == 0) observation_dlogp.push_back(dlogp[t]);
-    for (std::size_t i = 0; i < batch.response_count(); ++i) {
-      const auto first = static_cast<std::size_t>(batch.token_offsets[i]);
-      const auto last = static_cast<std::size_t>(batch.token_offsets[i + 1]);
-      walk(batch.prompts[batch.group_of(i)].id,
-           std::span<const std::int32_t>(batch.tokens).subspan(first, last - first),
-           [&](std::size_t t, std::size_t r, std::int32_t digit) {
-             const std::vector<double> p = softmax(r);
-             const double g = dlogp[first + t];
-             for (int k = 0; k < digits; ++k)
-               grad.add(r + static_cast<std::size_t>(k), g * ((k + 1 == digit ? 1.0 : 0.0) - p[k]));
-           });
-    }
+    for_each_action(batch, [&](std::size_t t, std::size_t r, std::int32_t digit) {
+      const std::vector<double> p = softmax(r);
+      for (int k = 0; k < digits; ++k)
+        grad.add(r + static_cast<std::size_t>(k), dlogp[t] * ((k + 1 == digit ? 1.0 : 0.0) - p[k]));
+    });
     grad.all_reduce(comm);
     for (std::size_t k = 0; k < state_.logits.size(); ++k) state_.logits[k] -= lr * grad[k];
     ++updates;

@@ -26,8 +26,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cascade_rl/cascade.hpp"
 #include "agentic/guessing_game.hpp"
+#include "cascade_rl/cascade.hpp"
 #include "cascade_rl/cascade/data_parallel.hpp"
 #include "mpi_test_main.hpp"
 
@@ -318,7 +318,9 @@ TEST(MpiCascade, ResumedOnEveryRankEqualsUninterrupted) {
 }
 
 // Two agentic stages (the second's prompts share the first's table slots with other
-// secrets), 4 prompts a step: 4, 2 or 1 prompt's episodes per rank.
+// secrets), 4 prompts a step: 4, 2 or 1 prompt's episodes per rank. The first drops the
+// episodes that never found the digit, the second masks them (its PPO rule cuts
+// mini-batches across ranks).
 struct agentic_result {
   cr::cascade_report report;
   cr::testing::guessing::guess_snapshot final;
@@ -337,9 +339,11 @@ agentic_result run_agentic_over(cr::communicator_ref comm, bool distributed) {
     c.eval_sampling = {.temperature = 1.0};
     return std::pair{c, p};
   };
-  const auto [a, a_prompts] = config("swe_a", "guess_a", 0);
+  auto [a, a_prompts] = config("swe_a", "guess_a", 0);
+  a.filters.end_reasons.max_turns = cr::episode_treatment::drop;
   auto [b, b_prompts] = config("swe_b", "guess_b", 4);
   b.update = {.rule = cr::ppo_clip_update{.epochs = 2, .mini_batches = 3}};
+  b.filters.end_reasons.max_turns = cr::episode_treatment::mask;
   auto cascade = cr::make_cascade(cr::make_agentic_stage(a, cr::prompt_pool(a_prompts), guessing::make_game),
                                   cr::make_agentic_stage(b, cr::prompt_pool(b_prompts), guessing::make_game));
   guessing::guessing_policy policy;
@@ -363,6 +367,7 @@ TEST(MpiCascade, AgenticStagesDataParallelEqualOneProcessBitForBit) {
     EXPECT_NE(single.final, cr::testing::guessing::guessing_policy().snapshot());
     expect_same_metrics(distributed.steps, single.steps);
     ASSERT_EQ(distributed.steps.size(), single.steps.size());
+    std::size_t masked = 0, dropped = 0;
     for (std::size_t s = 0; s < single.steps.size(); ++s) {
       ASSERT_TRUE(distributed.steps[s].episodes && single.steps[s].episodes) << "step " << s + 1;
       const cr::episode_metrics& x = *distributed.steps[s].episodes;
@@ -370,7 +375,13 @@ TEST(MpiCascade, AgenticStagesDataParallelEqualOneProcessBitForBit) {
       EXPECT_EQ(x.turns_mean, y.turns_mean) << "step " << s + 1;
       EXPECT_EQ(x.end_reasons, y.end_reasons) << "step " << s + 1;
       EXPECT_EQ(x.log_prob_drift, 0.0) << "step " << s + 1;
+      EXPECT_EQ(x.masked, y.masked) << "step " << s + 1;
+      EXPECT_EQ(x.dropped, y.dropped) << "step " << s + 1;
+      masked += y.masked;
+      dropped += y.dropped;
     }
+    EXPECT_GT(masked, 0u);
+    EXPECT_GT(dropped, 0u);
   }
 }
 

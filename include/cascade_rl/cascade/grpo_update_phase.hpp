@@ -4,8 +4,8 @@
 // zero-variance filters, the per-sequence advantages (the estimator) and the update rule
 // (update.hpp). If the filters leave nothing, no optimizer step is taken.
 
-#include <cstddef>
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <utility>

@@ -399,9 +399,6 @@ inline void validate_stage_config(const stage_config& c, std::size_t min_group_s
                         "and at least one evaluation set");
 }
 
-// What a GRPO stage checks in its config (grpo_stage::validate). The options of the
-// update rule in use are checked here too, so that a bad clip range is refused before
-// the first generation rather than at the first loss.
 // A single-turn stage's responses end by no reason: an end-reason filter there would
 // silently do nothing, so it is refused.
 inline void refuse_end_reason_filter(const stage_config& c, std::string_view at = {}) {
@@ -411,6 +408,9 @@ inline void refuse_end_reason_filter(const stage_config& c, std::string_view at 
          "filter applies to agentic stages (make_agentic_stage)");
 }
 
+// What a GRPO stage checks in its config (grpo_stage::validate). The options of the
+// update rule in use are checked here too, so that a bad clip range is refused before
+// the first generation rather than at the first loss.
 inline void validate_grpo_config(const stage_config& c, std::string_view at = {}) {
   validate_stage_config(c, 2, "GRPO's group baseline (mean and std of a group)", at);
   const stage_where where{c, at};
