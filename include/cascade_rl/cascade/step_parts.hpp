@@ -32,9 +32,6 @@ inline double seconds_since(clock::time_point start) {
   return std::chrono::duration<double>(clock::now() - start).count();
 }
 
-// Draws the prompts of a step from the source (indices: all of them, on every rank) and
-// generates the responses of this rank's shard; the sampling seed comes from the
-// cascade's generator, request.first_prompt says where the shard starts.
 // A step's prompts, drawn on every rank from the shared generator (indices: all of
 // them), and this rank's shard of them.
 template <PromptSource Source>
@@ -52,6 +49,9 @@ std::vector<prompt> shard_prompts(const Source& source, const std::vector<std::s
   return prompts;
 }
 
+// Draws the prompts of a step from the source (indices: all of them, on every rank) and
+// generates the responses of this rank's shard; the sampling seed comes from the
+// cascade's generator, request.first_prompt says where the shard starts.
 template <Policy P, PromptSource Source>
 rollout_batch generate_step_batch(P& policy, Source& source, const stage_config& config,
                                   rng_type& rng, std::vector<std::size_t>& indices,
