@@ -5,7 +5,9 @@
 //   +cgroups  and the memory and CPU cgroups
 //   +tmpfs    and a tmpfs scratch directory
 //   +filter   and the seccomp filter
-//   after     all three: the default
+//   bound     all three, the file view's directories bound from the host (issue 34,
+//             before its overlays)
+//   after     all three, the view's directories overlaid: the default
 // Each run is a trivial program (/bin/true) in a fresh scratch directory, timed around
 // sandbox::run as the caller sees it (scratch directory made and removed included).
 //
@@ -27,7 +29,7 @@ namespace {
 
 struct configuration {
   const char* name;
-  bool cgroups, tmpfs, filter;
+  bool cgroups, tmpfs, filter, overlays = true;
 };
 
 v::sandbox make(const configuration& c) {
@@ -35,6 +37,7 @@ v::sandbox make(const configuration& c) {
   options.memory_and_cpu_cgroups = c.cgroups;
   options.tmpfs_scratch = c.tmpfs;
   options.syscall_filter.enabled = c.filter;
+  options.overlay_view = c.overlays;
   return v::sandbox(options);
 }
 
@@ -56,6 +59,7 @@ int main(int argc, char** argv) {
                                                      {"+cgroups", true, false, false},
                                                      {"+tmpfs", false, true, false},
                                                      {"+filter", false, false, true},
+                                                     {"bound", true, true, true, false},
                                                      {"after", true, true, true}};
   std::vector<v::sandbox> boxes;
   for (const auto& c : configurations) boxes.push_back(make(c));

@@ -118,6 +118,36 @@ TEST(SyscallFilter, DeniesByArgumentWhereOnlySomeUsesAreDangerous) {
   EXPECT_TRUE(ok.denied_syscalls.empty()) << ok.denied_syscalls.front();
 }
 
+// Writeback and page-cache advice return 0 without running: each is called with
+// arguments the kernel itself refuses (a bad descriptor, an unaligned address), so a 0
+// shows the call never reached it. madvise's other advice still runs.
+TEST(SyscallFilter, WritebackAndCacheAdviceReturnWithoutRunning) {
+  const auto box = test_sandbox();
+  REQUIRE_FILTER(box);
+  const std::string bad_fd = "-1, 0, 0, 0";
+  const auto r = box.run(calls_program({
+      {"fsync", "-1"}, {"fdatasync", "-1"}, {"syncfs", "-1"}, {"sync_file_range", bad_fd},
+      {"fadvise64", bad_fd}, {"sync", ""},
+      {"msync", "1, 4096, " + std::to_string(MS_SYNC)},  // unaligned: EINVAL from the kernel
+      {"madvise", "1, 4096, 21"},                        // MADV_PAGEOUT
+  }));
+  ASSERT_TRUE(r.succeeded()) << r.stderr_text;
+  const auto got = errnos(r.stdout_text);
+  std::size_t skipped = 0;
+  for (const auto name : v::detail::skipped_syscalls()) {
+    if (!got.count(std::string(name))) continue;  // not on this architecture, or not called
+    ++skipped;
+    EXPECT_EQ(got.at(std::string(name)), 0) << name;
+  }
+  EXPECT_GE(skipped, 7u) << r.stdout_text;
+  ASSERT_TRUE(got.count("madvise"));
+  EXPECT_EQ(got.at("madvise"), 0);
+  EXPECT_TRUE(r.denied_syscalls.empty()) << r.denied_syscalls.front();
+  // The kernel still answers the rest: MADV_DONTNEED on the same unaligned address.
+  const auto other = box.run(calls_program({{"madvise", "1, 4096, " + std::to_string(MADV_DONTNEED)}}));
+  EXPECT_EQ(other.stdout_text, "madvise " + std::to_string(EINVAL) + "\n");
+}
+
 TEST(SyscallFilter, RemountingAndUnsharingGetNowhere) {
   const auto box = test_sandbox();
   REQUIRE_FILTER(box);

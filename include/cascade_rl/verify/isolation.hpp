@@ -33,6 +33,7 @@ struct isolation_support {
   bool uts_namespace = false;      // CLONE_NEWUTS
   bool read_only_root = false;     // every mount read-only and nosuid but the scratch dir
   bool minimal_view = false;       // a fresh root with only what programs need (detail/view.hpp)
+  bool overlay_view = false;       // its directories are read-only overlays (locks, watches the run's own)
   bool privilege_drop = false;     // the caller is root: the program runs as another uid
   bool user_namespace = false;     // the caller is not root: runs in a user namespace
   bool tmpfs_scratch = false;      // scratch directories on a size- and inode-capped tmpfs
@@ -49,7 +50,7 @@ struct isolation_support {
     const auto where = [](const std::filesystem::path& p) { return p.empty() ? std::string("none") : p.string(); };
     return std::string("network namespace: ") + yn(network_namespace) + ", PID namespace: " + yn(pid_namespace) +
            ", mount namespace: " + yn(mount_namespace) + ", read-only root: " + yn(read_only_root) +
-           ", minimal file view: " + yn(minimal_view) +
+           ", minimal file view: " + yn(minimal_view) + " (overlays: " + yn(overlay_view) + ")" +
            ", IPC namespace: " + yn(ipc_namespace) + ", UTS namespace: " + yn(uts_namespace) +
            ", privilege drop: " + yn(privilege_drop) + ", user namespace: " + yn(user_namespace) +
            ", tmpfs scratch: " + yn(tmpfs_scratch) + ", syscall filter: " + yn(syscall_filter) +
@@ -165,13 +166,16 @@ inline bool probe_init(const probe_setup& setup) {
         s.tmpfs_scratch = detail::probe_init({.flags = pid_flag, .userns_fd = userns_fd, .scratch = &tmpfs,
                                               .read_only_root = true});
         s.read_only_root = s.tmpfs_scratch;
-        if (s.tmpfs_scratch && s.pid_namespace) {
+        // The view with overlays first, then (where the kernel refuses overlays) without.
+        for (const bool overlay : {true, false}) {
+          if (!s.tmpfs_scratch || !s.pid_namespace || s.minimal_view) break;
           const sandbox_options defaults;
-          detail::file_view view = detail::base_view(defaults.system_paths, defaults.etc_files, {}, true);
+          detail::file_view view = detail::base_view(defaults.system_paths, defaults.etc_files, {}, true, overlay);
           detail::add_run_entries(view, tmpfs.path().string(), 65534, 65534);
           const std::vector<detail::view_entry> raw = view.raw();
           s.minimal_view = detail::probe_init({.flags = pid_flag, .userns_fd = userns_fd, .scratch = &tmpfs,
                                                .read_only_root = true, .view = &raw});
+          s.overlay_view = s.minimal_view && overlay && view.count(detail::view_overlay_directory) > 0;
         }
       } catch (const cascade_rl::error&) {
       }

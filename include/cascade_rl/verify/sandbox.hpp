@@ -175,7 +175,8 @@ class sandbox {
       if (support_.syscall_filter) filter_ = std::move(filter);
     }
     if (options_.minimal_view && support_.minimal_view) {
-      view_ = detail::base_view(options_.system_paths, options_.etc_files, options_.read_only_paths, true);
+      view_ = detail::base_view(options_.system_paths, options_.etc_files, options_.read_only_paths, true,
+                                options_.overlay_view && support_.overlay_view);
       if (view_->size() + 3 > static_cast<std::size_t>(detail::max_view_entries))
         cascade_rl::detail::fail("sandbox_options.read_only_paths",
                                  "makes the file view more than " + std::to_string(detail::max_view_entries) +
@@ -518,6 +519,9 @@ class sandbox {
     else if (options_.minimal_view && !support_.minimal_view)
       missing.push_back("no minimal file view (it needs a PID namespace, pivot_root and open_tree): the "
                         "program can read every file of the host that " + who + " may, outside hidden_paths");
+    else if (options_.minimal_view && options_.overlay_view && !support_.overlay_view)
+      missing.push_back("no overlays in the file view (overlayfs refused): its directories are bind mounts of the "
+                        "host's, so file locks and inotify watches a program takes on their files reach the host's");
     if (support_.user_namespace) {
       std::string groups;
       const int n = ::getgroups(0, nullptr);

@@ -91,6 +91,13 @@ struct sandbox_options {
   // where the system has no PID namespace): the whole host file system read-only (its
   // /proc still hides init, with a PID namespace).
   bool minimal_view = true;
+  // The view's host directories (system_paths, etc_files and read_only_paths that are
+  // directories) seen through read-only overlays of their own: the same files, other
+  // inodes, so a program's flock/fcntl locks and inotify watches on them are its own and
+  // never block or watch the host's. A directory with mounts below it, and a listed
+  // file, are bound instead (their locks reach the host's). Off, or where overlayfs is
+  // refused (reported): bound.
+  bool overlay_view = true;
   std::vector<std::filesystem::path> system_paths{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
   std::vector<std::string> etc_files{"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime"};
   std::vector<std::filesystem::path> read_only_paths{};

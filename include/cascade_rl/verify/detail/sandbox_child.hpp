@@ -58,6 +58,15 @@
 #ifndef __NR_move_mount
 #define __NR_move_mount 429
 #endif
+#ifndef __NR_fsopen
+#define __NR_fsopen 430
+#endif
+#ifndef __NR_fsconfig
+#define __NR_fsconfig 431
+#endif
+#ifndef __NR_fsmount
+#define __NR_fsmount 432
+#endif
 #ifndef PR_CAP_AMBIENT
 #define PR_CAP_AMBIENT 47
 #define PR_CAP_AMBIENT_CLEAR_ALL 4
@@ -90,7 +99,17 @@ enum : std::int32_t {
                             // /proc/1 (a copy of the trainer's memory, command line and
                             // environment) is invisible to the program, whatever its uid.
   view_devpts,              // a devpts instance of its own, options in data; /dev/ptmx links to it
+  view_overlay_directory,   // source seen through a read-only overlay of its own (lowerdir
+                            // option in data) on target: the same files, but other inodes,
+                            // so file locks and inotify watches taken through the view are
+                            // the run's, and never block or watch the host's
 };
+// The overlays' second, empty lower layer (overlayfs needs two without an upper one): a
+// directory of the view's root, made before pivot_root (when that root is mounted on
+// /proc), under the view's /proc mount point, which the run's proc then covers. It
+// must stay: an overlay lists a directory by reading every layer, and a removed one
+// reads as ENOENT.
+constexpr const char* overlay_empty_layer_before_pivot = "/proc/proc/.empty-layer";
 struct view_entry {
   std::int32_t kind = 0;
   const char* source = nullptr;
@@ -160,6 +179,7 @@ enum : std::int32_t {
   step_rlimits, step_groups, step_gid, step_uid, step_no_new_privs, step_exec,
   step_enter_scratch, step_hide, step_seccomp, step_cgroup, step_enter_userns, step_clone_init,
   step_user_map, step_tmpfs, step_view_clone, step_view_root, step_view_place, step_view_read_only,
+  step_view_overlay,
 };
 
 inline const char* setup_step_name(std::int32_t step) {
@@ -192,6 +212,7 @@ inline const char* setup_step_name(std::int32_t step) {
     case step_view_root: return "making the file view's root (tmpfs, pivot_root)";
     case step_view_place: return "placing an entry of the file view";
     case step_view_read_only: return "making the file view read-only (mount_setattr)";
+    case step_view_overlay: return "making a read-only overlay of a path of the file view";
   }
   return "?";
 }
@@ -220,6 +241,22 @@ inline int set_mount_attr(const char* path, unsigned flags, std::uint64_t set, s
 constexpr std::uint64_t attr_rdonly = 0x1, attr_nosuid = 0x2;
 constexpr unsigned at_recursive = 0x8000;
 constexpr unsigned open_tree_clone = 1, move_mount_f_empty_path = 0x4;
+constexpr unsigned fsopen_cloexec = 1, fsconfig_set_string = 1, fsconfig_cmd_create = 6, fsmount_cloexec = 1;
+
+// A detached read-only overlay mount with lower layers `lowerdir` (the new mount API:
+// nothing is mounted until move_mount places it), or -1 with errno set.
+inline int make_overlay(const char* lowerdir) {
+  const int context = static_cast<int>(::syscall(__NR_fsopen, "overlay", fsopen_cloexec));
+  if (context < 0) return -1;
+  int mount_fd = -1;
+  if (::syscall(__NR_fsconfig, context, fsconfig_set_string, "lowerdir", lowerdir, 0) == 0 &&
+      ::syscall(__NR_fsconfig, context, fsconfig_cmd_create, nullptr, nullptr, 0) == 0)
+    mount_fd = static_cast<int>(::syscall(__NR_fsmount, context, fsmount_cloexec, attr_rdonly));
+  const int saved = errno;
+  ::close(context);
+  errno = saved;
+  return mount_fd;
+}
 
 // mkdir -p of an absolute path, or of its parent (on a copy on the stack: no allocation).
 inline int make_directories(const char* path, bool parent_only = false) {
@@ -295,10 +332,11 @@ inline std::int64_t read_cpu_ns(int fd, bool v2) {
 }
 
 // The run's file view (entries from view.hpp): every bind source is cloned (open_tree)
-// while the host's tree is still reachable, then a fresh tmpfs becomes the root
-// (pivot_root; the host's root is detached), the entries are placed in it in order, and
-// everything but the writable entries is made read-only and nosuid. The tmpfs is first
-// mounted on /proc, which the clones no longer need.
+// and every overlay made (fsmount, detached) while the host's tree is still reachable,
+// then a fresh tmpfs becomes the root (pivot_root; the host's root is detached), the
+// entries are placed in it in order, and everything but the writable entries is made
+// read-only and nosuid. The tmpfs is first mounted on /proc, which the clones no longer
+// need.
 inline void build_view(const child_plan& p) {
   int clones[max_view_entries];
   for (int i = 0; i < p.view_count; ++i) {
@@ -318,8 +356,21 @@ inline void build_view(const child_plan& p) {
     if (clones[i] < 0 && !(e.optional && (errno == ENOENT || errno == ENOTDIR)))
       setup_failed(slot_status, step_view_clone);
   }
-  if (::mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=1024,mode=0755") != 0 ||
-      ::chdir("/proc") != 0 || ::syscall(SYS_pivot_root, ".", ".") != 0 || ::umount2(".", MNT_DETACH) != 0 ||
+  if (::mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=1024,mode=0755") != 0)
+    setup_failed(slot_status, step_view_root);
+  // The overlays, while their host paths are still reachable.
+  bool overlays = false;
+  for (int i = 0; i < p.view_count; ++i) {
+    const view_entry& e = p.view[i];
+    if (e.kind != view_overlay_directory) continue;
+    if (!overlays && make_directories(overlay_empty_layer_before_pivot) != 0)
+      setup_failed(slot_status, step_view_overlay);
+    overlays = true;
+    clones[i] = make_overlay(e.data);
+    if (clones[i] < 0 && !(e.optional && (errno == ENOENT || errno == ENOTDIR)))
+      setup_failed(slot_status, step_view_overlay);
+  }
+  if (::chdir("/proc") != 0 || ::syscall(SYS_pivot_root, ".", ".") != 0 || ::umount2(".", MNT_DETACH) != 0 ||
       ::chdir("/") != 0)
     setup_failed(slot_status, step_view_root);
   for (int i = 0; i < p.view_count; ++i) {
@@ -329,6 +380,7 @@ inline void build_view(const child_plan& p) {
       case view_bind_directory:
       case view_bind_file:
       case view_proc:
+      case view_overlay_directory:
         if (clones[i] < 0) break;
         if (e.kind != view_bind_file) {
           ok = make_directories(e.target) == 0;

@@ -11,7 +11,8 @@
 // and a filter it stacks without a listener can only deny more. System calls of another
 // architecture (i386's int 0x80) kill the program (SIGSYS); x32 numbers get the same
 // rules as x86-64 ones. clone3 fails with ENOSYS, unreported, so that the C library
-// falls back to clone, whose flags the filter can read.
+// falls back to clone, whose flags the filter can read. Writeback and page-cache advice
+// (skipped_syscalls) return 0 without running, so that they cannot reach the host's files.
 //
 // Built with CASCADE_RL_VERIFY_SECCOMP=1 (CMake sets it when libseccomp is found and
 // links it); without it there is no filter and the sandbox reports it missing.
@@ -25,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -85,6 +87,28 @@ using filter_program = std::vector<sock_filter>;
   };
   return names;
 }
+
+// Calls that reach host-wide state through files the view shares with the host, answered
+// 0 without running (unreported): writeback (sync and syncfs reach every file system;
+// fsync, fdatasync, sync_file_range and msync on a read-only host file force its
+// writeback) and page-cache advice (posix_fadvise(DONTNEED) and madvise's MADV_COLD /
+// MADV_PAGEOUT evict or age the host's cached pages of a shared file). Each is harmless
+// to skip for the program: everything it may write is on tmpfs (scratch, /tmp, /dev/shm),
+// where writeback does nothing, and advice may be ignored. madvise's other advice runs.
+[[nodiscard]] inline const std::vector<std::string_view>& skipped_syscalls() {
+  static const std::vector<std::string_view> names = {
+      "sync", "syncfs", "fsync", "fdatasync", "sync_file_range", "sync_file_range2", "msync",
+      "fadvise64", "fadvise64_64", "arm_fadvise64_64",
+  };
+  return names;
+}
+#ifndef MADV_COLD
+#define MADV_COLD 20
+#endif
+#ifndef MADV_PAGEOUT
+#define MADV_PAGEOUT 21
+#endif
+inline constexpr int skipped_madvise_advice[] = {MADV_COLD, MADV_PAGEOUT};
 
 // Socket families by allow-list: socket() and socketpair() of any family but these fail
 // with EAFNOSUPPORT, unreported, as on a kernel built without them (the C library's
@@ -209,6 +233,20 @@ inline void add_conditional_rules(scmp_filter_ctx ctx, std::uint32_t deny) {
     check(::seccomp_rule_add(ctx.get(), deny, nr, 0), "rule for " + std::string(name));
   }
   add_conditional_rules(ctx.get(), deny);
+  for (const std::string_view name : skipped_syscalls()) {
+    const std::string n(name);
+    const int nr = ::seccomp_syscall_resolve_name(n.c_str());
+    // Unknown here, or denied by the caller's extra list (which then wins).
+    if (nr == __NR_SCMP_ERROR || std::find(extra.begin(), extra.end(), n) != extra.end()) continue;
+    check(::seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(0), nr, 0), "rule for " + n);
+  }
+  const int madvise_nr = ::seccomp_syscall_resolve_name("madvise");
+  const bool madvise_denied = std::find(extra.begin(), extra.end(), "madvise") != extra.end();
+  for (const int advice : skipped_madvise_advice)
+    if (!madvise_denied)
+      check(::seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(0), madvise_nr, 1,
+                               arg(2, SCMP_CMP_EQ, static_cast<scmp_datum_t>(advice))),
+            "madvise rule");
   for (const std::string& name : extra) {
     const int nr = ::seccomp_syscall_resolve_name(name.c_str());
     if (nr == __NR_SCMP_ERROR)
