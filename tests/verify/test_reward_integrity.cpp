@@ -14,6 +14,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -329,6 +330,67 @@ print('deep')
   EXPECT_LT(peak - baseline, 32u) << "descriptors opened by the trainer during the next run";
   std::printf("next run after a 16000-deep tree: %.3f s, %zu descriptors above the %zu before\n", next_seconds,
               peak - baseline, baseline);
+}
+
+// Where the scratch is a host directory (no tmpfs: the fallback, or turned off), the
+// trainer removes what the program left: a 16000-deep chain, a wide directory and
+// directories without permissions, under a descriptor limit that a walk holding one per
+// level (std::filesystem::remove_all, before issue 34) exhausts, leaving the tree.
+TEST(RewardIntegrity, AHostDirectoryScratchIsRemovedWithAFewDescriptorsAtAnyDepth) {
+  const host_check host;
+  v::limits limits = cpu_bound_limits();
+  limits.cpu_time = std::chrono::seconds(10);  // 16000 directories on a disk: seconds of system time
+  limits.wall_time = std::chrono::seconds(30);
+  v::sandbox_options options = test_options(limits);
+  options.scratch_parent = host.scratch_parent();
+  options.tmpfs_scratch = false;
+  const v::sandbox box(options);
+  if (!python_available()) GTEST_SKIP() << "no python3";
+  auto scratch = std::make_unique<v::scratch_directory>(box.make_scratch());
+  ASSERT_FALSE(scratch->on_tmpfs());
+  const auto left = box.run(python(R"(
+import os
+os.mkdir('wide')
+for i in range(300):
+    open('wide/f%d' % i, 'w').close()
+for i in range(50):
+    os.makedirs('wide/d%d/e' % i)
+os.makedirs('locked/sub/deeper')
+open('locked/sub/x', 'w').close()
+os.chmod('locked/sub', 0)
+os.chmod('locked', 0)
+for i in range(16000):
+    os.mkdir('d')
+    os.chdir('d')
+open('leaf', 'w').write('x')
+print('left')
+)"), *scratch);
+  ASSERT_EQ(left.stdout_text, "left\n") << v::to_string(left.reason) << " " << left.stderr_text;
+
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  const std::size_t baseline = open_descriptors();
+  rlimit low = saved;
+  low.rlim_cur = 256;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::atomic<bool> done{false};
+  std::atomic<std::size_t> peak{baseline};
+  std::thread watcher([&] {
+    while (!done) {
+      peak = std::max<std::size_t>(peak, open_descriptors());
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  const auto start = std::chrono::steady_clock::now();
+  scratch.reset();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  done = true;
+  watcher.join();
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  EXPECT_EQ(joined(host.leftovers()), "");
+  EXPECT_LT(peak - baseline, 8u) << "descriptors the removal held";
+  std::printf("host-directory scratch with a 16000-deep chain removed in %.3f s, %zu descriptors above the %zu "
+              "before\n", seconds, peak - baseline, baseline);
 }
 
 TEST(RewardIntegrity, InitsAnswersToDeniedCallsCountInTheRunsCpu) {

@@ -35,6 +35,7 @@
 
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/verify/detail/namespaces.hpp"
+#include "cascade_rl/verify/detail/remove_tree.hpp"
 
 namespace cascade_rl::verify {
 
@@ -316,17 +317,9 @@ class scratch_directory {
     const bool tmpfs = on_tmpfs();
     root_.reset();
     mount_ns_.reset();  // the tmpfs goes with its last descriptor
-    std::error_code ignored;
-    if (!tmpfs || ::rmdir(path_.c_str()) != 0) {
-      // A program may have left read-only directories: make them writable first.
-      for (auto it = std::filesystem::recursive_directory_iterator(
-               path_, std::filesystem::directory_options::skip_permission_denied, ignored);
-           !ignored && it != std::filesystem::recursive_directory_iterator(); it.increment(ignored))
-        if (it->is_directory(ignored) && !it->is_symlink(ignored))
-          std::filesystem::permissions(it->path(), std::filesystem::perms::owner_all,
-                                       std::filesystem::perm_options::add, ignored);
-      std::filesystem::remove_all(path_, ignored);
-    }
+    // A host directory holds whatever the program left (any depth, no permissions):
+    // removed with a few descriptors and time linear in its entries.
+    if (!tmpfs || ::rmdir(path_.c_str()) != 0) (void)detail::remove_tree(path_);
     path_.clear();
   }
 
