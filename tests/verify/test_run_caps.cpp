@@ -8,6 +8,11 @@
 #include <sys/statfs.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <csignal>
+#include <sstream>
+#include <vector>
+
 #include "verify/support.hpp"
 
 namespace {
@@ -326,6 +331,50 @@ TEST(Cgroups, VersionTwoMovesAProcessAndReadsItsCpuTime) {
     EXPECT_EQ(cgroup.usage().cpu_ns.value_or(0) / 1000, static_cast<std::uint64_t>(ns) / 1000);
   }
   EXPECT_FALSE(std::filesystem::exists(made));
+}
+
+// v2's rule (no controllers handed below a cgroup with processes) is met by moving the
+// trainer's cgroup's processes into a leaf of it. Shown on the unified hierarchy with
+// two processes standing in for a trainer and a sibling it was started with (a
+// launcher's workers): both move, the cgroup is left with children only, and a second
+// move (another worker probing later) finds nothing to do.
+TEST(Cgroups, VersionTwoTrainerProcessesMoveIntoALeaf) {
+  const std::filesystem::path unified = "/sys/fs/cgroup/unified";
+  if (::geteuid() != 0 || v::detail::filesystem_type(unified.c_str()) != CGROUP2_SUPER_MAGIC)
+    GTEST_SKIP() << "no cgroup v2 hierarchy at " << unified << " that this process may change";
+  const std::filesystem::path trainer = unified / ("cascade_rl_verify_" + std::to_string(::getpid()) + "_leaf_test");
+  ASSERT_EQ(::mkdir(trainer.c_str(), 0755), 0) << std::strerror(errno);
+  std::vector<pid_t> processes;
+  for (int i = 0; i < 2; ++i) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    processes.push_back(child);
+    EXPECT_TRUE(v::detail::write_cgroup_file(trainer / "cgroup.procs", std::to_string(child)));
+  }
+  const auto members = [](const std::filesystem::path& cgroup) {
+    std::vector<pid_t> out;
+    std::istringstream in(v::detail::read_cgroup_file(cgroup / "cgroup.procs").value_or(""));
+    for (pid_t pid = 0; in >> pid;) out.push_back(pid);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  std::sort(processes.begin(), processes.end());
+  EXPECT_EQ(members(trainer), processes);
+  EXPECT_TRUE(v::detail::move_processes_to_leaf(trainer));
+  const std::filesystem::path leaf = trainer / v::detail::trainer_leaf_name;
+  EXPECT_TRUE(members(trainer).empty());
+  EXPECT_EQ(members(leaf), processes);
+  EXPECT_TRUE(v::detail::move_processes_to_leaf(trainer));  // again: nothing to move, the same leaf
+  EXPECT_EQ(members(leaf), processes);
+  for (const pid_t pid : processes) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  EXPECT_EQ(::rmdir(leaf.c_str()), 0) << std::strerror(errno);
+  EXPECT_EQ(::rmdir(trainer.c_str()), 0) << std::strerror(errno);
 }
 
 TEST(Cgroups, ReadNumbersAsTheKernelWritesThem) {

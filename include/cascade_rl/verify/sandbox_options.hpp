@@ -107,9 +107,12 @@ struct sandbox_options {
   // scratch_parent must not be inside one.
   std::vector<std::filesystem::path> hidden_paths{"/run"};
   // Where per-run cgroups are made, relative to each cgroup hierarchy (cgroup v1: under
-  // /sys/fs/cgroup/<controller>/, cgroup v2: under /sys/fs/cgroup/). Empty: the
-  // hierarchy's root, which needs root. A caller that is not root passes a directory
-  // delegated to its uid (chown'd by an administrator, or by systemd with Delegate=yes).
+  // /sys/fs/cgroup/<controller>/, cgroup v2: under /sys/fs/cgroup/). Empty: under the
+  // trainer's own cgroup of each hierarchy, so that its container's limits hold the
+  // runs (cgroup v2: after its processes move into a leaf of it, detail/cgroups.hpp's
+  // find_cgroups), else the hierarchy's root. A caller that is not root passes a
+  // directory delegated to its uid (chown'd by an administrator, or by systemd with
+  // Delegate=yes).
   std::filesystem::path cgroup_parent{};
   // The run-level caps, each on by default; turning one off (to measure what it costs,
   // or where a system lacks it and the caller accepts that) leaves the per-process

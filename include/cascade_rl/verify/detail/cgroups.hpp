@@ -188,17 +188,44 @@ inline std::filesystem::path own_cgroup(std::string_view controller) {
   return {};
 }
 
+// cgroup v2 hands no controllers down from a cgroup that has processes of its own (the
+// root aside), so runs cannot nest under the trainer's own cgroup while the trainer is
+// in it. The processes of `cgroup` move into a leaf child of it, trainer_leaf_name, and
+// it keeps only children: the trainer's leaf and the runs' cgroups, all under its
+// limits. Rounds repeat while processes fork meanwhile; true when none is left in it.
+inline constexpr const char* trainer_leaf_name = "cascade_rl_trainer";
+inline bool move_processes_to_leaf(const std::filesystem::path& cgroup) {
+  const std::filesystem::path leaf = cgroup / trainer_leaf_name;
+  if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  for (int round = 0; round < 16; ++round) {
+    const std::optional<std::string> procs = read_cgroup_file(cgroup / "cgroup.procs");
+    if (!procs) return false;
+    if (procs->empty()) return true;
+    for (std::size_t start = 0; start < procs->size();) {
+      const std::size_t end = std::min(procs->find('\n', start), procs->size());
+      // A process that has exited meanwhile fails to move, harmlessly.
+      (void)write_cgroup_file(leaf / "cgroup.procs", std::string_view(*procs).substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  return read_cgroup_file(cgroup / "cgroup.procs").value_or("?").empty();
+}
+
 // The same on this machine's /sys/fs/cgroup. With no parent, under this process's own
 // cgroup in each hierarchy, so that the limits of a container (or of a systemd unit)
-// that holds the trainer hold its runs too; a hierarchy where that cannot be (cgroup
-// v2 will not enable controllers below a cgroup that has processes, a delegation that
-// stops above) falls back to its root.
+// that holds the trainer hold its runs too. On cgroup v2, where the trainer's cgroup
+// has processes and its parent hands it the memory and pids controllers, those
+// processes first move into a leaf of it (move_processes_to_leaf; a process already in
+// such a leaf nests its runs beside it). A hierarchy where nesting cannot be (a
+// delegation that stops above, a cgroup file system this process may not change)
+// falls back to its root.
 inline cgroup_setup find_cgroups(const std::filesystem::path& parent) {
   const int version = machine_cgroup_version();
   cgroup_setup s = find_cgroups_in(version, "/sys/fs/cgroup", parent);
   if (!parent.empty()) return s;
   const auto nested = [&](std::string_view controller) {
-    const std::filesystem::path own = own_cgroup(controller);
+    std::filesystem::path own = own_cgroup(controller);
+    if (version == 2 && own.filename() == trainer_leaf_name) own = own.parent_path();
     return own.empty() || own == "/" ? cgroup_setup{} : find_cgroups_in(version, "/sys/fs/cgroup", own);
   };
   if (version == 1) {
@@ -209,8 +236,15 @@ inline cgroup_setup find_cgroups(const std::filesystem::path& parent) {
     if (const cgroup_setup c = nested("cpuacct"); !c.cpu.empty()) s.cpu = c.cpu;
     if (const cgroup_setup p = nested("pids"); !p.pids.empty()) s.pids = p.pids;
   } else if (version == 2) {
-    const cgroup_setup own = nested("");
-    if (!own.memory.empty() || !own.cpu.empty() || !own.pids.empty()) s = own;
+    const auto caps = [](const cgroup_setup& c) { return int{!c.memory.empty()} + int{!c.cpu.empty()} + int{!c.pids.empty()}; };
+    cgroup_setup own = nested("");
+    const std::filesystem::path own_path = std::filesystem::path("/sys/fs/cgroup") / own_cgroup("").relative_path();
+    const std::string handed = read_cgroup_file(own_path / "cgroup.controllers").value_or("");
+    if ((own.memory.empty() || own.pids.empty()) && own_path.filename() != trainer_leaf_name &&
+        own_cgroup("") != "/" && handed.find("memory") != std::string::npos &&
+        handed.find("pids") != std::string::npos && move_processes_to_leaf(own_path))
+      own = nested("");
+    if (caps(own) > 0 && caps(own) >= caps(s)) s = own;
   }
   return s;
 }
