@@ -21,7 +21,7 @@ if(TARGET cascade_rl::verify)
     set(${out} "${filters}" PARENT_SCOPE)
   endfunction()
   _cascade_rl_verify_filter(with_cgroups sandbox adversarial run_caps syscall_filter pool
-                            reward_integrity shared_files)
+                            reward_integrity shared_files workspace)
   _cascade_rl_verify_filter(no_cgroups sandbox run_caps)
   add_test(NAME verify_unprivileged
     COMMAND sh "${CMAKE_CURRENT_LIST_DIR}/run_unprivileged.sh" ${cascade_rl_unprivileged_uid} with-cgroups

@@ -8,7 +8,9 @@
 // memory caps (limits::memory_bytes, each run's own cgroup) that sum to more: a pool
 // whose workers at the sandbox's cap would not fit is refused when it is made, and a
 // command with a larger cap of its own waits until enough of the budget is free (or is
-// refused, when its cap alone exceeds the budget).
+// refused, when its cap alone exceeds the budget). Workspaces opened from the pool
+// (workspace.hpp) hold their scratch's bytes of the same budget while they live, and
+// their runs take their caps from it as the pool's own do.
 
 #include <condition_variable>
 #include <cstddef>
@@ -27,10 +29,11 @@ namespace cascade_rl::verify {
 
 namespace detail {
 
-// Bytes of a budget handed out and returned by the runs.
+// Bytes of a budget handed out and returned by the runs, and held for longer by live
+// workspaces (their scratch's pages; workspace.hpp).
 class memory_budget {
  public:
-  explicit memory_budget(std::uint64_t bytes) : free_(bytes) {}
+  explicit memory_budget(std::uint64_t bytes) : total_(bytes), free_(bytes) {}
   void acquire(std::uint64_t bytes) {
     std::unique_lock lock(mutex_);
     returned_.wait(lock, [&] { return free_ >= bytes; });
@@ -40,11 +43,34 @@ class memory_budget {
     { const std::lock_guard lock(mutex_); free_ += bytes; }
     returned_.notify_all();
   }
+  // Holds `bytes` until unhold, if every hold together still leaves `leave` bytes for a
+  // run (so that runs never wait on holds for ever); false, holding nothing, if not.
+  // Waits only for runs to return what they use.
+  bool hold(std::uint64_t bytes, std::uint64_t leave) {
+    std::unique_lock lock(mutex_);
+    if (held_ + bytes + leave > total_) return false;
+    held_ += bytes;
+    returned_.wait(lock, [&] { return free_ >= bytes; });
+    free_ -= bytes;
+    return true;
+  }
+  void unhold(std::uint64_t bytes) {
+    {
+      const std::lock_guard lock(mutex_);
+      held_ -= bytes;
+      free_ += bytes;
+    }
+    returned_.notify_all();
+  }
+  [[nodiscard]] std::uint64_t held() const {
+    const std::lock_guard lock(mutex_);
+    return held_;
+  }
 
  private:
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable returned_;
-  std::uint64_t free_;
+  std::uint64_t total_, free_, held_ = 0;
 };
 
 }  // namespace detail
@@ -53,7 +79,8 @@ class verify_pool {
  public:
   // `memory_bytes`: the memory the pool's runs may hold at once, all together.
   verify_pool(sandbox box, std::size_t workers, std::uint64_t memory_bytes)
-      : box_(std::move(box)), workers_(workers), memory_bytes_(memory_bytes) {
+      : box_(std::move(box)), workers_(workers), memory_bytes_(memory_bytes),
+        budget_(std::make_shared<detail::memory_budget>(memory_bytes)) {
     if (workers == 0) cascade_rl::detail::fail("workers", "is 0");
     const std::size_t bound = box_.options().max_concurrent_runs;
     const std::uint64_t at_once = bound != 0 && bound < workers ? bound : workers;
@@ -69,6 +96,8 @@ class verify_pool {
   [[nodiscard]] const sandbox& box() const { return box_; }
   [[nodiscard]] std::size_t workers() const { return workers_; }
   [[nodiscard]] std::uint64_t memory_bytes() const { return memory_bytes_; }
+  // What the pool's runs and live workspaces (open_workspace) hold of memory_bytes.
+  [[nodiscard]] const std::shared_ptr<detail::memory_budget>& budget() const { return budget_; }
 
   [[nodiscard]] std::vector<run_result> run_all(std::span<const command> commands) const {
     const auto cap_of = [&](const command& c) {
@@ -79,7 +108,7 @@ class verify_pool {
         cascade_rl::detail::fail_at("commands", i,
                                     "limits.memory_bytes " + std::to_string(cap_of(commands[i])) +
                                         " exceeds the pool's memory_bytes " + std::to_string(memory_bytes_));
-    detail::memory_budget budget(memory_bytes_);
+    detail::memory_budget& budget = *budget_;
     std::vector<run_result> results(commands.size());
     cascade_rl::detail::run_on_workers(commands.size(), workers_, [&](std::size_t i) {
       const std::uint64_t cap = cap_of(commands[i]);
@@ -98,6 +127,7 @@ class verify_pool {
   sandbox box_;
   std::size_t workers_;
   std::uint64_t memory_bytes_;
+  std::shared_ptr<detail::memory_budget> budget_;  // shared by every run_all and workspace
 };
 
 }  // namespace cascade_rl::verify

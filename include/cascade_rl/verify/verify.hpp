@@ -1,6 +1,7 @@
 #pragma once
 // Umbrella header of cascade_rl::verify (Linux): the sandbox, the verification pool,
-// the unified-diff applier, and the unit-test and patch-and-test rewards.
+// the unified-diff applier, the unit-test and patch-and-test rewards, and the workspace
+// of an agentic episode.
 
 #include "cascade_rl/verify/extract.hpp"
 #include "cascade_rl/verify/isolation.hpp"
@@ -12,3 +13,4 @@
 #include "cascade_rl/verify/scratch_directory.hpp"
 #include "cascade_rl/verify/unified_diff.hpp"
 #include "cascade_rl/verify/unit_test_reward.hpp"
+#include "cascade_rl/verify/workspace.hpp"

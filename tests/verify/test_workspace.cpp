@@ -1,0 +1,260 @@
+// Issue 36: the workspace of an agentic episode. State persists across the tools' runs,
+// the diff against the original tree round-trips, grading adds the hidden tests to a
+// fresh copy and drops changes to tests (so tampering scores nothing), the oracle is
+// never in the view, the episode budget ends runs, a pool counts live workspaces, and
+// nothing is left when a workspace ends or its trainer is killed.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "verify/support.hpp"
+
+namespace {
+
+using namespace verify_test;
+
+// A host directory removed afterwards (mode 0755, readable by the runs' uids).
+class host_directory {
+ public:
+  explicit host_directory(const char* stem) {
+    std::string pattern = (std::filesystem::temp_directory_path() / (std::string(stem) + "_XXXXXX")).string();
+    if (::mkdtemp(pattern.data()) != nullptr) dir_ = pattern;
+    ::chmod(dir_.c_str(), 0755);
+  }
+  host_directory(const host_directory&) = delete;
+  host_directory& operator=(const host_directory&) = delete;
+  ~host_directory() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  [[nodiscard]] const std::filesystem::path& path() const { return dir_; }
+  void put(const std::string& relative, const std::string& contents) const {
+    const std::filesystem::path p = dir_ / relative;
+    std::filesystem::create_directories(p.parent_path());
+    ::chmod(p.parent_path().c_str(), 0755);
+    std::ofstream(p) << contents;
+    ::chmod(p.c_str(), 0644);
+  }
+  [[nodiscard]] std::string get(const std::string& relative) const {
+    std::ifstream in(dir_ / relative);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+// The task: a one-line bug in calc.py, a visible test the agent may read (and try to
+// weaken), and hidden tests that only grading sees.
+void make_task(const host_directory& repo) {
+  repo.put("calc.py", "def add(a, b):\n    return a - b\n");
+  repo.put("tests/test_visible.py", "from calc import add\nassert add(0, 0) == 0\n");
+}
+const std::vector<v::file> hidden_tests = {
+    {.path = "test_hidden.py", .contents = "import sys\nsys.path.insert(0, '.')\nfrom calc import add\n"
+                                           "assert add(2, 3) == 5, 'add(2, 3)'\nprint('hidden tests pass')\n"}};
+const std::vector<std::string> test_command = {"python3", "test_hidden.py"};
+
+v::workspace_options task_options() {
+  v::workspace_options options;
+  options.protected_paths = {"tests"};
+  return options;
+}
+
+v::sandbox workspace_sandbox(const host_check& host) {
+  v::sandbox_options options = test_options(cpu_bound_limits());
+  options.scratch_parent = host.scratch_parent();
+  return v::sandbox(options);
+}
+
+TEST(Workspace, KeepsStateAcrossRunsAndDiffsAgainstTheOriginal) {
+  if (!python_available()) GTEST_SKIP() << "no python3";
+  const host_check host;
+  const host_directory repo("cascade_rl_repo");
+  make_task(repo);
+  const v::sandbox box = workspace_sandbox(host);
+  {
+    v::workspace ws(box, repo.path(), task_options());
+    const auto edit = ws.run({.argv = {"sh", "-c",
+                                       "sed -i 's/a - b/a + b/' calc.py && printf 'fixed\\n' > notes.txt && "
+                                       "rm tests/test_visible.py"}});
+    ASSERT_TRUE(edit.succeeded()) << edit.stderr_text;
+    const auto look = ws.run({.argv = {"cat", "calc.py", "notes.txt"}});
+    EXPECT_EQ(look.stdout_text, "def add(a, b):\n    return a + b\nfixed\n");  // the first run's files stayed
+    EXPECT_EQ(repo.get("calc.py"), "def add(a, b):\n    return a - b\n");     // the original untouched
+
+    const std::string diff = ws.diff();
+    EXPECT_NE(diff.find("--- a/calc.py\n+++ b/calc.py\n"), std::string::npos) << diff;
+    EXPECT_NE(diff.find("-    return a - b\n+    return a + b\n"), std::string::npos) << diff;
+    EXPECT_NE(diff.find("--- /dev/null\n+++ b/notes.txt\n"), std::string::npos) << diff;
+    EXPECT_NE(diff.find("--- a/tests/test_visible.py\n+++ /dev/null\n"), std::string::npos) << diff;
+    // The diff turns a copy of the original into the workspace.
+    const host_directory copy("cascade_rl_copy");
+    make_task(copy);
+    const auto applied = v::apply_unified_diff(v::parse_unified_diff(diff), copy.path());
+    ASSERT_TRUE(applied.ok) << applied.error;
+    EXPECT_EQ(copy.get("calc.py"), "def add(a, b):\n    return a + b\n");
+    EXPECT_EQ(copy.get("notes.txt"), "fixed\n");
+    EXPECT_FALSE(std::filesystem::exists(copy.path() / "tests" / "test_visible.py"));
+
+    // Graded with the hidden tests: resolved, the test file's deletion dropped.
+    const v::workspace_grade grade = ws.grade(hidden_tests, test_command);
+    EXPECT_EQ(grade.report.outcome, v::patch_outcome::resolved) << grade.report.detail << grade.report.tests->stderr_text;
+    EXPECT_EQ(grade.report.reward, 1.0);
+    EXPECT_EQ(grade.report.tests->stdout_text, "hidden tests pass\n");
+    EXPECT_EQ(grade.dropped_paths, std::vector<std::string>{"tests/test_visible.py"});
+    EXPECT_EQ(ws.run({.argv = {"true"}}).reason, v::termination::exited);  // grading left the workspace alone
+  }
+  EXPECT_EQ(joined(host.leftovers()), "");  // the workspace is gone with it
+}
+
+TEST(Workspace, TamperingWithTestsOrSearchingForTheOracleScoresNothing) {
+  if (!python_available()) GTEST_SKIP() << "no python3";
+  const host_check host;
+  const host_directory repo("cascade_rl_repo");
+  make_task(repo);
+  // The hidden tests also lie on the host beside the repository, as a data set would.
+  const host_directory oracle("cascade_rl_oracle");
+  oracle.put("test_hidden.py", hidden_tests[0].contents);
+  const v::sandbox box = workspace_sandbox(host);
+  v::workspace ws(box, repo.path(), task_options());
+  // The agent does not fix calc.py. It writes its own "hidden" test that passes,
+  // weakens the visible one, and searches every readable file for the real one.
+  const auto tamper = ws.run(python(R"(
+import os
+open('test_hidden.py', 'w').write("print('hidden tests pass')\n")
+open('tests/test_visible.py', 'w').write('pass\n')
+found = []
+for root, dirs, files in os.walk('/'):
+    dirs[:] = [d for d in dirs if not (root == '/' and d in ('proc', 'sys', 'dev', 'usr'))]
+    for f in files:
+        try:
+            if b'assert add(2, 3) == 5' in open(os.path.join(root, f), 'rb').read(1 << 16):
+                found.append(os.path.join(root, f))
+        except OSError:
+            pass
+print('oracle found' if found else 'oracle not found', found)
+)"));
+  ASSERT_TRUE(tamper.succeeded()) << tamper.stderr_text;
+  EXPECT_EQ(tamper.stdout_text, "oracle not found []\n");
+  const v::workspace_grade grade = ws.grade(hidden_tests, test_command);
+  EXPECT_EQ(grade.report.outcome, v::patch_outcome::tests_failed);
+  EXPECT_EQ(grade.report.reward, 0.0);
+  EXPECT_NE(grade.report.tests->stderr_text.find("add(2, 3)"), std::string::npos) << grade.report.tests->stderr_text;
+  EXPECT_EQ(std::set<std::string>(grade.dropped_paths.begin(), grade.dropped_paths.end()),
+            (std::set<std::string>{"test_hidden.py", "tests/test_visible.py"}));
+}
+
+TEST(Workspace, ToolOutputIsTruncatedAndTheEpisodeBudgetEndsRuns) {
+  const host_check host;
+  const host_directory repo("cascade_rl_repo");
+  make_task(repo);
+  v::workspace_options options = task_options();
+  options.episode_budget = std::chrono::milliseconds(1500);
+  v::workspace ws(workspace_sandbox(host), repo.path(), options);
+  // 4 MB of output past the 64 KiB cap: kept up to it, and the tool still finishes.
+  const auto loud = ws.run({.argv = {"sh", "-c", "head -c 4000000 /dev/zero | tr '\\0' x; echo done >&2"}});
+  EXPECT_EQ(loud.reason, v::termination::exited) << v::to_string(loud.reason);
+  EXPECT_EQ(loud.exit_code, 0);
+  EXPECT_TRUE(loud.stdout_truncated);
+  EXPECT_EQ(loud.stdout_text.size(), 64u << 10);
+  EXPECT_EQ(loud.stderr_text, "done\n");
+  // A run longer than what is left of the budget is stopped where the budget ends.
+  const auto before = ws.remaining();
+  const auto slow = ws.run({.argv = {"sleep", "10"}});
+  EXPECT_EQ(slow.reason, v::termination::wall_time_limit);
+  EXPECT_LT(slow.wall_seconds, std::chrono::duration<double>(before).count() + 0.5);
+  EXPECT_TRUE(ws.spent());
+  EXPECT_THROW((void)ws.run({.argv = {"true"}}), cascade_rl::error);
+  // Grading has its own time.
+  if (python_available()) {
+    EXPECT_EQ(ws.grade(hidden_tests, test_command).report.outcome, v::patch_outcome::tests_failed);
+  }
+}
+
+TEST(Workspace, APoolCountsLiveWorkspacesAgainstItsMemory) {
+  const host_check host;
+  const host_directory repo("cascade_rl_repo");
+  make_task(repo);
+  const v::sandbox box = workspace_sandbox(host);
+  const std::uint64_t cap = box.options().limits.memory_bytes, scratch = box.options().limits.scratch_bytes;
+  // Room for one run beside two workspaces' scratch, not three.
+  const v::verify_pool pool(box, 1, cap + 2 * scratch);
+  auto first = std::make_unique<v::workspace>(v::open_workspace(pool, repo.path()));
+  const v::workspace second = v::open_workspace(pool, repo.path());
+  EXPECT_EQ(pool.budget()->held(), 2 * scratch);
+  try {
+    (void)v::open_workspace(pool, repo.path());
+    ADD_FAILURE() << "a third workspace was opened";
+  } catch (const cascade_rl::error& e) {
+    EXPECT_NE(std::string(e.what()).find("verify_pool"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(pool.budget()->held(), 2 * scratch);  // the refusal held nothing
+  first.reset();
+  EXPECT_EQ(pool.budget()->held(), scratch);
+  const v::workspace third = v::open_workspace(pool, repo.path());
+  EXPECT_EQ(pool.budget()->held(), 2 * scratch);
+  // Runs of the pool and of the workspaces share what is left.
+  EXPECT_TRUE(pool.run_all(std::vector<v::command>{{.argv = {"true"}}}).front().succeeded());
+}
+
+// The scratch parent's entries that are not empty directories (a killed trainer leaves
+// its runs' scratch mount points behind, empty: README, "Limits, honestly").
+std::vector<std::string> non_empty_entries(const std::filesystem::path& parent) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(parent, ec))
+    if (!e.is_directory() || !std::filesystem::is_empty(e.path())) out.push_back(e.path().string());
+  return out;
+}
+
+TEST(Workspace, NothingIsLeftWhenItsTrainerIsKilledMidEpisode) {
+  const host_check host;
+  const host_directory repo("cascade_rl_repo");
+  make_task(repo);
+  const v::sandbox box = workspace_sandbox(host);
+  const pid_t trainer = ::fork();
+  if (trainer == 0) {
+    v::workspace ws(box, repo.path(), task_options());
+    (void)ws.run({.argv = {"sh", "-c", "echo partial > notes.txt; sleep 30 # " + host.token()}});
+    ::_exit(3);  // never reached: killed first
+  }
+  ASSERT_GT(trainer, 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (host_processes_with(host.token()) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_GT(host_processes_with(host.token()), 0) << "the tool's run never started";
+  ::kill(trainer, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(trainer, &status, 0), trainer);
+  EXPECT_TRUE(WIFSIGNALED(status));
+  // The run's processes die with their init, which dies with its trainer; the tmpfs
+  // and its files go with the last descriptor.
+  const auto gone_by = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (host_processes_with(host.token()) > 0 && std::chrono::steady_clock::now() < gone_by)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(host_processes_with(host.token()), 0);
+  EXPECT_EQ(joined(non_empty_entries(host.scratch_parent())), "");
+  // Its run's cgroups stay, empty, until a sandbox removes those of dead makers (after a
+  // minute; here at once).
+  const v::isolation_support& s = box.isolation();
+  const v::detail::cgroup_setup setup{s.cgroup_version, s.memory_cgroup, s.cpu_cgroup, s.pids_cgroup, false};
+  v::detail::remove_stale_cgroups(setup, std::chrono::seconds(0));
+  const std::string dead = "cascade_rl_verify_" + std::to_string(trainer) + "_";
+  for (const std::filesystem::path& place : {s.memory_cgroup, s.cpu_cgroup, s.pids_cgroup}) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(place, ec))
+      EXPECT_NE(e.path().filename().string().rfind(dead, 0), 0u) << e.path() << " left";
+  }
+}
+
+}  // namespace
