@@ -201,10 +201,15 @@ TEST(Workspace, APoolCountsLiveWorkspacesAgainstItsMemory) {
   EXPECT_EQ(pool.budget()->held(), 2 * scratch);  // the refusal held nothing
   first.reset();
   EXPECT_EQ(pool.budget()->held(), scratch);
-  const v::workspace third = v::open_workspace(pool, repo.path());
+  v::workspace third = v::open_workspace(pool, repo.path());
   EXPECT_EQ(pool.budget()->held(), 2 * scratch);
-  // Runs of the pool and of the workspaces share what is left.
+  // Runs of the pool and of the workspaces share what is left; a run whose cap cannot
+  // fit beside the holds is refused rather than left waiting.
   EXPECT_TRUE(pool.run_all(std::vector<v::command>{{.argv = {"true"}}}).front().succeeded());
+  EXPECT_TRUE(third.run({.argv = {"true"}}).succeeded());
+  v::limits greedy = box.options().limits;
+  greedy.memory_bytes = cap + scratch;
+  EXPECT_THROW((void)third.run({.argv = {"true"}, .limits = greedy}), cascade_rl::error);
 }
 
 // The scratch parent's entries that are not empty directories (a killed trainer leaves

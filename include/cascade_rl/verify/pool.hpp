@@ -66,11 +66,13 @@ class memory_budget {
     const std::lock_guard lock(mutex_);
     return held_;
   }
+  [[nodiscard]] std::uint64_t total() const { return total_; }
 
  private:
   mutable std::mutex mutex_;
   std::condition_variable returned_;
-  std::uint64_t total_, free_, held_ = 0;
+  const std::uint64_t total_;
+  std::uint64_t free_, held_ = 0;
 };
 
 }  // namespace detail

@@ -185,9 +185,15 @@ class workspace {
   }
 
   // `bytes` of the pool's memory budget (when the workspace came from a pool) until the
-  // returned handle goes.
+  // returned handle goes; refused when the live workspaces' holds leave less than that
+  // (it would wait for ever).
   [[nodiscard]] std::shared_ptr<void> reserve(std::uint64_t bytes) const {
     if (!budget_) return nullptr;
+    if (bytes + budget_->held() > budget_->total())
+      cascade_rl::detail::fail("limits.memory_bytes", std::to_string(bytes) + " bytes for a run do not fit beside the " +
+                                                          std::to_string(budget_->held()) +
+                                                          " bytes live workspaces hold of the pool's " +
+                                                          std::to_string(budget_->total()));
     budget_->acquire(bytes);
     return std::shared_ptr<void>(nullptr, [budget = budget_, bytes](void*) { budget->release(bytes); });
   }
