@@ -57,7 +57,8 @@ class host_directory {
 // weaken), and hidden tests that only grading sees.
 void make_task(const host_directory& repo) {
   repo.put("calc.py", "def add(a, b):\n    return a - b\n");
-  repo.put("tests/test_visible.py", "from calc import add\nassert add(0, 0) == 0\n");
+  repo.put("tests/test_visible.py",
+           "from calc import add\nassert add(1, 1) == 2, 'add(1, 1)'\nprint('visible tests pass')\n");
 }
 const std::vector<v::file> hidden_tests = {
     {.path = "test_hidden.py", .contents = "import sys\nsys.path.insert(0, '.')\nfrom calc import add\n"
@@ -212,6 +213,86 @@ TEST(Workspace, APoolCountsLiveWorkspacesAgainstItsMemory) {
   EXPECT_THROW((void)third.run({.argv = {"true"}, .limits = greedy}), cascade_rl::error);
 }
 
+// An agent's edits are applied through the scratch: never through a link it planted,
+// and the files stay its runs' own.
+TEST(Workspace, ApplyWritesThroughNoLinkAndLeavesFilesTheRunsOwn) {
+  const host_check host;
+  const host_directory repo("cascade_rl_repo");
+  make_task(repo);
+  const host_directory outside("cascade_rl_outside");
+  outside.put("target.txt", "host file\n");
+  v::workspace ws(workspace_sandbox(host), repo.path(), task_options());
+  const auto planted = ws.run({.argv = {"sh", "-c",
+                                        "ln -s " + (outside.path() / "target.txt").string() + " evil.txt && ln -s " +
+                                            outside.path().string() + " lib"}});
+  ASSERT_TRUE(planted.succeeded()) << planted.stderr_text;
+  const auto through_file = ws.apply("--- a/evil.txt\n+++ b/evil.txt\n@@ -1 +1 @@\n-host file\n+overwritten\n");
+  EXPECT_FALSE(through_file.ok);
+  const auto through_directory = ws.apply("--- /dev/null\n+++ b/lib/new.txt\n@@ -0,0 +1 @@\n+planted\n");
+  EXPECT_FALSE(through_directory.ok);
+  EXPECT_EQ(outside.get("target.txt"), "host file\n");
+  EXPECT_FALSE(std::filesystem::exists(outside.path() / "new.txt"));
+  const auto fix = ws.apply("--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n");
+  ASSERT_TRUE(fix.ok) << fix.error;
+  const auto edit = ws.run({.argv = {"sh", "-c", "echo '# more' >> calc.py && cat calc.py"}});
+  EXPECT_EQ(edit.stdout_text, "def add(a, b):\n    return a + b\n# more\n") << edit.stderr_text;
+}
+
+// The environment an agentic stage runs: the tools over a workspace, the hidden tests'
+// verdict as the outcome.
+v::swe_agent_task agent_task(const host_directory& repo) {
+  return {.repository = repo.path(), .hidden_tests = hidden_tests, .test_command = test_command,
+          .visible_test_command = {"sh", "-c", "PYTHONPATH=. python3 tests/test_visible.py"}};
+}
+
+TEST(SweEnvironment, AnAgentFixesTheBugWithTheTools) {
+  if (!python_available()) GTEST_SKIP() << "no python3";
+  const host_check host;
+  const host_directory repo("cascade_rl_repo");
+  make_task(repo);
+  v::swe_environment env(workspace_sandbox(host), agent_task(repo), {.workspace = task_options()});
+  const std::string first = env.reset(cascade_rl::prompt{});
+  EXPECT_EQ(first.substr(0, first.find("tools:")), "files:\ncalc.py\ntests/test_visible.py\n");
+  EXPECT_EQ(env.step("show calc.py").observation, "     1\tdef add(a, b):\n     2\t    return a - b\n");
+  EXPECT_EQ(env.step("show calc.py 2 2").observation, "     2\t    return a - b\n");
+  const auto failing = env.step("test");
+  EXPECT_EQ(failing.observation.substr(0, 9), "exited 1\n") << failing.observation;
+  EXPECT_NE(failing.observation.find("add(1, 1)"), std::string::npos);
+  EXPECT_EQ(env.step("apply\n--- a/calc.py\n+++ b/calc.py\n@@ -2 +2 @@\n-    return a + c\n+    return a + b\n")
+                .observation.substr(0, 12),
+            "not applied:");
+  EXPECT_EQ(env.step("apply\n--- a/calc.py\n+++ b/calc.py\n@@ -2 +2 @@\n-    return a - b\n+    return a + b\n")
+                .observation,
+            "applied\n");
+  EXPECT_EQ(env.step("test").observation, "exited 0\nvisible tests pass\n");
+  EXPECT_EQ(env.step("rm -rf /").observation, "unknown tool 'rm'\n");
+  const auto end = env.step("submit");
+  EXPECT_TRUE(end.done);
+  EXPECT_EQ(env.outcome(), 1.0);
+  EXPECT_EQ(env.grade()->report.outcome, v::patch_outcome::resolved);
+}
+
+TEST(SweEnvironment, TamperingThroughTheToolsScoresNothing) {
+  if (!python_available()) GTEST_SKIP() << "no python3";
+  const host_check host;
+  const host_directory repo("cascade_rl_repo");
+  make_task(repo);
+  v::swe_environment env(workspace_sandbox(host), agent_task(repo), {.workspace = task_options()});
+  (void)env.reset(cascade_rl::prompt{});
+  // The visible test made to pass instead of the code fixed: the test tool agrees...
+  EXPECT_EQ(env.step("apply\n--- a/tests/test_visible.py\n+++ b/tests/test_visible.py\n@@ -1,3 +1 @@\n"
+                     "-from calc import add\n-assert add(1, 1) == 2, 'add(1, 1)'\n-print('visible tests pass')\n"
+                     "+print('visible tests pass')\n")
+                .observation,
+            "applied\n");
+  EXPECT_EQ(env.step("test").observation, "exited 0\nvisible tests pass\n");
+  EXPECT_TRUE(env.step("submit").done);
+  // ...the hidden tests do not.
+  EXPECT_EQ(env.outcome(), 0.0);
+  EXPECT_EQ(env.grade()->report.outcome, v::patch_outcome::tests_failed);
+  EXPECT_EQ(env.grade()->dropped_paths, std::vector<std::string>{"tests/test_visible.py"});
+}
+
 // The scratch parent's entries that are not empty directories (a killed trainer leaves
 // its runs' scratch mount points behind, empty: README, "Limits, honestly").
 std::vector<std::string> non_empty_entries(const std::filesystem::path& parent) {
@@ -253,13 +334,25 @@ TEST(Workspace, NothingIsLeftWhenItsTrainerIsKilledMidEpisode) {
   // minute; here at once).
   const v::isolation_support& s = box.isolation();
   const v::detail::cgroup_setup setup{s.cgroup_version, s.memory_cgroup, s.cpu_cgroup, s.pids_cgroup, false};
-  v::detail::remove_stale_cgroups(setup, std::chrono::seconds(0));
+  // (A cgroup is removable once the kernel has released its last exiting process,
+  // which may come a little after the processes are gone from /proc.)
   const std::string dead = "cascade_rl_verify_" + std::to_string(trainer) + "_";
-  for (const std::filesystem::path& place : {s.memory_cgroup, s.cpu_cgroup, s.pids_cgroup}) {
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(place, ec))
-      EXPECT_NE(e.path().filename().string().rfind(dead, 0), 0u) << e.path() << " left";
-  }
+  const auto left = [&] {
+    std::vector<std::string> out;
+    for (const std::filesystem::path& place : {s.memory_cgroup, s.cpu_cgroup, s.pids_cgroup}) {
+      std::error_code ec;
+      for (const auto& e : std::filesystem::directory_iterator(place, ec))
+        if (e.path().filename().string().rfind(dead, 0) == 0) out.push_back(e.path().string());
+    }
+    return out;
+  };
+  const auto removed_by = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  do {
+    v::detail::remove_stale_cgroups(setup, std::chrono::seconds(0));
+    if (left().empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (std::chrono::steady_clock::now() < removed_by);
+  EXPECT_EQ(joined(left()), "");
 }
 
 }  // namespace

@@ -168,6 +168,14 @@ class scratch_directory {
     return host_path() / rel;
   }
 
+  // Removes the file or link at `relative`, through no symbolic link on the way; false
+  // when there was none.
+  bool erase(std::string_view relative) const {
+    const std::filesystem::path rel = detail::relative_inside(relative, "relative");
+    const detail::fd_guard dir = open_directory(rel.parent_path(), false);
+    return dir.get() >= 0 && ::unlinkat(dir.get(), rel.filename().c_str(), 0) == 0;
+  }
+
   // Reads a regular file the program left behind (nullopt if there is none, or if the
   // path goes through a symbolic link).
   [[nodiscard]] std::optional<std::string> read(std::string_view relative) const {

@@ -272,42 +272,68 @@ inline bool stays_inside(const std::filesystem::path& root, const std::filesyste
 
 }  // namespace detail
 
-// Applies `diff` to the files under `root`, all or nothing.
-[[nodiscard]] inline apply_result apply_unified_diff(const parsed_diff& diff, const std::filesystem::path& root) {
-  if (!diff.ok()) return {false, "the patch did not parse: " + diff.error};
-  std::map<std::filesystem::path, std::optional<std::string>> writes;  // nullopt: delete
+// The new contents of each file `diff` touches (nullopt: deleted), keyed by its path
+// relative to the tree, computed from the current ones that `read(relative path)` gives
+// (nullopt: no such regular file); or why the patch does not apply. Nothing is written.
+using diff_writes = std::map<std::string, std::optional<std::string>>;
+template <class Read>
+[[nodiscard]] std::optional<std::string> plan_unified_diff(const parsed_diff& diff, Read&& read, diff_writes& writes) {
+  if (!diff.ok()) return "the patch did not parse: " + diff.error;
+  writes.clear();
+  const auto normal = [](const std::string& path) { return std::filesystem::path(path).lexically_normal().string(); };
   for (const file_diff& f : diff.files) {
-    const std::string& name = f.deletes() ? f.old_path : f.new_path;
-    std::filesystem::path source, target;
-    try {
-      target = detail::inside(root, name, "patch path");
-      source = f.creates() ? target : detail::inside(root, f.old_path, "patch path");
-    } catch (const cascade_rl::error&) {
-      return {false, "'" + name + "' is not a relative path inside the repository"};
-    }
-    if (!detail::stays_inside(root, target) || !detail::stays_inside(root, source))
-      return {false, "'" + name + "' resolves outside the repository (through a symbolic link)"};
+    const std::string name = normal(f.deletes() ? f.old_path : f.new_path);
+    const std::string source = f.creates() ? name : normal(f.old_path);
     detail::text_file t;
     if (const auto pending = writes.find(source); pending != writes.end()) {
-      if (!pending->second) return {false, "'" + f.old_path + "' was deleted earlier in the patch"};
+      if (!pending->second) return "'" + f.old_path + "' was deleted earlier in the patch";
       t = detail::split_file(*pending->second);
     } else if (!f.creates()) {
-      if (!std::filesystem::is_regular_file(source)) return {false, "'" + f.old_path + "' does not exist"};
-      std::ifstream in(source, std::ios::binary);
-      t = detail::split_file(std::string(std::istreambuf_iterator<char>(in), {}));
-    } else if (std::filesystem::exists(target)) {
-      return {false, "'" + f.new_path + "' is created by the patch but already exists"};
+      const std::optional<std::string> current = read(source);
+      if (!current) return "'" + f.old_path + "' does not exist";
+      t = detail::split_file(*current);
+    } else if (read(name)) {
+      return "'" + f.new_path + "' is created by the patch but already exists";
     }
-    if (auto error = detail::apply_hunks(t, f)) return {false, "'" + name + "': " + *error};
+    if (auto error = detail::apply_hunks(t, f)) return "'" + name + "': " + *error;
     if (f.deletes()) {
-      if (!t.lines.empty()) return {false, "'" + f.old_path + "': deleting patch leaves lines behind"};
+      if (!t.lines.empty()) return "'" + f.old_path + "': deleting patch leaves lines behind";
       writes[source] = std::nullopt;
     } else {
-      if (source != target) writes[source] = std::nullopt;  // a rename
-      writes[target] = detail::join_file(t);
+      if (source != name) writes[source] = std::nullopt;  // a rename
+      writes[name] = detail::join_file(t);
     }
   }
-  for (const auto& [path, contents] : writes) {
+  return std::nullopt;
+}
+
+// Applies `diff` to the files under `root`, all or nothing.
+[[nodiscard]] inline apply_result apply_unified_diff(const parsed_diff& diff, const std::filesystem::path& root) {
+  for (const file_diff& f : diff.files) {
+    for (const std::string& name : {f.old_path, f.new_path}) {
+      if (name.empty()) continue;
+      std::filesystem::path target;
+      try {
+        target = detail::inside(root, name, "patch path");
+      } catch (const cascade_rl::error&) {
+        return {false, "'" + name + "' is not a relative path inside the repository"};
+      }
+      if (!detail::stays_inside(root, target))
+        return {false, "'" + name + "' resolves outside the repository (through a symbolic link)"};
+      if (f.creates() && std::filesystem::exists(std::filesystem::symlink_status(target)))
+        return {false, "'" + name + "' is created by the patch but already exists"};
+    }
+  }
+  const auto read = [&](const std::string& name) -> std::optional<std::string> {
+    const std::filesystem::path path = root / name;
+    if (!std::filesystem::is_regular_file(path)) return std::nullopt;
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  diff_writes writes;
+  if (const std::optional<std::string> error = plan_unified_diff(diff, read, writes)) return {false, *error};
+  for (const auto& [name, contents] : writes) {
+    const std::filesystem::path path = root / name;
     if (!contents) {
       std::filesystem::remove(path);
       continue;

@@ -89,6 +89,40 @@ class workspace {
     return r;
   }
 
+  // Applies a unified diff to the workspace (an agent's edit), all or nothing, reading
+  // and writing through the scratch: never through a symbolic link the agent planted,
+  // and the files stay the runs' own. A file it rewrites loses its executable bit.
+  [[nodiscard]] apply_result apply(std::string_view patch) {
+    const parsed_diff d = parse_unified_diff(patch);
+    if (!d.ok()) return {false, "the patch did not parse: " + d.error};
+    for (const file_diff& f : d.files)
+      for (const std::string& name : {f.old_path, f.new_path}) {
+        try {
+          if (!name.empty()) (void)detail::relative_inside(name, "patch path");
+        } catch (const cascade_rl::error&) {
+          return {false, "'" + name + "' is not a relative path inside the repository"};
+        }
+      }
+    const auto read = [&](const std::string& name) -> std::optional<std::string> {
+      try {
+        return scratch_->read(name);
+      } catch (const cascade_rl::error&) {
+        return std::nullopt;
+      }
+    };
+    diff_writes writes;
+    if (const std::optional<std::string> error = plan_unified_diff(d, read, writes)) return {false, *error};
+    try {
+      for (const auto& [name, contents] : writes) {
+        if (contents) (void)scratch_->write({.path = name, .contents = *contents});
+        else (void)scratch_->erase(name);
+      }
+    } catch (const cascade_rl::error& e) {  // a symbolic link on a written path
+      return {false, e.what()};
+    }
+    return {true, {}};
+  }
+
   // The agent's changes against the original tree, as a unified diff (empty: none).
   [[nodiscard]] std::string diff() const {
     std::string text;
