@@ -4,8 +4,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -100,6 +103,79 @@ inline int host_processes_with(const std::string& token) {
 }
 
 inline bool python_available() { return ::access("/usr/bin/python3", X_OK) == 0; }
+
+// A host directory that runs may read (mode 0755, files 0644), as a trainer's data,
+// repository or checkpoint directory would be; removed afterwards.
+class host_directory {
+ public:
+  explicit host_directory(const std::string& stem = "cascade_rl_host") {
+    std::string pattern = (std::filesystem::temp_directory_path() / (stem + "_XXXXXX")).string();
+    if (::mkdtemp(pattern.data()) == nullptr) return;
+    dir_ = pattern;
+    ::chmod(dir_.c_str(), 0755);
+  }
+  host_directory(const host_directory&) = delete;
+  host_directory& operator=(const host_directory&) = delete;
+  ~host_directory() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  [[nodiscard]] const std::filesystem::path& path() const { return dir_; }
+  // Writes `relative` (and its directories); `sync`: on disk, its cached pages clean.
+  std::filesystem::path put(const std::string& relative, const std::string& contents, bool sync = false) const {
+    const std::filesystem::path p = dir_ / relative;
+    std::filesystem::create_directories(p.parent_path());
+    ::chmod(p.parent_path().c_str(), 0755);
+    const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      EXPECT_EQ(::write(fd, contents.data(), contents.size()), static_cast<ssize_t>(contents.size()));
+      if (sync) ::fsync(fd);
+      ::close(fd);
+    }
+    ::chmod(p.c_str(), 0644);
+    return p;
+  }
+  [[nodiscard]] std::string get(const std::string& relative) const {
+    std::ifstream in(dir_ / relative);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+// The largest number of descriptors this process held while it watched (sampled every
+// millisecond on a thread of its own), above the number at its start.
+inline std::size_t open_descriptors() {
+  std::size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) (void)e, ++n;
+  return n;
+}
+class descriptor_watch {
+ public:
+  descriptor_watch() : baseline_(open_descriptors()), peak_(baseline_), thread_([this] {
+    while (!done_) {
+      peak_ = std::max<std::size_t>(peak_, open_descriptors());
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }) {}
+  descriptor_watch(const descriptor_watch&) = delete;
+  descriptor_watch& operator=(const descriptor_watch&) = delete;
+  ~descriptor_watch() { (void)stop(); }
+  [[nodiscard]] std::size_t baseline() const { return baseline_; }
+  // Stops watching; the peak above the baseline.
+  std::size_t stop() {
+    done_ = true;
+    if (thread_.joinable()) thread_.join();
+    return peak_ - baseline_;
+  }
+
+ private:
+  std::size_t baseline_;
+  std::atomic<std::size_t> peak_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
 
 // A private parent for a test's scratch directories, and what runs left on the host:
 // scratch directories under it, this process's per-run cgroups, mounts of scratch

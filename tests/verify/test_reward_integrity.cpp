@@ -28,31 +28,15 @@ namespace {
 using namespace verify_test;
 
 // A world-readable directory beside the trainer holding a prompt's tests with their
-// expected outputs, as a trainer's data set on disk would be (removed afterwards).
-class planted_tests {
+// expected outputs, as a trainer's data set on disk would be.
+class planted_tests : public host_directory {
  public:
-  explicit planted_tests(const std::string& token) {
-    std::string pattern = (std::filesystem::temp_directory_path() / "cascade_rl_planted_XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) return;
-    dir_ = pattern;
-    ::chmod(dir_.c_str(), 0755);
-    std::ofstream(dir_ / "tests.jsonl") << "{\"input\": \"" << token << "\", \"output\": \"expected-" << token << "\"}\n";
-    ::chmod((dir_ / "tests.jsonl").c_str(), 0644);
+  explicit planted_tests(const std::string& token) : host_directory("cascade_rl_planted") {
+    if (!path().empty())
+      put("tests.jsonl", "{\"input\": \"" + token + "\", \"output\": \"expected-" + token + "\"}\n");
   }
-  planted_tests(const planted_tests&) = delete;
-  planted_tests& operator=(const planted_tests&) = delete;
-  ~planted_tests() {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-  }
-  [[nodiscard]] const std::filesystem::path& dir() const { return dir_; }
-  [[nodiscard]] std::string contents() const {
-    std::ifstream in(dir_ / "tests.jsonl");
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  }
-
- private:
-  std::filesystem::path dir_;
+  [[nodiscard]] const std::filesystem::path& dir() const { return path(); }
+  [[nodiscard]] std::string contents() const { return get("tests.jsonl"); }
 };
 
 // The program of the issue's reward hack: computes nothing, walks the file system for a
@@ -282,13 +266,6 @@ TEST(RewardIntegrity, ConcurrentRunsHaveTheirOwnUids) {
   { const auto s = box.make_scratch(); EXPECT_NE(*s.identity(), first); }
 }
 
-// Descriptors this process has open now.
-std::size_t open_descriptors() {
-  std::size_t n = 0;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) (void)e, ++n;
-  return n;
-}
-
 TEST(RewardIntegrity, ADeepTreeLeftInScratchCostsTheNextRunNothing) {
   v::limits limits = cpu_bound_limits();
   limits.scratch_inodes = 20000;
@@ -309,27 +286,18 @@ print('deep')
   ASSERT_EQ(deep.stdout_text, "deep\n") << deep.stderr_text;
 
   // The next run and the scratch's removal, with the trainer's descriptors watched.
-  const std::size_t baseline = open_descriptors();
-  std::atomic<bool> done{false};
-  std::atomic<std::size_t> peak{baseline};
-  std::thread watcher([&] {
-    while (!done) {
-      peak = std::max<std::size_t>(peak, open_descriptors());
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  });
+  descriptor_watch watch;
   const auto start = std::chrono::steady_clock::now();
   const auto next = box.run({.argv = {"true"}}, scratch);
   const double next_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  done = true;
-  watcher.join();
+  const std::size_t held = watch.stop();
   EXPECT_TRUE(next.succeeded()) << next.stderr_text;
   // Before issue 34 the hand-over walked the tree on the host: 24 to 32 s and 16005
   // descriptors. Now it is never walked: a trivial run's time and a run's descriptors.
   EXPECT_LT(next_seconds, 2.0);
-  EXPECT_LT(peak - baseline, 32u) << "descriptors opened by the trainer during the next run";
+  EXPECT_LT(held, 32u) << "descriptors opened by the trainer during the next run";
   std::printf("next run after a 16000-deep tree: %.3f s, %zu descriptors above the %zu before\n", next_seconds,
-              peak - baseline, baseline);
+              held, watch.baseline());
 }
 
 // Where the scratch is a host directory (no tmpfs: the fallback, or turned off), the
@@ -369,28 +337,19 @@ print('left')
 
   rlimit saved{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
-  const std::size_t baseline = open_descriptors();
   rlimit low = saved;
   low.rlim_cur = 256;
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
-  std::atomic<bool> done{false};
-  std::atomic<std::size_t> peak{baseline};
-  std::thread watcher([&] {
-    while (!done) {
-      peak = std::max<std::size_t>(peak, open_descriptors());
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  });
+  descriptor_watch watch;
   const auto start = std::chrono::steady_clock::now();
   scratch.reset();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  done = true;
-  watcher.join();
+  const std::size_t held = watch.stop();
   ::setrlimit(RLIMIT_NOFILE, &saved);
   EXPECT_EQ(joined(host.leftovers()), "");
-  EXPECT_LT(peak - baseline, 8u) << "descriptors the removal held";
+  EXPECT_LT(held, 8u) << "descriptors the removal held";
   std::printf("host-directory scratch with a 16000-deep chain removed in %.3f s, %zu descriptors above the %zu "
-              "before\n", seconds, peak - baseline, baseline);
+              "before\n", seconds, held, watch.baseline());
 }
 
 TEST(RewardIntegrity, InitsAnswersToDeniedCallsCountInTheRunsCpu) {

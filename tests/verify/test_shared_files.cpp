@@ -27,40 +27,12 @@ namespace {
 
 using namespace verify_test;
 
-// A world-readable directory of the host that the caller lists in read_only_paths, as a
-// trainer's data or checkpoint directory would be (removed afterwards).
-class listed_directory {
- public:
-  listed_directory() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "cascade_rl_listed_XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) return;
-    dir_ = pattern;
-    ::chmod(dir_.c_str(), 0755);
-  }
-  listed_directory(const listed_directory&) = delete;
-  listed_directory& operator=(const listed_directory&) = delete;
-  ~listed_directory() {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-  }
-  [[nodiscard]] const std::filesystem::path& path() const { return dir_; }
-  // A world-readable file of `bytes` bytes, on disk (fsync'd: its cached pages clean).
-  [[nodiscard]] std::filesystem::path file(const std::string& name, std::size_t bytes = 1) const {
-    const std::filesystem::path p = dir_ / name;
-    const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    std::vector<char> data(bytes, 'x');
-    if (fd >= 0) {
-      EXPECT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
-      ::fsync(fd);
-      ::close(fd);
-    }
-    ::chmod(p.c_str(), 0644);
-    return p;
-  }
-
- private:
-  std::filesystem::path dir_;
-};
+// The directory the caller lists in read_only_paths, as a trainer's data or checkpoint
+// directory would be, and a file in it of `bytes` bytes, on disk (its cached pages clean).
+using listed_directory = host_directory;
+std::filesystem::path file_of(const listed_directory& dir, const std::string& name, std::size_t bytes = 1) {
+  return dir.put(name, std::string(bytes, 'x'), true);
+}
 
 // A descriptor closed at scope exit.
 struct descriptor {
@@ -111,8 +83,8 @@ struct lock_attack_outcome {
 // appearing).
 lock_attack_outcome run_lock_attack(const v::sandbox& box, const listed_directory& dir) {
   lock_attack_outcome out;
-  const descriptor held(::open(dir.file("held").c_str(), O_RDWR | O_CLOEXEC));
-  const descriptor taken(::open(dir.file("taken").c_str(), O_RDONLY | O_CLOEXEC));
+  const descriptor held(::open(file_of(dir, "held").c_str(), O_RDWR | O_CLOEXEC));
+  const descriptor taken(::open(file_of(dir, "taken").c_str(), O_RDONLY | O_CLOEXEC));
   EXPECT_EQ(::flock(held.fd, LOCK_EX | LOCK_NB), 0) << std::strerror(errno);
   struct flock write_lock {};
   write_lock.l_type = F_WRLCK;
@@ -124,7 +96,7 @@ lock_attack_outcome run_lock_attack(const v::sandbox& box, const listed_director
       ++out.host_tries;
       if (::flock(taken.fd, LOCK_EX | LOCK_NB) == 0) ::flock(taken.fd, LOCK_UN);
       else ++out.host_refusals;
-      if (out.host_tries % 2 == 0) (void)dir.file("checkpoint_" + std::to_string(out.host_files_written++));
+      if (out.host_tries % 2 == 0) (void)file_of(dir, "checkpoint_" + std::to_string(out.host_files_written++));
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   });
@@ -253,7 +225,7 @@ TEST(SharedFiles, AProgramCannotEvictOrFlushTheHostsPages) {
   if (!box.filters_syscalls() || !box.isolation().minimal_view || !python_available())
     GTEST_SKIP() << "no syscall filter, file view or python3: " << box.isolation().describe();
   constexpr std::size_t bytes = 4 << 20;
-  const std::filesystem::path data = dir.file("data.bin", bytes);
+  const std::filesystem::path data = file_of(dir, "data.bin", bytes);
   const std::size_t pages = bytes / static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 
   read_whole(data);

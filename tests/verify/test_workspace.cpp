@@ -22,37 +22,6 @@ namespace {
 
 using namespace verify_test;
 
-// A host directory removed afterwards (mode 0755, readable by the runs' uids).
-class host_directory {
- public:
-  explicit host_directory(const char* stem) {
-    std::string pattern = (std::filesystem::temp_directory_path() / (std::string(stem) + "_XXXXXX")).string();
-    if (::mkdtemp(pattern.data()) != nullptr) dir_ = pattern;
-    ::chmod(dir_.c_str(), 0755);
-  }
-  host_directory(const host_directory&) = delete;
-  host_directory& operator=(const host_directory&) = delete;
-  ~host_directory() {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-  }
-  [[nodiscard]] const std::filesystem::path& path() const { return dir_; }
-  void put(const std::string& relative, const std::string& contents) const {
-    const std::filesystem::path p = dir_ / relative;
-    std::filesystem::create_directories(p.parent_path());
-    ::chmod(p.parent_path().c_str(), 0755);
-    std::ofstream(p) << contents;
-    ::chmod(p.c_str(), 0644);
-  }
-  [[nodiscard]] std::string get(const std::string& relative) const {
-    std::ifstream in(dir_ / relative);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  }
-
- private:
-  std::filesystem::path dir_;
-};
-
 // The task: a one-line bug in calc.py, a visible test the agent may read (and try to
 // weaken), and hidden tests that only grading sees.
 void make_task(const host_directory& repo) {
