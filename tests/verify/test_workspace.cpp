@@ -197,8 +197,12 @@ TEST(Workspace, ApplyWritesThroughNoLinkAndLeavesFilesTheRunsOwn) {
   ASSERT_TRUE(planted.succeeded()) << planted.stderr_text;
   const auto through_file = ws.apply("--- a/evil.txt\n+++ b/evil.txt\n@@ -1 +1 @@\n-host file\n+overwritten\n");
   EXPECT_FALSE(through_file.ok);
-  const auto through_directory = ws.apply("--- /dev/null\n+++ b/lib/new.txt\n@@ -0,0 +1 @@\n+planted\n");
+  // All or nothing: calc.py's hunk (first in the plan's order) is undone when lib/new.txt is refused.
+  const auto through_directory = ws.apply(
+      "--- a/calc.py\n+++ b/calc.py\n@@ -1 +1 @@\n-def add(a, b):\n+def plus(a, b):\n"
+      "--- /dev/null\n+++ b/lib/new.txt\n@@ -0,0 +1 @@\n+planted\n");
   EXPECT_FALSE(through_directory.ok);
+  EXPECT_EQ(ws.scratch().read("calc.py").value_or(""), "def add(a, b):\n    return a - b\n");
   EXPECT_EQ(outside.get("target.txt"), "host file\n");
   EXPECT_FALSE(std::filesystem::exists(outside.path() / "new.txt"));
   const auto fix = ws.apply("--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n");

@@ -89,9 +89,10 @@ class workspace {
     return r;
   }
 
-  // Applies a unified diff to the workspace (an agent's edit), all or nothing, reading
-  // and writing through the scratch: never through a symbolic link the agent planted,
-  // and the files stay the runs' own. A file it rewrites loses its executable bit.
+  // Applies a unified diff to the workspace (an agent's edit), all or nothing (a write
+  // the scratch refuses undoes the ones before it), reading and writing through the
+  // scratch: never through a symbolic link the agent planted, and the files stay the
+  // runs' own. A file it rewrites loses its executable bit.
   [[nodiscard]] apply_result apply(std::string_view patch) {
     const parsed_diff d = parse_unified_diff(patch);
     if (!d.ok()) return {false, "the patch did not parse: " + d.error};
@@ -112,12 +113,21 @@ class workspace {
     };
     diff_writes writes;
     if (const std::optional<std::string> error = plan_unified_diff(d, read, writes)) return {false, *error};
+    const auto put = [&](const std::string& name, const std::optional<std::string>& contents) {
+      if (contents) (void)scratch_->write({.path = name, .contents = *contents});
+      else (void)scratch_->erase(name);
+    };
+    diff_writes before;
+    for (const auto& entry : writes) before[entry.first] = read(entry.first);
     try {
-      for (const auto& [name, contents] : writes) {
-        if (contents) (void)scratch_->write({.path = name, .contents = *contents});
-        else (void)scratch_->erase(name);
+      for (const auto& [name, contents] : writes) put(name, contents);
+    } catch (const cascade_rl::error& e) {  // a symbolic link on a written path: undo the rest
+      for (const auto& [name, contents] : before) {
+        try {
+          put(name, contents);
+        } catch (const cascade_rl::error&) {  // the refused path itself
+        }
       }
-    } catch (const cascade_rl::error& e) {  // a symbolic link on a written path
       return {false, e.what()};
     }
     return {true, {}};
