@@ -177,6 +177,22 @@ TEST(SharedFiles, AHostsUnixSocketInAListedDirectoryCannotBeReached) {
   EXPECT_EQ(joined(host.leftovers()), "");
 }
 
+// hidden_paths still hide a directory inside an overlaid one.
+TEST(SharedFiles, AHiddenPathInsideAListedDirectoryStaysHidden) {
+  const host_check host;
+  const listed_directory dir;
+  ASSERT_FALSE(dir.path().empty());
+  (void)dir.put("open/data.txt", "open\n");
+  (void)dir.put("secret/answers.txt", "hidden\n");
+  v::sandbox_options options = listing(host, dir);
+  options.hidden_paths.push_back(dir.path() / "secret");
+  const v::sandbox box(options);
+  if (!box.isolation().overlay_view) GTEST_SKIP() << "no overlays in the file view: " << box.isolation().describe();
+  const auto r = box.run({.argv = {"sh", "-c", "cd " + dir.path().string() +
+                                                   " && cat open/data.txt && ls -A secret && echo listed"}});
+  EXPECT_EQ(r.stdout_text, "open\nlisted\n") << r.stderr_text;
+}
+
 // How many of `path`'s pages are in the page cache (mincore on a mapping that is never
 // touched, so that it pins nothing).
 std::size_t cached_pages(const std::filesystem::path& path, std::size_t bytes) {
