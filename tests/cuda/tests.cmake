@@ -56,6 +56,7 @@ if(CASCADE_RL_CCCL_INCLUDE_DIR)
     if(CMAKE_CXX_FLAGS MATCHES "-fsanitize=[^ ]*(undefined|null)")
       target_compile_options(${target} PRIVATE -fno-sanitize=null)
     endif()
+    cascade_rl_compute_bound(${target})  # Thrust over 100k-token batches
     _cascade_rl_cuda_test(${target})
   endforeach()
 endif()
@@ -82,6 +83,7 @@ endfunction()
 
 if(CASCADE_RL_CCCL_INCLUDE_DIR AND CUDAToolkit_FOUND AND CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
   _cascade_rl_emulated_target(cuda_emulated)
+  cascade_rl_compute_bound(cuda_emulated)  # every GPU thread of the kernels, one by one
   # Again with the block's threads resumed in reverse and in shuffled order: a result that
   # changes with the order is a race between threads (see emulator.hpp).
   set(orders reverse shuffle)
