@@ -35,6 +35,7 @@
 #include "cascade_rl/cascade/rewards.hpp"
 #include "cascade_rl/cascade/stage.hpp"
 #include "cascade_rl/cascade/stage_config.hpp"
+#include "cascade_rl/cascade/step_losses.hpp"
 #include "cascade_rl/cascade/step_parts.hpp"
 #include "cascade_rl/cascade/teacher_registry.hpp"
 #include "cascade_rl/cascade/update.hpp"
@@ -135,11 +136,11 @@ class mopd_stage {
                               advantages);
       reverse_kl_sum(layout, advantages, kl_sum, kl_count);
       if (config_.mopd.outcome_weight != 0.0) mix_outcome(batch, layout, rewards, advantages);
-      loss = reinforce_loss(exec::par, layout,
-                            {.log_probs = student,
-                             .advantages = advantages,
-                             .behaviour_log_probs = batch.behaviour_log_probs},
-                            dlogp, normalizer, loss_options);
+      loss = detail::step_policy_loss(layout,
+                                      {.log_probs = student,
+                                       .advantages = advantages,
+                                       .behaviour_log_probs = batch.behaviour_log_probs},
+                                      std::span<float>(dlogp), normalizer, loss_options);
     }
     kl_sum = sum_in_rank_order(comm, kl_sum);
     kl_count = sum_counts(comm, kl_count);

@@ -11,7 +11,8 @@
 //                     normalised over that mini-batch (its own optimizer step).
 //   mini_batch_update<Loss>
 //                     the same schedule with any loss's options (cispo_update, ...), run
-//                     through policy_loss (policy_loss_entry.hpp); the covariance losses
+//                     through policy_loss (policy_loss_entry.hpp; the engine's calls are
+//                     step_losses.hpp's, which a build may compile once); the covariance losses
 //                     select their tokens in each mini-batch's call. Under
 //                     bypass_mode_update: the rollout correction of the trainer's
 //                     log-probs against the sampler's (the batch's behaviour log-probs),
@@ -43,6 +44,7 @@
 #include "cascade_rl/cascade/rng.hpp"
 #include "cascade_rl/cascade/rollout_batch.hpp"
 #include "cascade_rl/cascade/stage_config.hpp"
+#include "cascade_rl/cascade/step_losses.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/distributed/global_metrics.hpp"
 #include "cascade_rl/distributed/global_normalizer.hpp"
@@ -102,17 +104,17 @@ policy_loss_result on_policy_step(P& policy, const rollout_batch& batch,
     // Nothing here (data-parallel: other ranks hold the step); still a collective.
   } else if (options.importance.mode == importance_sampling::none) {
     // At ratio 1 the loss reads the log-probs only for validation: the sampler's serve.
-    result = reinforce_loss(
-        exec::par, layout, {.log_probs = batch.behaviour_log_probs, .advantages = token_advantages},
-        dlogp, normalizer, options);
+    result = step_policy_loss(
+        layout, {.log_probs = batch.behaviour_log_probs, .advantages = token_advantages},
+        std::span<float>(dlogp), normalizer, options);
   } else {
     std::vector<float> log_probs(batch.token_count());
     policy.log_probs(batch, std::span<float>(log_probs));
-    result = reinforce_loss(exec::par, layout,
-                            {.log_probs = log_probs,
-                             .advantages = token_advantages,
-                             .behaviour_log_probs = batch.behaviour_log_probs},
-                            dlogp, normalizer, options);
+    result = step_policy_loss(layout,
+                              {.log_probs = log_probs,
+                               .advantages = token_advantages,
+                               .behaviour_log_probs = batch.behaviour_log_probs},
+                              std::span<float>(dlogp), normalizer, options);
   }
   policy.apply_gradient(batch, std::span<const float>(dlogp), lr);
   return result;
@@ -139,13 +141,12 @@ inline policy_loss_result bypass_mode_mini_batch(const rollout_batch& mini,
                                          .advantages = advantages};
   std::vector<float> weights(mini.token_count());
   std::vector<std::uint8_t> keep(mini.token_count());
-  (void)bypass_mode_correction(exec::par, layout, inputs, options, std::span<float>(weights),
+  (void)step_bypass_correction(layout, inputs, options, std::span<float>(weights),
                                std::span<std::uint8_t>(keep));
   const token_layout effective = layout.with_mask(keep);
-  return bypass_mode_policy_loss(exec::par, effective, inputs, std::span<const float>(weights),
-                                 dlogp,
-                                 step_normalizer(effective, config.update.aggregation, config, comm),
-                                 options);
+  return step_bypass_loss(effective, inputs, std::span<const float>(weights), dlogp,
+                          step_normalizer(effective, config.update.aggregation, config, comm),
+                          options);
 }
 
 // A mini-batch rule: rule.epochs x rule.mini_batches optimizer steps of its loss, the
@@ -197,13 +198,13 @@ void mini_batch_steps(P& policy, const rollout_batch& batch, std::span<const flo
         // that the ranks' generators, and so their shuffles, stay the same.
         const std::uint64_t seed = draws_token_selection<decltype(options)> ? rng() : 0;
         if (mini.response_count() != 0)
-          result = policy_loss(exec::par, layout,
-                               policy_loss_inputs<float>{
-                                   .log_probs = log_probs,
-                                   .old_log_probs = mini.behaviour_log_probs,
-                                   .advantages = token_advantages,
-                                   .selection = token_selection::seeded(seed)},
-                               dlogp, normalizer, options);
+          result = step_policy_loss(layout,
+                                    policy_loss_inputs<float>{
+                                        .log_probs = log_probs,
+                                        .old_log_probs = mini.behaviour_log_probs,
+                                        .advantages = token_advantages,
+                                        .selection = token_selection::seeded(seed)},
+                                    std::span<float>(dlogp), normalizer, options);
       }
       totals.add(comm, result);
       policy.apply_gradient(mini, std::span<const float>(dlogp), lr);
