@@ -49,14 +49,14 @@ policy_loss_result step_bypass_loss(const token_layout& effective, const bypass_
 
 }  // namespace cascade_rl::detail
 
-#if defined(CASCADE_RL_COMPILED_STEP_LOSSES) || defined(CASCADE_RL_INSTANTIATE_STEP_LOSSES)
 // Every options type an update rule can hold (stage_config.hpp's update_options::rule,
 // with on_policy_update's and MOPD's reinforce_options); a rule added there and not here
-// is still instantiated where it is used, only not shared.
+// would still be instantiated where it is used, only not shared (a test compares the two).
 #define CASCADE_RL_STEP_LOSS_OPTIONS(X)                                                   \
   X(reinforce_options) X(ppo_clip_options) X(cispo_options) X(dppo_options) X(dro_options) \
   X(sapo_options) X(gspo_options) X(geo_mean_options) X(clip_cov_options) X(kl_cov_options)
 
+#if defined(CASCADE_RL_COMPILED_STEP_LOSSES) || defined(CASCADE_RL_INSTANTIATE_STEP_LOSSES)
 #if defined(CASCADE_RL_INSTANTIATE_STEP_LOSSES)
 #define CASCADE_RL_STEP_LOSS_INSTANCE template
 #else
@@ -79,5 +79,4 @@ CASCADE_RL_STEP_LOSS_INSTANCE policy_loss_result step_bypass_loss<float>(
 }  // namespace cascade_rl::detail
 
 #undef CASCADE_RL_STEP_LOSS_INSTANCE
-#undef CASCADE_RL_STEP_LOSS_OPTIONS
 #endif
