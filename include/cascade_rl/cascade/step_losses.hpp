@@ -1,6 +1,7 @@
 #pragma once
 // The losses an engine step calls, each behind a function template of one fixed
-// signature (float, exec::par, spans):
+// signature (exec::par, spans; the engine calls them with float only, and the bypass
+// mode's two are templates on T so that they can be declared extern below):
 //
 //   step_policy_loss<Options>   a rule's loss through policy_loss: every mini-batch
 //                               rule's options, reinforce_options for the on-policy and
