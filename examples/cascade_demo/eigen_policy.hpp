@@ -289,6 +289,9 @@ class basic_eigen_policy {
   double last_grad_norm_ = 0;
 };
 
+// Compiled once, in cascade_demo_experiments (experiment.cpp), as lm_weights<float> is.
+extern template class basic_eigen_policy<float>;
+
 using eigen_policy = basic_eigen_policy<float>;
 
 static_assert(cr::Checkpointable<eigen_policy>);

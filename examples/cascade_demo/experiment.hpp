@@ -142,34 +142,8 @@ struct world {
   std::vector<double> sft_nll;  // every tenth of SFT
   double sft_seconds = 0;
 
-  world(std::uint64_t s, const budget& b, std::shared_ptr<const program_verifier> verifier, unsigned threads)
-      : seed(s), sizes(b), programs(std::move(verifier)),
-        train_reward(reward_model, programs, chat_judge::reward_model, ledger),
-        eval_reward(reward_model, programs, chat_judge::gold),
-        policy(lm_shape{.vocab = vocabulary_size(), .d = b.width, .heads = b.heads, .ffn = b.ffn}, s, {}, threads) {
-    for (std::size_t k = 0; k < domains().size(); ++k) {
-      const std::string& d = domains()[k];
-      data[d].train = make_tasks(d, b.train_prompts, s * 1000 + 2 * k, static_cast<std::int64_t>(k) * 100000);
-      data[d].eval = make_tasks(d, b.eval_prompts, s * 1000 + 2 * k + 1, static_cast<std::int64_t>(k) * 100000 + 50000);
-    }
-    const auto pairs = make_preference_pairs(4000, s + 7);
-    const auto held_out = make_preference_pairs(1000, s + 8);
-    rm_nll = reward_model->train(pairs);
-    rm_accuracy = reward_model->accuracy(held_out);
-    rm_gold_agreement = reward_model->gold_agreement(held_out);
-
-    const auto start = std::chrono::steady_clock::now();
-    std::vector<task> demos;
-    for (const auto& d : domains())
-      for (const auto& t : data[d].train) demos.push_back(t);
-    std::mt19937_64 rng(s + 11);
-    for (std::size_t step = 0; step < b.sft_steps; ++step) {
-      const auto batch = sft_step(policy, demos, b.sft_batch, b.sft_lr, rng);
-      if ((step + 1) % std::max<std::size_t>(b.sft_steps / 10, 1) == 0) sft_nll.push_back(demonstration_nll(policy, batch));
-    }
-    sft_model = policy.snapshot();
-    sft_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
+  // Makes the seed's data, trains the reward model and runs SFT (experiment.cpp).
+  world(std::uint64_t s, const budget& b, std::shared_ptr<const program_verifier> verifier, unsigned threads);
 
   [[nodiscard]] cr::eval_set eval_of(const std::string& domain) const {
     return {.domain = domain, .prompts = prompts_of(data.at(domain).eval)};
@@ -298,73 +272,17 @@ struct run_settings {
   std::string checkpoint_dir{};
 };
 
-template <class Cascade, class... O>
-variant_result run_variant(world& w, Cascade& cascade, std::string name, const run_settings& settings,
-                           O&&... observers) {
-  variant_result r;
-  r.name = std::move(name);
-  r.seed = w.seed;
-  r.configs = cascade.configs();
-  r.rollouts = rollouts_of(r.configs);
-  const auto start = std::chrono::steady_clock::now();
-  w.policy.restore(w.sft_model);
-  w.ledger->take();
-  auto runner = cr::make_runner(cascade, w.policy,
-                                {.seed = w.seed, .checkpoint_dir = settings.checkpoint_dir, .checkpoint_every = 1000});
-  if (!settings.checkpoint_dir.empty() && runner.resume())
-    std::printf("resumed at stage %zu, step %zu\n", runner.stage_index(), runner.step());
-  r.report = runner.run(trace_recorder(r.trace, w.ledger), std::forward<O>(observers)...);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return r;
-}
-
-// A GRPO stage of the demo: trained with the training reward, evaluated with the
-// evaluation reward (chat judged by the hidden preference).
-inline auto demo_stage(const world& w, const cr::stage_config& c, const std::vector<std::string>& ds) {
-  return cr::with_eval_reward(cr::make_grpo_stage(c, w.pool(ds), w.train_reward), w.eval_reward);
-}
-
-template <class... O>
+// The variants, each from the world's SFT model, watched by `observers` beside the
+// trace recorder (experiment.cpp, compiled once into cascade_demo_experiments).
 variant_result run_cascade_variant(world& w, const hparams& h, bool with_mopd, std::string name,
-                                   const run_settings& settings, O&&... observers) {
-  const cascade_configs c = make_cascade_configs(w, h, with_mopd);
-  if (with_mopd) {
-    auto cascade = cr::make_cascade(demo_stage(w, c.if_rl, {"instruction_following"}), demo_stage(w, c.multi, c.multi.domains),
-                                    cr::make_mopd_stage(c.mopd, w.pool(c.mopd.domains)), demo_stage(w, c.rlhf, {"chat"}),
-                                    demo_stage(w, c.long_context, {"long_context"}), demo_stage(w, c.code, {"code"}),
-                                    demo_stage(w, c.swe, {"swe"}));
-    return run_variant(w, cascade, std::move(name), settings, std::forward<O>(observers)...);
-  }
-  auto cascade = cr::make_cascade(demo_stage(w, c.if_rl, {"instruction_following"}), demo_stage(w, c.multi, c.multi.domains),
-                                  demo_stage(w, c.rlhf, {"chat"}), demo_stage(w, c.long_context, {"long_context"}),
-                                  demo_stage(w, c.code, {"code"}), demo_stage(w, c.swe, {"swe"}));
-  return run_variant(w, cascade, std::move(name), settings, std::forward<O>(observers)...);
-}
-
+                                   const run_settings& settings, const cr::observer_list& observers = {});
 // The cascade with MOPD after its last stage as well (mopd_end above).
-template <class... O>
-variant_result run_mopd_end_variant(world& w, const hparams& h, O&&... observers) {
-  const cascade_configs c = make_cascade_configs(w, h, true);
-  auto cascade = cr::make_cascade(demo_stage(w, c.if_rl, {"instruction_following"}), demo_stage(w, c.multi, c.multi.domains),
-                                  cr::make_mopd_stage(c.mopd, w.pool(c.mopd.domains)), demo_stage(w, c.rlhf, {"chat"}),
-                                  demo_stage(w, c.long_context, {"long_context"}), demo_stage(w, c.code, {"code"}),
-                                  demo_stage(w, c.swe, {"swe"}), cr::make_mopd_stage(c.mopd_end, w.pool(domains())));
-  return run_variant(w, cascade, "mopd_end", {}, std::forward<O>(observers)...);
-}
-
+variant_result run_mopd_end_variant(world& w, const hparams& h, const cr::observer_list& observers = {});
 // One GRPO stage of the cascade alone, from the SFT model (the hyperparameter sweep).
 // stage: "if_rl", "multi_domain_rl", "rlhf", "long_context_rl", "code_rl" or "swe_rl".
-inline variant_result run_stage_alone(world& w, const hparams& h, const std::string& stage) {
-  const cascade_configs c = make_cascade_configs(w, h, true);
-  for (const cr::stage_config* config : {&c.if_rl, &c.multi, &c.rlhf, &c.long_context, &c.code, &c.swe}) {
-    if (config->name != stage) continue;
-    cr::stage_config alone = *config;
-    alone.stop.eval_every = 0;
-    auto cascade = cr::make_cascade(demo_stage(w, alone, alone.domains));
-    return run_variant(w, cascade, stage, {});
-  }
-  throw std::invalid_argument("demo: no stage '" + stage + "'");
-}
+variant_result run_stage_alone(world& w, const hparams& h, const std::string& stage);
+variant_result run_mixed_variant(world& w, const hparams& h, const cr::observer_list& observers = {});
+variant_result run_order_variant(world& w, const hparams& h, bool if_first, const cr::observer_list& observers = {});
 
 // The learning rate of a stage in a hyperparameter set, by stage name.
 inline stage_hparams& hparams_of(hparams& h, const std::string& stage) {
@@ -375,22 +293,6 @@ inline stage_hparams& hparams_of(hparams& h, const std::string& stage) {
   if (stage == "code_rl") return h.code;
   if (stage == "swe_rl") return h.swe;
   throw std::invalid_argument("demo: no stage '" + stage + "'");
-}
-
-template <class... O>
-variant_result run_mixed_variant(world& w, const hparams& h, O&&... observers) {
-  const cr::stage_config c = make_mixed_config(w, h);
-  auto cascade = cr::make_cascade(demo_stage(w, c, domains()));
-  return run_variant(w, cascade, "mixed", {}, std::forward<O>(observers)...);
-}
-
-template <class... O>
-variant_result run_order_variant(world& w, const hparams& h, bool if_first, O&&... observers) {
-  const auto [first, second] = make_order_configs(w, h, if_first);
-  const std::vector<std::string> if_domains{"instruction_following"}, chat{"chat"};
-  auto cascade = cr::make_cascade(demo_stage(w, first, if_first ? if_domains : chat),
-                                  demo_stage(w, second, if_first ? chat : if_domains));
-  return run_variant(w, cascade, if_first ? "if_then_rlhf" : "rlhf_then_if", {}, std::forward<O>(observers)...);
 }
 
 }  // namespace demo

@@ -256,7 +256,8 @@ int main(int argc, char** argv) {
   evaluations_csv << "variant,seed,label,global_step,stage_end,domain,score\n";
   const demo::variant_result main_run =
       demo::run_cascade_variant(*w, demo::per_domain_hparams(), true, "cascade", {o.checkpoint_dir},
-                                cr::console_progress(std::cout), cr::forgetting_table(std::cout), cr::jsonl_metrics(metrics));
+                                cr::observer_list(cr::console_progress(std::cout), cr::forgetting_table(std::cout),
+                                                  cr::jsonl_metrics(metrics)));
   const cr::forgetting_matrix& m = main_run.report.forgetting;
   write_csv(m, "forgetting_matrix.csv");
   append_trace(main_run, steps_csv, evaluations_csv);

@@ -332,4 +332,9 @@ struct lm_weights {
   }
 };
 
+// The demo's precision, compiled once, in cascade_demo_experiments (experiment.cpp),
+// rather than in every program of the demo and its tests. (Its tests' gradient checks
+// use double, which they instantiate themselves.)
+extern template struct lm_weights<float>;
+
 }  // namespace demo

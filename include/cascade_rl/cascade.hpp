@@ -24,6 +24,7 @@
 #include "cascade_rl/cascade/lr_schedule.hpp"
 #include "cascade_rl/cascade/metrics.hpp"
 #include "cascade_rl/cascade/mopd_stage.hpp"
+#include "cascade_rl/cascade/observer_list.hpp"
 #include "cascade_rl/cascade/observers.hpp"
 #include "cascade_rl/cascade/prompt.hpp"
 #include "cascade_rl/cascade/prompt_pool.hpp"

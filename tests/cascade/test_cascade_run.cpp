@@ -6,6 +6,8 @@
 
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -220,6 +222,62 @@ TEST(CascadeRun, EventsArriveInRunOrderAndOnlyWhereAnObserverHasTheirMember) {
   const event_log log{&lines};
   cr::notify(std::forward_as_tuple(log, counter), cr::step_event{m});
   EXPECT_EQ(lines, std::vector<std::string>{"step x 9"});
+}
+
+// Appends the warnings it sees (a member the other observers lack).
+struct warning_log {
+  std::vector<std::string>* lines;
+  void on_warning(std::string_view w) const { lines->push_back("warning " + std::string(w)); }
+};
+
+TEST(CascadeRun, AnObserverListDeliversAsThePackOfItsObservers) {
+  // The same run watched through a pack and through a list of the same observers: the
+  // same events in the same order, the counter (an lvalue) counted in place.
+  std::vector<std::string> by_pack, by_list;
+  stage_counter pack_counter, list_counter;
+  {
+    auto cascade = make_test_cascade(2, 1, 1);
+    tabular_policy policy;
+    cr::run_cascade(cascade, policy, {.seed = 3}, event_log{&by_pack}, pack_counter);
+  }
+  {
+    auto cascade = make_test_cascade(2, 1, 1);
+    tabular_policy policy;
+    const cr::observer_list list(event_log{&by_list}, list_counter);
+    EXPECT_EQ(list.size(), 2u);
+    cr::run_cascade(cascade, policy, {.seed = 3}, list);
+  }
+  EXPECT_EQ(by_list, by_pack);
+  EXPECT_EQ(by_list.size(), 14u);
+  EXPECT_EQ(list_counter.begun, 3);
+  EXPECT_EQ(list_counter.ended, 3);
+
+  // Adding a list appends its observers after those already there (no nesting): a step
+  // reaches log one, then the two of `inner` in their order; the warning only the
+  // observer that has on_warning.
+  std::vector<std::string> lines;
+  cr::observer_list inner;
+  EXPECT_TRUE(inner.empty());
+  inner.add(event_log{&lines}).add(warning_log{&lines});
+  cr::observer_list outer(event_log{&lines});
+  outer.add(inner);
+  ASSERT_EQ(outer.size(), 3u);
+  cr::step_metrics m;
+  m.stage = "x";
+  m.step = 4;
+  outer.on_step(m);
+  outer.on_warning("w");
+  EXPECT_EQ(lines, (std::vector<std::string>{"step x 4", "step x 4", "warning w"}));
+
+  // An observer held by value lives as long as a copy of the list does.
+  lines.clear();
+  cr::observer_list copy;
+  {
+    cr::observer_list owner(warning_log{&lines});
+    copy = owner;
+  }
+  copy.on_warning("kept");
+  EXPECT_EQ(lines, std::vector<std::string>{"warning kept"});
 }
 
 TEST(CascadeRun, OrderingCheckWarnsThroughObservers) {

@@ -4,17 +4,8 @@
 # reward model, the measurements, the experiment's variants, the Eigen policy's
 # gradient; and scripts/demo_figures.py on synthetic inputs.
 if(TARGET cascade_rl::cascade)
-  find_package(Eigen3 3.3 REQUIRED NO_MODULE)
-  set(demo_libraries cascade_rl::cascade Eigen3::Eigen)
-  if(TARGET cascade_rl::verify)
-    list(APPEND demo_libraries cascade_rl::verify)
-  endif()
-  cascade_rl_add_test_area(demo UNITY LIBRARIES ${demo_libraries})
-  target_include_directories(demo_tests PRIVATE "${PROJECT_SOURCE_DIR}/examples/cascade_demo")
-  cascade_rl_compute_bound(demo_tests)
-  if(TARGET cascade_rl::verify)
-    target_compile_definitions(demo_tests PRIVATE CASCADE_DEMO_WITH_SANDBOX=1)
-  endif()
+  include("${PROJECT_SOURCE_DIR}/examples/cascade_demo/experiments.cmake")
+  cascade_rl_add_test_area(demo UNITY LIBRARIES cascade_demo_experiments)
 
   # The figures script, where /usr/bin/python3 has matplotlib (scripts/install-deps.sh).
   find_program(CASCADE_RL_FIGURES_PYTHON python3 PATHS /usr/bin NO_DEFAULT_PATH)
