@@ -101,6 +101,7 @@ if(CASCADE_RL_CCCL_INCLUDE_DIR AND CUDAToolkit_FOUND AND CMAKE_SYSTEM_PROCESSOR 
   foreach(order IN LISTS orders)
     gtest_discover_tests(cuda_emulated
       TEST_PREFIX "cuda_emulated_${order}."
+      TEST_LIST "cuda_emulated_${order}_TESTS"
       DISCOVERY_MODE PRE_TEST
       PROPERTIES LABELS cuda ENVIRONMENT "CASCADE_RL_EMULATOR_ORDER=${order}")
   endforeach()
