@@ -268,6 +268,12 @@ TEST(CascadeRun, AnObserverListDeliversAsThePackOfItsObservers) {
   outer.on_step(m);
   outer.on_warning("w");
   EXPECT_EQ(lines, (std::vector<std::string>{"step x 4", "step x 4", "warning w"}));
+  // A list added to itself doubles (each observer twice, in order).
+  lines.clear();
+  inner.add(inner);
+  ASSERT_EQ(inner.size(), 4u);
+  inner.on_warning("v");
+  EXPECT_EQ(lines, (std::vector<std::string>{"warning v", "warning v"}));
 
   // An observer held by value lives as long as a copy of the list does.
   lines.clear();

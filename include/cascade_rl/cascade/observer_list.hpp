@@ -40,7 +40,8 @@ class observer_list {
   observer_list& add(O&& observer) {
     using T = std::remove_reference_t<O>;
     if constexpr (std::is_same_v<std::remove_cv_t<T>, observer_list>) {
-      entries_.insert(entries_.end(), observer.entries_.begin(), observer.entries_.end());
+      const std::vector<entry> theirs = observer.entries_;  // a copy: the list may be this one
+      entries_.insert(entries_.end(), theirs.begin(), theirs.end());
     } else if constexpr (std::is_lvalue_reference_v<O>) {
       entries_.push_back(entry{const_cast<std::remove_cv_t<T>*>(&observer), &table_of<T>, nullptr});
     } else {
