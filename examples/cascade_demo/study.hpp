@@ -88,9 +88,9 @@ inline study_run run_study_point(world& w, const study_point& p, std::size_t kl_
   r.parameters = w.policy.weights().params.size();
   const update_probe probe(w.policy, std::move(prompts), r.stages, static_cast<int>(w.sizes.eval_length));
   const hparams h = scaled(swept_hparams(), p.lr_scale);
-  const variant_result v = run_cascade_variant(w, h, true, "study", {},
-                                          p.reset_adam ? cr::observer_list(probe, adam_reset(w.policy))
-                                                       : cr::observer_list(probe));
+  const cr::observer_list observers =
+      p.reset_adam ? cr::observer_list(probe, adam_reset(w.policy)) : cr::observer_list(probe);
+  const variant_result v = run_cascade_variant(w, h, true, "study", {}, observers);
   const auto& m = v.report.forgetting;
   r.backward_transfer = v.report.backward_transfer_overall.value_or(0.0);
   r.worst_drop = worst_backward_transfer(m);
