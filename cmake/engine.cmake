@@ -28,8 +28,9 @@ install(EXPORT cascade_rl-cascade-targets
 # The engine's step losses compiled once for this build's own programs (tests, examples,
 # fuzzers, an add_subdirectory consumer's) instead of in each of their translation
 # units: the update rule can hold any loss, so every unit that includes the engine
-# instantiates and optimises all of them, a quarter to three fifths of its code (examples/custom_policy at -O3: 49
-# CPU s and 2.1 MB of object code, 27 s and 0.67 MB with the losses compiled once).
+# instantiates and optimises all of them, a quarter to three fifths of its code
+# (examples/custom_policy at -O3: 49 CPU s and 2.1 MB of object code, 27 s and 0.67 MB
+# with the losses compiled once).
 # Build tree only ($<BUILD_INTERFACE>): an installed engine stays header-only, and a
 # user's build can do the same (include/cascade_rl/cascade/step_losses.hpp says how).
 add_library(cascade_rl_step_losses STATIC "${PROJECT_SOURCE_DIR}/src/step_losses.cpp")
