@@ -254,65 +254,68 @@ def claims_figure(run_dir, out_dir):
     return out
 
 
-STUDY_FACTORS = [
-    ("width", "model width d", lambda r: r["width"], "tab:blue"),
-    ("lr", "lr (x the swept rates)", lambda r: r["lr_scale"], "tab:orange"),
-    ("adam", "Adam at stage starts", lambda r: 1 if r["reset_adam"] else 0, "tab:green"),
-]
+STUDY_WIDTH_COLORS = {32: "tab:blue", 64: "tab:orange", 128: "tab:green"}
 
 
 def study_figure(run_dir, out_dir):
-    """Rows: backward transfer, worst-domain drop, final mean; columns: one factor each,
-    the centre point (the default) included in every column; then update KL against
-    the other domains' change, every stage of every run."""
+    """The grid: backward transfer, worst-domain drop and final mean minus the SFT start
+    against the lr scale, a line per width, Adam kept solid and reset dashed; then
+    update KL against the other domains' change, every stage of every run."""
     path = os.path.join(run_dir, "study.json")
     if not os.path.exists(path):
         return None
     with open(path) as f:
         data = json.load(f)
     runs = data["runs"]
-    metrics = [("backward_transfer", "backward transfer"), ("worst_drop", "worst-domain drop"),
-               ("final_mean", "final mean score")]
-    fig = plt.figure(figsize=(14, 8.6))
-    grid = fig.add_gridspec(3, 4, hspace=0.45, wspace=0.3)
-    for j, (factor, label, key, color) in enumerate(STUDY_FACTORS):
-        chosen = [r for r in runs if r["factor"] in ("centre", factor)]
-        levels = sorted({key(r) for r in chosen})
-        for i, (metric, name) in enumerate(metrics):
-            ax = fig.add_subplot(grid[i, j])
-            for x, level in enumerate(levels):
-                values = [r[metric] for r in chosen if key(r) == level]
-                m, sd = mean_sd(values)
-                ax.bar(x, m, 0.7, yerr=sd, color=color, ecolor="0.2", capsize=2)
-                ax.plot([x] * len(values), values, ".", color="0.15", ms=3)
-            if metric == "final_mean":  # each level's SFT start (a wider model starts higher)
-                for x, level in enumerate(levels):
-                    start = statistics.fmean(r["start_mean"] for r in chosen if key(r) == level)
-                    ax.plot([x - 0.42, x + 0.42], [start, start], color="tab:red", lw=1.5,
-                            label="SFT start" if x == 0 else None)
-                ax.legend(fontsize=6, loc="lower left")
-                ax.set_ylim(0, 1)
-            names = ["reset" if (factor == "adam" and lv) else "kept" if factor == "adam" else "%g" % lv
-                     for lv in levels]
-            ax.set_xticks(range(len(levels)), names, fontsize=7)
-            ax.tick_params(axis="y", labelsize=7)
-            ax.axhline(0, color="0.2", lw=0.5)
-            ax.set_title("%s vs %s" % (name, label) if i == 0 else name, fontsize=7)
-    ax = fig.add_subplot(grid[:, 3])
-    for factor, color in [("centre", "0.2"), ("width", "tab:blue"), ("lr", "tab:orange"), ("adam", "tab:green")]:
-        xs = [max(s["kl_others"], 1e-6) for r in runs if r["factor"] == factor for s in r["stages"]]
-        ys = [s["others_change"] for r in runs if r["factor"] == factor for s in r["stages"]]
-        ax.plot(xs, ys, ".", color=color, ms=4, label=factor)
+    metrics = [("backward transfer", lambda r: r["backward_transfer"]),
+               ("worst-domain drop", lambda r: r["worst_drop"]),
+               ("final mean - SFT start", lambda r: r["final_mean"] - r["start_mean"])]
+    scales = sorted({r["lr_scale"] for r in runs})
+    widths = sorted({r["width"] for r in runs})
+    fig, axes = plt.subplots(2, 2, figsize=(12, 9))
+    for ax, (name, metric) in zip(axes.flat, metrics):
+        for width in widths:
+            for reset, style, shift in [(False, "-", -0.02), (True, "--", 0.02)]:
+                xs, ms, sds = [], [], []
+                for scale in scales:
+                    values = [metric(r) for r in runs
+                              if r["width"] == width and r["lr_scale"] == scale and r["reset_adam"] == reset]
+                    if not values:
+                        continue
+                    m, sd = mean_sd(values)
+                    x = scale * 10 ** (shift + 0.04 * (widths.index(width) - 1))  # dodge on the log axis
+                    xs.append(x)
+                    ms.append(m)
+                    sds.append(sd)
+                    ax.plot([x] * len(values), values, ".", color=STUDY_WIDTH_COLORS.get(width, "0.4"), ms=3)
+                if xs:
+                    ax.errorbar(xs, ms, yerr=sds, fmt=style, marker="o", ms=3, capsize=2,
+                                color=STUDY_WIDTH_COLORS.get(width, "0.4"),
+                                label="d %d, Adam %s" % (width, "reset" if reset else "kept"))
+        ax.set_xscale("log")
+        ax.set_xticks(scales, ["x%g" % s for s in scales])
+        ax.minorticks_off()
+        ax.axhline(0, color="0.2", lw=0.5)
+        ax.set_xlabel("learning rate (x the swept per-domain rates)", fontsize=8)
+        ax.set_title(name, fontsize=9)
+        ax.tick_params(labelsize=7)
+    axes.flat[0].legend(fontsize=6, ncol=2)
+    ax = axes.flat[3]
+    for scale, color in zip(scales, ["tab:purple", "tab:olive", "tab:red", "tab:cyan", "tab:brown"]):
+        xs = [max(s["kl_others"], 1e-6) for r in runs if r["lr_scale"] == scale for s in r["stages"]]
+        ys = [s["others_change"] for r in runs if r["lr_scale"] == scale for s in r["stages"]]
+        ax.plot(xs, ys, ".", color=color, ms=4, label="lr x%g" % scale)
     ax.set_xscale("log")
     ax.axhline(0, color="0.2", lw=0.5)
-    ax.set_xlabel("stage's update: KL(before || after), nats/token,\non the other domains' prompts", fontsize=7)
-    ax.set_ylabel("change of the other domains' mean score", fontsize=7)
+    ax.set_xlabel("stage's update: KL(before || after), nats/token, on the other domains' prompts", fontsize=8)
+    ax.set_ylabel("change of the other domains' mean score", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.legend(fontsize=7)
-    ax.set_title("update size vs the forgetting it caused", fontsize=8)
-    fig.suptitle("Forgetting study: one factor at a time around d 64, the swept per-domain rates (x1), Adam kept; "
-                 "seeds %s, %d rollouts per run; bars mean, error bars one sd, dots the seeds"
-                 % (", ".join(str(s) for s in data["seeds"]), data["rollouts"]), fontsize=9)
+    ax.set_title("update size vs the forgetting it caused (every stage of every run)", fontsize=9)
+    fig.suptitle("Forgetting study: width x learning rate x Adam state, seeds %s, %d rollouts per run; "
+                 "points mean, error bars one sd, dots the seeds"
+                 % (", ".join(str(s) for s in data["seeds"]), data["rollouts"]), fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
     out = os.path.join(out_dir, "study.png")
     fig.savefig(out, dpi=DPI)
     plt.close(fig)
@@ -361,12 +364,11 @@ def synthetic_inputs(directory):
                                      "wait_seconds": rng.random()}})
     with open(os.path.join(directory, "compare.json"), "w") as f:
         json.dump({"seeds": [1, 2, 3], "domains": domains, "rollouts": 46080, "runs": runs}, f)
-    points = [("centre", 64, 1.0, False), ("width", 32, 1.0, False), ("width", 128, 1.0, False),
-              ("lr", 64, 0.1, False), ("lr", 64, 0.3, False), ("adam", 64, 1.0, True)]
+    points = [(width, scale, reset) for width in (32, 64, 128) for scale in (0.1, 0.3, 1.0) for reset in (False, True)]
     study = []
-    for factor, width, scale, reset in points:
+    for width, scale, reset in points:
         for seed in (1, 2, 3):
-            study.append({"factor": factor, "width": width, "lr_scale": scale, "reset_adam": reset, "seed": seed,
+            study.append({"width": width, "lr_scale": scale, "reset_adam": reset, "seed": seed,
                           "backward_transfer": -rng.random() / 4, "worst_drop": -rng.random(),
                           "final_mean": rng.random(), "start_mean": 0.75,
                           "stages": [{"stage": "if_rl", "kl_others": rng.random() / 10,

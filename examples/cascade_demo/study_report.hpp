@@ -31,8 +31,7 @@ inline nlohmann::json study_json(const std::vector<study_run>& runs, const std::
     for (const auto& s : r.stages)
       stages.push_back({{"stage", s.stage}, {"kl_others", s.kl_others}, {"others_change", s.others_change},
                         {"own_change", s.own_change}});
-    out["runs"].push_back({{"factor", r.point.factor},
-                           {"width", r.point.width},
+    out["runs"].push_back({{"width", r.point.width},
                            {"lr_scale", r.point.lr_scale},
                            {"reset_adam", r.point.reset_adam},
                            {"seed", r.seed},
@@ -50,8 +49,7 @@ inline nlohmann::json study_json(const std::vector<study_run>& runs, const std::
 
 inline std::string study_label(const study_point& p) {
   char b[96];
-  std::snprintf(b, sizeof b, "%-6s d %-3d lr x%-4.2g Adam %s", p.factor.c_str(), p.width, p.lr_scale,
-                p.reset_adam ? "reset" : "kept");
+  std::snprintf(b, sizeof b, "d %-3d lr x%-4.2g Adam %s", p.width, p.lr_scale, p.reset_adam ? "reset" : "kept");
   return b;
 }
 
@@ -65,9 +63,9 @@ inline int run_study(const budget& base, const std::shared_ptr<const program_ver
   std::vector<study_run> runs;
   std::vector<std::uint64_t> seed_list;
   std::size_t rollouts = 0;
-  std::printf("==== --study: the cascade's forgetting, one factor at a time around the default (d 64, per-domain "
-              "rates, Adam kept), %zu seeds ====\n",
-              seeds);
+  std::printf("==== --study: the cascade's forgetting over the grid of width x lr scale x Adam state (%zu points), "
+              "%zu seeds ====\n",
+              points.size(), seeds);
   for (std::size_t k = 0; k < seeds; ++k) {
     const std::uint64_t s = seed + k;
     seed_list.push_back(s);
@@ -118,6 +116,25 @@ inline int run_study(const budget& base, const std::shared_ptr<const program_ver
                      return r.stages.empty() ? 0.0 : s / static_cast<double>(r.stages.size());
                    })).c_str());
   }
+
+  // The grid's two-way view: each metric by width (rows) and lr scale (columns), Adam
+  // kept on the left and reset on the right.
+  const auto two_way = [&](const char* name, auto f) {
+    std::printf("\n%s, mean over seeds (Adam kept | Adam reset):\n%-8s", name, "width");
+    for (bool reset : {false, true}) {
+      for (double scale : study_lr_scales) std::printf(" %9s", ("x" + std::to_string(scale).substr(0, 3)).c_str());
+      std::printf(reset ? "\n" : "  |");
+    }
+    for (int width : study_widths) {
+      std::printf("d %-6d", width);
+      for (bool reset : {false, true}) {
+        for (double scale : study_lr_scales) std::printf(" %+9.3f", over_seeds({width, scale, reset}, f).mean);
+        std::printf(reset ? "\n" : "  |");
+      }
+    }
+  };
+  two_way("backward transfer", [](const study_run& r) { return r.backward_transfer; });
+  two_way("final mean - SFT start", [](const study_run& r) { return r.final_mean - r.start_mean; });
 
   std::printf("\neach stage's update (KL before || after on the other domains' prompts, nats/token) beside the "
               "change it made to the other domains' scores, mean over seeds:\n%-34s", "point");

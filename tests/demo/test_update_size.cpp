@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <set>
@@ -132,7 +133,7 @@ TEST(DemoUpdateSize, AdamResetZeroesTheMomentsAndTheStepCount) {
   EXPECT_EQ(policy.weights().params, params);  // the weights stay
 }
 
-TEST(DemoStudy, TheGridCoversThreeWidthsThreeRatesOverTenfoldAndBothAdamStates) {
+TEST(DemoStudy, TheGridIsTheFullProductOfThreeWidthsThreeRatesOverTenfoldAndBothAdamStates) {
   const auto points = demo::study_points();
   std::set<int> widths;
   std::set<double> rates;
@@ -146,12 +147,17 @@ TEST(DemoStudy, TheGridCoversThreeWidthsThreeRatesOverTenfoldAndBothAdamStates) 
   EXPECT_EQ(rates.size(), 3u);
   EXPECT_GE(*rates.rbegin() / *rates.begin(), 10.0 - 1e-12);
   EXPECT_EQ(adam.size(), 2u);
-  EXPECT_EQ(points.front(), (demo::study_point{"centre", 64, 1.0, false}));
-  // One factor at a time: every other point differs from the centre in its factor only.
-  for (const auto& p : points) {
-    const int differences = (p.width != 64) + (p.lr_scale != 1.0) + (p.reset_adam ? 1 : 0);
-    EXPECT_EQ(differences, p.factor == "centre" ? 0 : 1) << p.factor;
-  }
+  // Every combination once: 3 x 3 x 2 distinct points.
+  ASSERT_EQ(points.size(), 18u);
+  for (std::size_t i = 0; i < points.size(); ++i)
+    for (std::size_t j = i + 1; j < points.size(); ++j) EXPECT_NE(points[i], points[j]) << i << " " << j;
+  // The demo's former default and its present one are among them.
+  const auto has = [&](const demo::study_point& p) { return std::find(points.begin(), points.end(), p) != points.end(); };
+  EXPECT_TRUE(has({64, 1.0, false}));
+  EXPECT_TRUE(has({64, demo::default_lr_scale, false}));
+  // By width first: one SFT model per width and seed serves a contiguous run of points.
+  EXPECT_TRUE(std::is_sorted(points.begin(), points.end(),
+                             [](const demo::study_point& a, const demo::study_point& b) { return a.width < b.width; }));
 }
 
 TEST(DemoStudy, ScalingMultipliesEveryRateAndKeepsTheRest) {
@@ -209,7 +215,7 @@ TEST(DemoUpdateSize, TheProbeRecordsAStagesUpdateOnTheOtherDomainsPromptsBesideT
 TEST(DemoStudy, ATinyStudyPointRecordsEveryStageAndRepeatsFromTheSameSftModel) {
   const auto programs = std::make_shared<const demo::program_verifier>(false);
   demo::world w(5, demo_test::tiny_budget(), programs, 1);
-  const demo::study_run kept = demo::run_study_point(w, {"centre", 8, 1.0, false}, 2);
+  const demo::study_run kept = demo::run_study_point(w, {8, 1.0, false}, 2);
   ASSERT_EQ(kept.stages.size(), 7u);
   EXPECT_EQ(kept.stages[0].stage, "if_rl");
   EXPECT_EQ(kept.stages[2].stage, "mopd");
@@ -218,7 +224,7 @@ TEST(DemoStudy, ATinyStudyPointRecordsEveryStageAndRepeatsFromTheSameSftModel) {
   EXPECT_LE(kept.worst_drop, kept.backward_transfer);
   EXPECT_EQ(kept.parameters, w.policy.weights().params.size());
   EXPECT_EQ(kept.final.size(), 8u);
-  const demo::study_run again = demo::run_study_point(w, {"centre", 8, 1.0, false}, 2);
+  const demo::study_run again = demo::run_study_point(w, {8, 1.0, false}, 2);
   EXPECT_EQ(again.final, kept.final);  // from the same SFT model: the same run
   EXPECT_EQ(again.backward_transfer, kept.backward_transfer);
 }
