@@ -124,7 +124,6 @@ rollout_correction_metrics rollout_correction(const Policy& policy, const token_
   T* weights = weighted ? is_weights_out.data() : nullptr;
 
   std::vector<double> row(rollout_row_scratch(rows));
-  std::vector<std::size_t> row_of(n);
   for_each_index(
       policy, rows,
       [&](std::size_t s) {
@@ -137,7 +136,8 @@ rollout_correction_metrics rollout_correction(const Policy& policy, const token_
         policy, rows,
         [&](std::size_t s) {
           terms::rollout_row_tokens(p, logp, rollout, mask, layout.begin(s), layout.end(s), s, rows,
-                                    row.data(), factor, weights, keep_out.data(), row_of.data());
+                                    row.data(), factor, weights, keep_out.data(),
+                                    static_cast<std::size_t*>(nullptr));
         },
         /*min_parallel=*/64);
   };
@@ -149,19 +149,33 @@ rollout_correction_metrics rollout_correction(const Policy& policy, const token_
     none[c] = -std::numeric_limits<double>::infinity();
     none[c + 1] = std::numeric_limits<double>::infinity();
   }
-  // Only the configured criteria's channels are summed (the others are zeros: their sums
-  // are +0.0 either way): with one criterion 16 of the 76.
+  // Only the configured criteria's channels and extremes are kept (the others are zeros
+  // and infinities: their sums are +0.0 either way): with one criterion 16 of the 76
+  // channels and 4 of the 24 extremes. A chunk is walked row by row, so each row's view
+  // (its sequence-level weight and statistics) is read once per row, not per token; the
+  // terms land in the chunk's canonical positions, so the sums are the token order's.
   const int active = terms::rollout_active_channels(p);
+  const int active_extremes = terms::rollout_active_extremes(p);
   const auto sums = chunked_blocked_sum<terms::rollout_channels>(
       policy, n, none,
       [&](extremes_t& e, std::size_t first, std::size_t last, double* out) {
-        for (std::size_t t = first; t < last; ++t) {
-          double v[terms::rollout_channels];
-          extremes_t x;
-          terms::rollout_token_channels(p, logp, rollout, mask, row.data(), rows, row_of.data(), t,
-                                        v, x.data());
-          for (int c = 0; c < active; ++c) out[c * sum_chunk + t - first] = v[c];
-          terms::rollout_join_extremes(e.data(), x.data());
+        for (std::size_t s = sequence_holding(layout, first), begin = first; begin < last; ++s) {
+          const std::size_t end = std::min(last, layout.end(s));
+          const terms::rollout_row_view view = terms::rollout_row_view_of(p, row.data(), s, rows);
+          for (std::size_t t = begin; t < end; ++t) {
+            double v[terms::rollout_channels];
+            double x[terms::rollout_extremes];
+            if (mask != nullptr && mask[t] == 0) {
+              for (int c = 0; c < active; ++c) out[c * sum_chunk + t - first] = 0.0;
+              continue;
+            }
+            const double d = static_cast<double>(logp[t]) - static_cast<double>(rollout[t]);
+            terms::rollout_valid_token_channels(p, terms::rollout_token_ratio_of(p, d, view), view,
+                                                v, x);
+            for (int c = 0; c < active; ++c) out[c * sum_chunk + t - first] = v[c];
+            terms::rollout_join_extremes(e.data(), x, active_extremes);
+          }
+          begin = end;
         }
       },
       [](extremes_t& total, const extremes_t& part) {

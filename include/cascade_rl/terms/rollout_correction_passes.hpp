@@ -69,6 +69,19 @@ CASCADE_RL_HD inline int rollout_active_channels(const rollout_correction_params
 // statistic, over valid tokens (-inf / +inf when none).
 inline constexpr int rollout_extremes = 2 + 2 * rollout_criteria_max;
 
+// Extremes the configured criteria use: the applied weight's, then each criterion's (the
+// rest stay -inf / +inf).
+CASCADE_RL_HD inline int rollout_active_extremes(const rollout_correction_params& p) {
+  return 2 + 2 * p.criteria;
+}
+
+// Whether some criterion takes k3, whose exp the pre-pass then computes per token.
+CASCADE_RL_HD inline bool rollout_uses_k3(const rollout_correction_params& p) {
+  for (int c = 0; c < p.criteria; ++c)
+    if (p.statistic[c] == 2) return true;
+  return false;
+}
+
 // Pass 1 for row s over [begin, end): count, sums of d, logp and rollout logp (index
 // order, double) and each criterion's row statistic (sum, mean or max of its token
 // statistic; 0 for an empty row; token level: the row mean).
@@ -80,13 +93,15 @@ CASCADE_RL_HD void rollout_row_prepass(const rollout_correction_params& p, const
   double count = 0, sum_d = 0, sum_logp = 0, sum_rollout = 0;
   double sum[rollout_criteria_max] = {};
   double max[rollout_criteria_max] = {};
+  const bool k3 = rollout_uses_k3(p);
   for (std::size_t t = begin; t < end; ++t) {
     if (mask != nullptr && mask[t] == 0) continue;
     const double d = static_cast<double>(logp[t]) - static_cast<double>(rollout[t]);
+    const double raw = k3 ? rollout_raw_weight(d) : 0.0;
     for (int c = 0; c < p.criteria; ++c) {
-      const double k = rollout_rs_token_statistic(d, p.statistic[c]);
+      const double k = rollout_rs_token_statistic(d, raw, p.statistic[c]);
       sum[c] += k;
-      max[c] = count == 0 ? k : fmax(max[c], k);
+      max[c] = count == 0 ? k : rollout_max(max[c], k);
     }
     count += 1;
     sum_d += d;
@@ -104,50 +119,94 @@ CASCADE_RL_HD void rollout_row_prepass(const rollout_correction_params& p, const
   }
 }
 
-// A token's statistic for criterion c as veRL broadcasts it (seq levels: the row's).
-CASCADE_RL_HD inline double rollout_criterion_token_statistic(const rollout_correction_params& p,
-                                                              int c, double d, const double* row,
-                                                              std::size_t s, std::size_t rows) {
-  return p.level[c] == 0 ? rollout_rs_token_statistic(d, p.statistic[c])
-                         : row[(rollout_row_fields + c) * rows + s];
+// What the pre-pass decided for a row that each of its tokens reads: the sequence-level
+// raw weight (is_level 2) and the sequence-level criteria's row statistics. Read once per
+// row by the passes that walk rows, per token by the device's block pass.
+struct rollout_row_view {
+  double raw = 0;  // exp of the clamped row log-ratio sum (is_level 2 only)
+  double statistic[rollout_criteria_max] = {};
+};
+
+CASCADE_RL_HD inline rollout_row_view rollout_row_view_of(const rollout_correction_params& p,
+                                                          const double* row, std::size_t s,
+                                                          std::size_t rows) {
+  rollout_row_view v;
+  if (p.is_level == 2) v.raw = rollout_raw_weight(row[rollout_row_log_ratio * rows + s]);
+  for (int c = 0; c < p.criteria; ++c) v.statistic[c] = row[(rollout_row_fields + c) * rows + s];
+  return v;
 }
 
-// The raw importance weight of a valid token of row s.
-CASCADE_RL_HD inline double rollout_token_raw_weight(const rollout_correction_params& p, double d,
-                                                     const double* row, std::size_t s,
-                                                     std::size_t rows) {
-  return p.is_level == 2 ? rollout_raw_weight(row[rollout_row_log_ratio * rows + s])
-                         : rollout_raw_weight(d);
+// What a valid token's terms share: d, exp of the clamped d (the token-level raw weight,
+// rho, and k3's exp), and the raw weight the IS level applies.
+struct rollout_token_ratio {
+  double d = 0, rho = 0, raw = 0;
+};
+
+// Whether the weights and the rejection need a token's own exp: token-level IS, or a
+// token-level k3 criterion (the diagnostics' channels always do).
+CASCADE_RL_HD inline bool rollout_tokens_need_rho(const rollout_correction_params& p) {
+  if (p.is_level == 1) return true;
+  for (int c = 0; c < p.criteria; ++c)
+    if (p.level[c] == 0 && p.statistic[c] == 2) return true;
+  return false;
+}
+
+// need_rho false: rho is left 0 (the caller reads neither it nor a token-level raw weight).
+CASCADE_RL_HD inline rollout_token_ratio rollout_token_ratio_of(const rollout_correction_params& p,
+                                                                double d,
+                                                                const rollout_row_view& row,
+                                                                bool need_rho = true) {
+  rollout_token_ratio r;
+  r.d = d;
+  r.rho = need_rho ? rollout_raw_weight(d) : 0.0;
+  r.raw = p.is_level == 2 ? row.raw : r.rho;
+  return r;
+}
+
+// A token's statistic for criterion c as veRL broadcasts it (seq levels: the row's).
+CASCADE_RL_HD inline double rollout_criterion_token_statistic(const rollout_correction_params& p,
+                                                              int c, const rollout_token_ratio& r,
+                                                              const rollout_row_view& row) {
+  return p.level[c] == 0 ? rollout_rs_token_statistic(r.d, r.rho, p.statistic[c])
+                         : row.statistic[c];
 }
 
 // Bit c set: criterion c rejects the token.
-CASCADE_RL_HD inline unsigned rollout_rejected_bits(const rollout_correction_params& p, double d,
-                                                    const double* row, std::size_t s,
-                                                    std::size_t rows) {
+CASCADE_RL_HD inline unsigned rollout_rejected_bits(const rollout_correction_params& p,
+                                                    const rollout_token_ratio& r,
+                                                    const rollout_row_view& row) {
   unsigned bits = 0;
   for (int c = 0; c < p.criteria; ++c) {
-    const double k = rollout_criterion_token_statistic(p, c, d, row, s, rows);
+    const double k = rollout_criterion_token_statistic(p, c, r, row);
     if (!rollout_rs_keeps(k, p.low[c], p.high[c], p.two_sided[c])) bits |= 1u << c;
   }
   return bits;
 }
 
 // Pass 2 for row s: weights_out[t] = the applied weight / factor (0 on masked tokens;
-// weights_out null: no weights), keep_out[t] = valid and kept, row_of[t] = s, and the
-// row's sums of the applied and raw weights and its rejection bits.
+// weights_out null: no weights), keep_out[t] = valid and kept, row_of[t] = s (row_of
+// null: not written), and the row's sums of the applied and raw weights and its rejection
+// bits.
 template <class T>
 CASCADE_RL_HD void rollout_row_tokens(const rollout_correction_params& p, const T* logp,
                                       const T* rollout, const std::uint8_t* mask, std::size_t begin,
                                       std::size_t end, std::size_t s, std::size_t rows, double* row,
                                       double factor, T* weights_out, std::uint8_t* keep_out,
                                       std::size_t* row_of) {
+  const rollout_row_view view = rollout_row_view_of(p, row, s, rows);
+  const bool need_rho = rollout_tokens_need_rho(p);
+  const rollout_token_ratio masked = rollout_token_ratio_of(p, 0.0, view, need_rho);
   double sum_applied = 0, sum_raw = 0;
   unsigned row_bits = 0;
   for (std::size_t t = begin; t < end; ++t) {
     const bool valid = mask == nullptr || mask[t] != 0;
-    const double d = valid ? static_cast<double>(logp[t]) - static_cast<double>(rollout[t]) : 0.0;
+    const rollout_token_ratio r =
+        valid ? rollout_token_ratio_of(
+                    p, static_cast<double>(logp[t]) - static_cast<double>(rollout[t]), view,
+                    need_rho)
+              : masked;
     if (p.is_level != 0) {
-      const double raw = valid ? rollout_token_raw_weight(p, d, row, s, rows) : 0.0;
+      const double raw = valid ? r.raw : 0.0;
       const double applied =
           valid ? rollout_applied_weight(raw, p.is_lower, p.is_upper, p.icepop) : 0.0;
       sum_applied += applied;
@@ -155,39 +214,28 @@ CASCADE_RL_HD void rollout_row_tokens(const rollout_correction_params& p, const 
       if (weights_out != nullptr)
         weights_out[t] = static_cast<T>(math::detail::quotient(applied, factor));
     }
-    const unsigned bits = rollout_rejected_bits(p, d, row, s, rows);
+    const unsigned bits = rollout_rejected_bits(p, r, view);
     if (valid) row_bits |= bits;
     keep_out[t] = static_cast<std::uint8_t>(valid && bits == 0);
-    row_of[t] = s;
+    if (row_of != nullptr) row_of[t] = s;
   }
   row[rollout_row_applied * rows + s] = sum_applied;
   row[rollout_row_raw * rows + s] = sum_raw;
   row[rollout_row_rejected * rows + s] = static_cast<double>(row_bits);
 }
 
-// Token t's channel terms v[0, rollout_active_channels(p)) (0 on a masked token; the
-// channels of unconfigured criteria are not written: their sums are 0) and extremes
-// e[0, rollout_extremes) (-inf / +inf on a masked token).
-template <class T>
-CASCADE_RL_HD void rollout_token_channels(const rollout_correction_params& p, const T* logp,
-                                          const T* rollout, const std::uint8_t* mask,
-                                          const double* row, std::size_t rows,
-                                          const std::size_t* row_of, std::size_t t, double* v,
-                                          double* e) {
-  const double inf = INFINITY;
-  const int active = rollout_active_channels(p);
-  for (int c = 0; c < active; ++c) v[c] = 0.0;
-  for (int c = 0; c < rollout_extremes; c += 2) {
-    e[c] = -inf;
-    e[c + 1] = inf;
-  }
-  if (mask != nullptr && mask[t] == 0) return;
-  const std::size_t s = row_of[t];
-  const double d = static_cast<double>(logp[t]) - static_cast<double>(rollout[t]);
+// A valid token's channel terms v[0, rollout_active_channels(p)) and extremes
+// e[0, rollout_active_extremes(p)) (a masked token has none: 0 terms, no extremes; the
+// channels and extremes of unconfigured criteria are not written).
+CASCADE_RL_HD inline void rollout_valid_token_channels(const rollout_correction_params& p,
+                                                       const rollout_token_ratio& r,
+                                                       const rollout_row_view& row, double* v,
+                                                       double* e) {
+  const double d = r.d;
   if (p.is_level != 0) {
-    const double raw = rollout_token_raw_weight(p, d, row, s, rows);
+    const double raw = r.raw;
     const double applied = rollout_applied_weight(raw, p.is_lower, p.is_upper, p.icepop);
-    const double clamped = fmin(fmax(applied, 0.0), p.is_upper);
+    const double clamped = rollout_min(rollout_max(applied, 0.0), p.is_upper);
     v[rc_is_applied] = applied;
     v[rc_is_high] = raw > p.is_upper ? 1.0 : 0.0;
     v[rc_is_low] = raw < p.is_lower ? 1.0 : 0.0;
@@ -196,17 +244,22 @@ CASCADE_RL_HD void rollout_token_channels(const rollout_correction_params& p, co
     v[rc_is_oob] = raw < p.is_lower || raw > p.is_upper ? 1.0 : 0.0;
     e[0] = applied;
     e[1] = applied;
+  } else {
+    for (int c = rc_is_applied; c <= rc_is_oob; ++c) v[c] = 0.0;
+    e[0] = -INFINITY;
+    e[1] = INFINITY;
   }
-  const double rho = rollout_raw_weight(d);
+  // exp(d) of the unclamped d: the clamped one's exp unless the clamp moved it.
+  const double exp_d = rollout_safe_log_ratio(d) == d ? r.rho : math::exp(d);
   v[rc_kl] = -d;
-  v[rc_k3] = math::exp(d) - d - 1.0;
-  v[rc_rho_sq] = math::detail::product_rn(rho, rho);
+  v[rc_k3] = exp_d - d - 1.0;
+  v[rc_rho_sq] = math::detail::product_rn(r.rho, r.rho);
   unsigned bits = 0;
   for (int c = 0; c < p.criteria; ++c) {
-    const double k = rollout_criterion_token_statistic(p, c, d, row, s, rows);
+    const double k = rollout_criterion_token_statistic(p, c, r, row);
     const bool rejected = !rollout_rs_keeps(k, p.low[c], p.high[c], p.two_sided[c]);
     bits |= rejected ? 1u << c : 0u;
-    const double clamped = fmin(fmax(k, p.low[c]), p.high[c]);
+    const double clamped = rollout_min(rollout_max(k, p.low[c]), p.high[c]);
     double* w = v + rc_criteria_base + rollout_criterion_channels * c;
     w[0] = k;
     w[1] = k > p.high[c] ? 1.0 : 0.0;
@@ -220,11 +273,35 @@ CASCADE_RL_HD void rollout_token_channels(const rollout_correction_params& p, co
   v[rc_rejected] = bits != 0 ? 1.0 : 0.0;
 }
 
-// Joins extremes b into a.
-CASCADE_RL_HD inline void rollout_join_extremes(double* a, const double* b) {
+// Token t's channel terms v[0, rollout_active_channels(p)) (0 on a masked token) and
+// extremes e[0, rollout_extremes) (-inf / +inf on a masked token and for unconfigured
+// criteria), its row found through row_of.
+template <class T>
+CASCADE_RL_HD void rollout_token_channels(const rollout_correction_params& p, const T* logp,
+                                          const T* rollout, const std::uint8_t* mask,
+                                          const double* row, std::size_t rows,
+                                          const std::size_t* row_of, std::size_t t, double* v,
+                                          double* e) {
   for (int c = 0; c < rollout_extremes; c += 2) {
-    a[c] = fmax(a[c], b[c]);
-    a[c + 1] = fmin(a[c + 1], b[c + 1]);
+    e[c] = -INFINITY;
+    e[c + 1] = INFINITY;
+  }
+  if (mask != nullptr && mask[t] == 0) {
+    const int active = rollout_active_channels(p);
+    for (int c = 0; c < active; ++c) v[c] = 0.0;
+    return;
+  }
+  const rollout_row_view view = rollout_row_view_of(p, row, row_of[t], rows);
+  const double d = static_cast<double>(logp[t]) - static_cast<double>(rollout[t]);
+  rollout_valid_token_channels(p, rollout_token_ratio_of(p, d, view), view, v, e);
+}
+
+// Joins extremes b into a (the first `count`; the rest of a is left as it is).
+CASCADE_RL_HD inline void rollout_join_extremes(double* a, const double* b,
+                                                int count = rollout_extremes) {
+  for (int c = 0; c < count; c += 2) {
+    a[c] = rollout_max(a[c], b[c]);
+    a[c + 1] = rollout_min(a[c + 1], b[c + 1]);
   }
 }
 
