@@ -19,20 +19,22 @@
 //
 //   cascade_demo [--seed N] [--threads N] [--smoke] [--compare] [--seeds N]
 //                [--no-python] [--checkpoint-dir DIR] [--sweep] [--sft-steps N] [--study]
+//                [--width N]
 //   --smoke      a shortened cascade; exits non-zero unless IF-RL raises its rewards
 //   --compare    Cascade RL's claims measured over --seeds seeds (default 3: seed,
 //                seed + 1, ...): the cascade against itself without MOPD, with one
 //                shared hyperparameter set, against one mixed-domain stage with the
 //                same rollouts, IF-RL -> RLHF against RLHF -> IF-RL, and the cascade
 //                with MOPD after its last stage as well
-//   --study      the forgetting study (study.hpp): width, learning rate and Adam's
-//                state at stage boundaries, one at a time, over --seeds seeds
+//   --study      the forgetting study (study.hpp): the grid of width, learning rate and
+//                Adam's state at stage boundaries, over --seeds seeds
 //   --no-python  verify code and SWE with the bounded interpreter only
 //   --sweep      the sweep that chose the per-domain learning rates: each GRPO stage
 //                alone from the SFT model of the tuning seed (--seed, use 7), each rate
 //                of {5e-4, 1e-3, 2e-3}, scored by the stage's own evaluation
 //   --sft-steps  steps of the supervised warm start (default 300; the crash test uses
 //                30 under AddressSanitizer, where each resumed process redoes SFT)
+//   --width      the transformer's width d (default 64; 4 heads, MLP 2d, as the study's)
 
 #include <algorithm>
 #include <chrono>
@@ -67,12 +69,13 @@ struct options {
   bool sweep = false;
   bool study = false;
   std::size_t sft_steps = 300;
+  int width = demo::budget{}.width;
   std::string checkpoint_dir{};
 };
 
 const char* const usage =
     "usage: cascade_demo [--seed N] [--threads N] [--smoke] [--compare] [--seeds N] [--no-python]\n"
-    "                    [--checkpoint-dir DIR] [--sweep] [--sft-steps N] [--study]\n";
+    "                    [--checkpoint-dir DIR] [--sweep] [--sft-steps N] [--study] [--width N]\n";
 
 double mean_of(const std::vector<double>& v, std::size_t first, std::size_t last) {
   double s = 0;
@@ -188,6 +191,13 @@ int main(int argc, char** argv) {
     else if (a == "--threads" && i + 1 < argc) o.threads = static_cast<unsigned>(std::max(1, std::atoi(argv[++i])));
     else if (a == "--checkpoint-dir" && i + 1 < argc) o.checkpoint_dir = argv[++i];
     else if (a == "--sft-steps" && i + 1 < argc) o.sft_steps = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--width" && i + 1 < argc) {
+      o.width = std::atoi(argv[++i]);
+      if (o.width < 4 || o.width % 4 != 0) {
+        std::fputs("cascade_demo: --width must be a positive multiple of 4 (the model has 4 heads)\n", stderr);
+        return 2;
+      }
+    }
     else {
       std::fputs(usage, stderr);
       return 2;
@@ -195,7 +205,7 @@ int main(int argc, char** argv) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  demo::budget b;
+  demo::budget b = demo::study_budget({}, o.width);
   b.sft_steps = o.sft_steps;
   if (o.smoke) {
     b.if_steps = 30;
