@@ -58,6 +58,9 @@ struct bypass_mode_inputs {
 
 namespace detail {
 
+// Tokens whose exps the host's pre-pass computes in one vectorised loop.
+inline constexpr std::size_t rollout_exp_batch = 64;
+
 inline void validate_rollout_correction_options(const rollout_correction_options& o) {
   if (o.is_level != rollout_is_level::none) {
     if (!(o.is_upper > 0 && std::isfinite(o.is_upper)))
@@ -127,8 +130,8 @@ rollout_correction_metrics rollout_correction(const Policy& policy, const token_
   for_each_index(
       policy, rows,
       [&](std::size_t s) {
-        terms::rollout_row_prepass(p, logp, rollout, mask, layout.begin(s), layout.end(s), s, rows,
-                                   row.data());
+        terms::rollout_row_prepass<rollout_exp_batch>(p, logp, rollout, mask, layout.begin(s),
+                                                      layout.end(s), s, rows, row.data());
       },
       /*min_parallel=*/64);
   const auto token_pass = [&](double factor) {
@@ -159,6 +162,13 @@ rollout_correction_metrics rollout_correction(const Policy& policy, const token_
   const auto sums = chunked_blocked_sum<terms::rollout_channels>(
       policy, n, none,
       [&](extremes_t& e, std::size_t first, std::size_t last, double* out) {
+        // Every token's d and exp first, in a loop of their own that vectorises (masked
+        // tokens too: their values go unread).
+        double d_of[sum_chunk], rho_of[sum_chunk];
+        for (std::size_t t = first; t < last; ++t) {
+          d_of[t - first] = static_cast<double>(logp[t]) - static_cast<double>(rollout[t]);
+          rho_of[t - first] = terms::rollout_raw_weight(d_of[t - first]);
+        }
         for (std::size_t s = sequence_holding(layout, first), begin = first; begin < last; ++s) {
           const std::size_t end = std::min(last, layout.end(s));
           const terms::rollout_row_view view = terms::rollout_row_view_of(p, row.data(), s, rows);
@@ -169,9 +179,9 @@ rollout_correction_metrics rollout_correction(const Policy& policy, const token_
               for (int c = 0; c < active; ++c) out[c * sum_chunk + t - first] = 0.0;
               continue;
             }
-            const double d = static_cast<double>(logp[t]) - static_cast<double>(rollout[t]);
-            terms::rollout_valid_token_channels(p, terms::rollout_token_ratio_of(p, d, view), view,
-                                                v, x);
+            terms::rollout_valid_token_channels(
+                p, terms::rollout_token_ratio_of(p, d_of[t - first], rho_of[t - first], view), view,
+                v, x);
             for (int c = 0; c < active; ++c) out[c * sum_chunk + t - first] = v[c];
             terms::rollout_join_extremes(e.data(), x, active_extremes);
           }

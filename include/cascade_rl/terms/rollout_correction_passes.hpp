@@ -84,8 +84,11 @@ CASCADE_RL_HD inline bool rollout_uses_k3(const rollout_correction_params& p) {
 
 // Pass 1 for row s over [begin, end): count, sums of d, logp and rollout logp (index
 // order, double) and each criterion's row statistic (sum, mean or max of its token
-// statistic; 0 for an empty row; token level: the row mean).
-template <class T>
+// statistic; 0 for an empty row; token level: the row mean). When a criterion takes k3,
+// the tokens' exps are computed Batch at a time first, in a loop of their own that the
+// host's compiler vectorises (the device runs Batch = 1); the sums then run in index
+// order as before.
+template <std::size_t Batch = 1, class T>
 CASCADE_RL_HD void rollout_row_prepass(const rollout_correction_params& p, const T* logp,
                                        const T* rollout, const std::uint8_t* mask,
                                        std::size_t begin, std::size_t end, std::size_t s,
@@ -94,19 +97,27 @@ CASCADE_RL_HD void rollout_row_prepass(const rollout_correction_params& p, const
   double sum[rollout_criteria_max] = {};
   double max[rollout_criteria_max] = {};
   const bool k3 = rollout_uses_k3(p);
-  for (std::size_t t = begin; t < end; ++t) {
-    if (mask != nullptr && mask[t] == 0) continue;
-    const double d = static_cast<double>(logp[t]) - static_cast<double>(rollout[t]);
-    const double raw = k3 ? rollout_raw_weight(d) : 0.0;
-    for (int c = 0; c < p.criteria; ++c) {
-      const double k = rollout_rs_token_statistic(d, raw, p.statistic[c]);
-      sum[c] += k;
-      max[c] = count == 0 ? k : rollout_max(max[c], k);
+  for (std::size_t base = begin; base < end; base += Batch) {
+    const std::size_t stop = end - base > Batch ? base + Batch : end;
+    double raw[Batch] = {};  // read only where k3 wrote it; GCC cannot tell
+    if (k3)
+      for (std::size_t t = base; t < stop; ++t)  // masked tokens too: their exp goes unread
+        raw[t - base] =
+            rollout_raw_weight(static_cast<double>(logp[t]) - static_cast<double>(rollout[t]));
+    for (std::size_t t = base; t < stop; ++t) {
+      if (mask != nullptr && mask[t] == 0) continue;
+      const double d = static_cast<double>(logp[t]) - static_cast<double>(rollout[t]);
+      const double w = k3 ? raw[t - base] : 0.0;
+      for (int c = 0; c < p.criteria; ++c) {
+        const double k = rollout_rs_token_statistic(d, w, p.statistic[c]);
+        sum[c] += k;
+        max[c] = count == 0 ? k : rollout_max(max[c], k);
+      }
+      count += 1;
+      sum_d += d;
+      sum_logp += static_cast<double>(logp[t]);
+      sum_rollout += static_cast<double>(rollout[t]);
     }
-    count += 1;
-    sum_d += d;
-    sum_logp += static_cast<double>(logp[t]);
-    sum_rollout += static_cast<double>(rollout[t]);
   }
   row[rollout_row_count * rows + s] = count;
   row[rollout_row_log_ratio * rows + s] = sum_d;
@@ -151,16 +162,19 @@ CASCADE_RL_HD inline bool rollout_tokens_need_rho(const rollout_correction_param
   return false;
 }
 
+// From d and its rho = rollout_raw_weight(d), computed by the caller.
+CASCADE_RL_HD inline rollout_token_ratio rollout_token_ratio_of(const rollout_correction_params& p,
+                                                                double d, double rho,
+                                                                const rollout_row_view& row) {
+  return {.d = d, .rho = rho, .raw = p.is_level == 2 ? row.raw : rho};
+}
+
 // need_rho false: rho is left 0 (the caller reads neither it nor a token-level raw weight).
 CASCADE_RL_HD inline rollout_token_ratio rollout_token_ratio_of(const rollout_correction_params& p,
                                                                 double d,
                                                                 const rollout_row_view& row,
                                                                 bool need_rho = true) {
-  rollout_token_ratio r;
-  r.d = d;
-  r.rho = need_rho ? rollout_raw_weight(d) : 0.0;
-  r.raw = p.is_level == 2 ? row.raw : r.rho;
-  return r;
+  return rollout_token_ratio_of(p, d, need_rho ? rollout_raw_weight(d) : 0.0, row);
 }
 
 // A token's statistic for criterion c as veRL broadcasts it (seq levels: the row's).
@@ -227,10 +241,10 @@ CASCADE_RL_HD void rollout_row_tokens(const rollout_correction_params& p, const 
 // A valid token's channel terms v[0, rollout_active_channels(p)) and extremes
 // e[0, rollout_active_extremes(p)) (a masked token has none: 0 terms, no extremes; the
 // channels and extremes of unconfigured criteria are not written).
-CASCADE_RL_HD inline void rollout_valid_token_channels(const rollout_correction_params& p,
-                                                       const rollout_token_ratio& r,
-                                                       const rollout_row_view& row, double* v,
-                                                       double* e) {
+// Always inlined: called out of line per token it was a sixth of the host pass.
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline void rollout_valid_token_channels(
+    const rollout_correction_params& p, const rollout_token_ratio& r, const rollout_row_view& row,
+    double* v, double* e) {
   const double d = r.d;
   if (p.is_level != 0) {
     const double raw = r.raw;
