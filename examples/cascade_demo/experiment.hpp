@@ -50,7 +50,7 @@ struct budget {
   std::size_t eval_every = 10;        // evaluations inside each cascade stage (the curves)
   std::size_t mixed_eval_every = 40;  // inside the one mixed stage (it evaluates all eight)
   double sft_lr = 3e-3;
-  int width = 64, heads = 4, ffn = 128;
+  int width = 128, heads = 4, ffn = 256;  // the forgetting study's best point (README)
   std::int64_t eval_length = 16;      // evaluation: greedy, this many tokens at most
 };
 
@@ -103,12 +103,13 @@ inline hparams scaled(hparams h, double scale) {
 }
 
 // The swept rates are what each stage alone does best, not what a cascade of them can
-// afford: `cascade_demo --study` (study.hpp; README, "Why the demo forgets") measured the
-// cascade's backward transfer over seeds 2024-2026 at -0.209 +- 0.078 with them, and at
-// -0.004 +- 0.022 with every rate times 0.3 (final mean 0.788 +- 0.066 against
-// 0.627 +- 0.084, the SFT start 0.700). Times 0.1 forgets as little but RLHF barely
-// moves chat (+0.03 against +0.39 at 0.3): 0.3 is the smallest step at which every
-// stage still trains its domain.
+// afford: `cascade_demo --study` (study.hpp; README, "Why the demo forgot") measured the
+// cascade's backward transfer over seeds 2024-2026 at -0.209 +- 0.078 with them (width
+// 64) and at -0.004 +- 0.022 with every rate times 0.3 (final mean 0.788 +- 0.066 against
+// 0.627 +- 0.084, the SFT start 0.700); at width 128 and times 0.3, -0.008 +- 0.012 and
+// 0.896 +- 0.004 (start 0.819), the demo's default. Times 0.1 forgets as little but RLHF
+// barely moves chat at width 64 (+0.03 against +0.39 at 0.3): 0.3 is the smallest step
+// at which every stage still trains its domain.
 inline constexpr double default_lr_scale = 0.3;
 
 // The demo's per-domain set: the swept rates times default_lr_scale.
