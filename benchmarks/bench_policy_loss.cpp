@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "bandwidth.hpp"
+#include "cascade_rl/algorithms/entropy_loss.hpp"
+#include "cascade_rl/algorithms/kl_estimators.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
 #include "cascade_rl/algorithms/rollout_correction.hpp"
 #include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
@@ -144,6 +146,42 @@ void geo_mean_loss_seq_mean_token_mean(benchmark::State& state) {
       cr::geo_mean_options{.aggregation = cr::loss_aggregation::seq_mean_token_mean});
 }
 
+// veRL's KL loss with its default estimator, low_var_kl (k3, clamped to +-10), token-mean,
+// and the entropy bonus on per-token entropies: what a trainer adds to its policy loss.
+// Both read two arrays of four bytes per token and write the gradient.
+void kl_loss_k3_token_mean(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  token_batch batch(n);
+  const cr::token_layout layout(batch.offsets);
+  const cr::loss_normalizer normalizer{.tokens = static_cast<double>(n)};
+  cascade_rl::bench::bandwidth_meter meter(state, cascade_rl::bench::limit::triad);
+  for (auto _ : state) {
+    const double loss = cr::kl_loss(
+        cr::exec::par, layout,
+        cr::kl_inputs<float>{.log_probs = batch.log_probs, .ref_log_probs = batch.old_log_probs},
+        std::span<float>(batch.grad), normalizer, cr::kl_loss_options{});
+    benchmark::DoNotOptimize(loss);
+  }
+  meter.report(3 * n * sizeof(float));
+}
+
+void entropy_loss_token_mean(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  token_batch batch(n);  // advantages' magnitudes stand in for the entropies
+  std::vector<float> entropy(n);
+  for (std::size_t t = 0; t < n; ++t) entropy[t] = std::abs(batch.advantages[t]);
+  const cr::token_layout layout(batch.offsets);
+  const cr::loss_normalizer normalizer{.tokens = static_cast<double>(n)};
+  cascade_rl::bench::bandwidth_meter meter(state, cascade_rl::bench::limit::copy);
+  for (auto _ : state) {
+    const double loss = cr::entropy_loss(cr::exec::par, layout, std::span<const float>(entropy),
+                                         std::span<float>(batch.grad), normalizer,
+                                         cr::loss_aggregation::token_mean, -1e-3);
+    benchmark::DoNotOptimize(loss);
+  }
+  meter.report(2 * n * sizeof(float));
+}
+
 // veRL's rollout correction as its config commonly sets it: sequence-level IS weights
 // truncated at 2 and the seq_mean_k3 rejection (threshold 0.01), with every rollout_corr/*
 // diagnostic. Reads the two log-probs and writes the weights and one keep byte per token
@@ -179,6 +217,8 @@ BENCHMARK(rollout_correction_sequence_is_seq_mean_k3)
     ->Arg(1 << 24)
     ->UseRealTime();
 BENCHMARK(cispo_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(kl_loss_k3_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(entropy_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
 BENCHMARK(gspo_loss_seq_mean_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
 BENCHMARK(reinforce_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
 BENCHMARK(ppo_clip_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();

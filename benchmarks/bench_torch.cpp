@@ -60,6 +60,46 @@ void torch_grpo_advantages_group16(benchmark::State& state) {
   meter.report(static_cast<std::size_t>(n) * 2 * sizeof(float));
 }
 
+void torch_rloo_advantages_group16(benchmark::State& state) {
+  use_library_threads();
+  torch::NoGradGuard no_grad;
+  const std::int64_t n = state.range(0);
+  torch::manual_seed(7);
+  const auto scores = (torch::rand({n}) < 0.4).to(torch::kFloat);
+  bench::bandwidth_meter meter(state, bench::limit::copy);
+  for (auto _ : state) {
+    // veRL compute_rloo_outcome_advantage, vectorised: each score minus the mean of the
+    // other members of its group.
+    const auto grouped = scores.view({-1, 16});
+    const auto advantages = (grouped * 16 / 15 - grouped.mean(-1, true) * 16 / 15).view({-1});
+    benchmark::DoNotOptimize(advantages.data_ptr());
+  }
+  meter.report(static_cast<std::size_t>(n) * 2 * sizeof(float));
+}
+
+void torch_reinforce_plus_plus_advantages_outcome(benchmark::State& state) {
+  use_library_threads();
+  torch::NoGradGuard no_grad;
+  const std::int64_t n = state.range(0), length = 512;
+  torch::manual_seed(7);
+  auto token_rewards = torch::zeros({n / length, length});
+  token_rewards.select(1, length - 1).copy_((torch::rand({n / length}) < 0.4).to(torch::kFloat));
+  const auto mask = torch::ones({n / length, length});
+  bench::bandwidth_meter meter(state, bench::limit::copy);
+  for (auto _ : state) {
+    // veRL compute_reinforce_plus_plus_outcome_advantage with gamma 1: the returns as a
+    // reversed cumulative sum over each row (veRL loops over the columns; a flipped cumsum
+    // is the same sum and faster), then masked_whiten over the batch.
+    const auto returns = token_rewards.flip(1).cumsum(1).flip(1) * mask;
+    const auto mean = (returns * mask).sum() / mask.sum();
+    const auto centered = returns - mean;
+    const auto variance = (centered * centered * mask).sum() / (mask.sum() - 1);
+    const auto advantages = centered * torch::rsqrt(variance + 1e-8) * mask;
+    benchmark::DoNotOptimize(advantages.data_ptr());
+  }
+  meter.report(static_cast<std::size_t>(n) * 2 * sizeof(float));
+}
+
 struct token_tensors {
   torch::Tensor log_probs, old_log_probs, advantages;
   explicit token_tensors(std::int64_t n) {
@@ -149,6 +189,127 @@ void torch_gspo_loss_seq_mean_token_mean(benchmark::State& state) {
   meter.report(static_cast<std::size_t>(state.range(0)) * 4 * sizeof(float));
 }
 
+// The token-local ratio losses of issue 20, as veRL writes them, token-mean, with the
+// options bench_policy_loss.cpp gives cascade_rl's (veRL's defaults).
+// bytes_per_token: what the matching cascade_rl benchmark counts (four arrays of floats
+// for the ratio losses), so that the two bandwidths divide into a speed-up.
+template <class Loss>
+void torch_ratio_loss(benchmark::State& state, const Loss& loss_of,
+                      std::size_t bytes_per_token = 4 * sizeof(float)) {
+  use_library_threads();
+  token_tensors x(state.range(0));
+  bench::bandwidth_meter meter(state, bench::limit::triad);
+  for (auto _ : state) {
+    const auto loss = loss_of(x).mean();
+    loss.backward();
+    benchmark::DoNotOptimize(x.log_probs.grad().data_ptr());
+    x.log_probs.mutable_grad() = torch::Tensor();
+  }
+  meter.report(static_cast<std::size_t>(state.range(0)) * bytes_per_token);
+}
+
+void torch_sapo_loss_token_mean(benchmark::State& state) {
+  // veRL compute_policy_loss_sapo: the soft gate sigmoid(tau (r - 1)) * 4 / tau, tau 1.0
+  // for positive advantages and 1.05 for the rest.
+  torch_ratio_loss(state, [](const token_tensors& x) {
+    const auto ratio = torch::exp(torch::clamp(x.log_probs - x.old_log_probs, -20.0, 20.0));
+    const auto tau = torch::where(x.advantages > 0, torch::full_like(x.advantages, 1.0),
+                                  torch::full_like(x.advantages, 1.05));
+    const auto gate = torch::sigmoid(tau * (ratio - 1)) * (4.0 / tau);
+    return -gate * x.advantages;
+  });
+}
+
+// veRL compute_policy_loss_dppo_tv / _kl: -A sg(min(r, 20)) logp where the token's
+// divergence from the old policy is within 0.2 on its advantage's side, else 0.
+torch::Tensor torch_dppo_losses(const token_tensors& x, bool binary_kl) {
+  const auto ratio = torch::exp(torch::clamp(x.log_probs - x.old_log_probs, -20.0, 20.0));
+  const auto prob = torch::exp(x.log_probs);
+  const auto old_prob = torch::exp(x.old_log_probs);
+  torch::Tensor valid_positive, valid_negative;
+  if (binary_kl) {
+    const auto kl = old_prob * (x.old_log_probs - x.log_probs) +
+                    (1 - old_prob) * torch::log((1 - old_prob + 1e-8) / (1 - prob + 1e-8));
+    valid_positive = (kl <= 0.2) | (prob <= old_prob);
+    valid_negative = (kl <= 0.2) | (prob >= old_prob);
+  } else {
+    valid_positive = (prob - old_prob) <= 0.2;
+    valid_negative = (prob - old_prob) >= -0.2;
+  }
+  const auto mask = torch::where(x.advantages > 0, valid_positive, valid_negative).detach();
+  const auto weight = torch::clamp_max(ratio, 20.0).detach();
+  return -x.advantages * weight * x.log_probs * mask.to(torch::kFloat);
+}
+
+void torch_dppo_tv_loss_token_mean(benchmark::State& state) {
+  torch_ratio_loss(state, [](const token_tensors& x) { return torch_dppo_losses(x, false); });
+}
+
+void torch_dppo_kl_loss_token_mean(benchmark::State& state) {
+  torch_ratio_loss(state, [](const token_tensors& x) { return torch_dppo_losses(x, true); });
+}
+
+void torch_dro_loss_token_mean(benchmark::State& state) {
+  // veRL compute_policy_loss_dro: -(logp A - beta / 2 (logp - old_logp)^2), beta 1e-3.
+  torch_ratio_loss(state, [](const token_tensors& x) {
+    const auto log_ratio = x.log_probs - x.old_log_probs;
+    return -(x.log_probs * x.advantages - 0.5e-3 * log_ratio * log_ratio);
+  });
+}
+
+void torch_geo_mean_loss_seq_mean_token_mean(benchmark::State& state) {
+  use_library_threads();
+  token_tensors x(state.range(0));
+  bench::bandwidth_meter meter(state, bench::limit::triad);
+  const std::int64_t length = 512;  // bench_policy_loss.cpp's sequences
+  for (auto _ : state) {
+    // veRL compute_policy_loss_geo_mean on full rows: the log-ratio clipped by the sign of
+    // the advantage (0.2 both ways), the sequence's mean of it exponentiated, times the
+    // sequence's mean advantage; the mean over rows.
+    const auto log_probs = x.log_probs.view({-1, length});
+    const auto log_ratio = log_probs - x.old_log_probs.view({-1, length});
+    const auto advantages = x.advantages.view({-1, length});
+    const auto sign = torch::sign(advantages);
+    const auto clipped =
+        torch::where(sign > 0, torch::clamp_max(log_ratio, 0.2),
+                     torch::where(sign < 0, torch::clamp_min(log_ratio, -0.2), torch::zeros_like(log_ratio)));
+    const auto ratio = torch::exp(clipped.mean(1));
+    const auto loss = (-advantages.mean(1) * ratio).mean();
+    loss.backward();
+    benchmark::DoNotOptimize(x.log_probs.grad().data_ptr());
+    x.log_probs.mutable_grad() = torch::Tensor();
+  }
+  meter.report(static_cast<std::size_t>(state.range(0)) * 4 * sizeof(float));
+}
+
+void torch_kl_loss_k3_token_mean(benchmark::State& state) {
+  // veRL kl_penalty "low_var_kl": kl = ref - logp clamped to +-20, exp(kl) - kl - 1
+  // clamped to +-10, token-mean, dL/dlogp by autograd.
+  torch_ratio_loss(
+      state,
+      [](const token_tensors& x) {
+        const auto kl = torch::clamp(x.old_log_probs - x.log_probs, -20.0, 20.0);
+        return torch::clamp(torch::exp(kl) - kl - 1, -10.0, 10.0);
+      },
+      3 * sizeof(float));
+}
+
+void torch_entropy_loss_token_mean(benchmark::State& state) {
+  use_library_threads();
+  torch::manual_seed(11);
+  auto entropy = torch::randn({state.range(0)}).abs();
+  entropy.requires_grad_(true);
+  bench::bandwidth_meter meter(state, bench::limit::copy);
+  for (auto _ : state) {
+    // veRL's entropy bonus: -coefficient * agg_loss(entropy, token-mean).
+    const auto loss = -(-1e-3) * entropy.mean();
+    loss.backward();
+    benchmark::DoNotOptimize(entropy.grad().data_ptr());
+    entropy.mutable_grad() = torch::Tensor();
+  }
+  meter.report(static_cast<std::size_t>(state.range(0)) * 2 * sizeof(float));
+}
+
 void torch_rollout_correction_sequence_is_seq_mean_k3(benchmark::State& state) {
   use_library_threads();
   torch::NoGradGuard no_grad;  // veRL computes the correction under no_grad
@@ -186,6 +347,15 @@ BENCHMARK(torch_rollout_correction_sequence_is_seq_mean_k3)
     ->Arg(1 << 24)
     ->UseRealTime();
 BENCHMARK(torch_cispo_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(torch_sapo_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(torch_dppo_tv_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(torch_dppo_kl_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(torch_dro_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(torch_geo_mean_loss_seq_mean_token_mean)
+    ->Arg(4096)
+    ->Arg(1 << 20)
+    ->Arg(1 << 24)
+    ->UseRealTime();
 BENCHMARK(torch_gspo_loss_seq_mean_token_mean)
     ->Arg(4096)
     ->Arg(1 << 20)
@@ -194,5 +364,13 @@ BENCHMARK(torch_gspo_loss_seq_mean_token_mean)
 BENCHMARK(torch_log_probs_fp32)->Arg(4096)->Arg(32768)->Arg(131072)->Arg(262144)->UseRealTime();
 BENCHMARK(torch_log_probs_bf16)->Arg(4096)->Arg(32768)->Arg(131072)->Arg(262144)->UseRealTime();
 BENCHMARK(torch_grpo_advantages_group16)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(torch_rloo_advantages_group16)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(torch_reinforce_plus_plus_advantages_outcome)
+    ->Arg(4096)
+    ->Arg(1 << 20)
+    ->Arg(1 << 24)
+    ->UseRealTime();
+BENCHMARK(torch_kl_loss_k3_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(torch_entropy_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
 BENCHMARK(torch_reinforce_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
 BENCHMARK(torch_ppo_clip_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();

@@ -32,8 +32,20 @@ TARGETS = {
     # issue 20's ratio losses: PPO's target, the same four arrays and one exp per token
     "cispo_loss_token_mean": ("triad", 0.5),
     "gspo_loss_seq_mean_token_mean": ("triad", 0.5),
+    "sapo_loss_token_mean": ("triad", 0.5),
+    "dppo_tv_loss_token_mean": ("triad", 0.5),
+    "dppo_kl_loss_token_mean": ("triad", 0.5),
+    "dro_loss_token_mean": ("triad", 0.5),
+    "geo_mean_loss_seq_mean_token_mean": ("triad", 0.5),
     "rollout_correction_sequence_is_seq_mean_k3": ("triad", 0.5),
+    # what a trainer adds to the policy loss: the KL loss (one exp per token) and the
+    # entropy bonus (an aggregation of one array)
+    "kl_loss_k3_token_mean": ("triad", 0.5),
+    "entropy_loss_token_mean": ("copy", 0.6),
     "grpo_advantages_group16": ("copy", 0.6),
+    "rloo_advantages_group16": ("copy", 0.6),
+    # three passes over the returns (write, statistics, whitening)
+    "reinforce_plus_plus_advantages_outcome": ("copy", 0.3),
 }
 # kernel name prefix -> the run whose data stay in the last-level cache
 IN_CACHE = {
@@ -46,6 +58,9 @@ IN_CACHE = {
     "rollout_correction_sequence_is_seq_mean_k3": "rollout_correction_sequence_is_seq_mean_k3/1048576",
     "grpo_advantages_group16": "grpo_advantages_group16/1048576",
 }
+# Every other kernel with a target: its 1M-token run stays in the last-level cache.
+for _name in TARGETS:
+    IN_CACHE.setdefault(_name, _name + "/1048576")
 SPEEDUP_TARGET = 3.0
 FUSED_TIME_TARGET = 1.1
 FUSED_MEMORY_TARGET = 0.01

@@ -323,6 +323,13 @@ TEST(EntropyLoss, RefusesNamingArgumentAndIndex) {
   EXPECT_EQ(run(2.0), (0.5 + 0.25 + 1.0 + 2.0) / 4);
   EXPECT_EQ(seed, std::vector<float>(4, 0.5f));  // 2 * c_t, c_t = 1/4
   expect_error_naming([&] { run(NAN); }, "coefficient");
+  std::vector<float> short_seed(3);
+  expect_error_naming(
+      [&] {
+        (void)cr::entropy_loss(exec::seq, layout, std::span<const float>(entropy), short_seed, normalizer,
+                               cr::loss_aggregation::token_mean, 1.0);
+      },
+      "grad_entropy_out", "one per token");
   entropy[2] = INFINITY;
   expect_error_naming([&] { run(1.0); }, "entropy[2]");
   entropy.pop_back();

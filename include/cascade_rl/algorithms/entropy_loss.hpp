@@ -12,7 +12,6 @@
 #include <cmath>
 #include <span>
 #include <string>
-#include <vector>
 
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/core/checks.hpp"
@@ -31,13 +30,25 @@ double entropy_loss(const Policy& policy, const token_layout& layout,
   using T = output_value_t<Out>;
   if (!std::isfinite(coefficient))
     detail::fail("coefficient", "is " + std::to_string(coefficient) + ", expected finite");
-  detail::require_size(entropy.size(), layout.tokens(), "entropy", "one per token");
-  detail::require_finite_where_valid(policy, entropy, layout, "entropy");
-  // The seed of every token is the coefficient; aggregate_token_losses weighs it by c_t
-  // (and checks the normaliser and grad_entropy_out).
-  const std::vector<T> seed(entropy.size(), static_cast<T>(coefficient));
-  return aggregate_token_losses(policy, layout, {.token_losses = entropy, .token_grads = seed},
-                                grad_entropy_out, normalizer, mode);
+  const std::span<T> grad_out = output_span(grad_entropy_out);
+  const std::size_t n = layout.tokens();
+  // Every token's seed is the coefficient (at T's precision, as a caller's per-token
+  // array of it would hold), weighed by c_t in the one token pass; no array of it is
+  // made (at 16M tokens its allocation and fill cost more than the pass).
+  const double seed = static_cast<double>(static_cast<T>(coefficient));
+  return detail::checked_token_losses<detail::no_metrics>(
+             policy, layout, grad_out, normalizer, mode, entropy.size() == n && grad_out.size() == n,
+             [&] {
+               detail::require_size(entropy.size(), n, "entropy", "one per token");
+               detail::require_finite_where_valid(policy, entropy, layout, "entropy");
+               detail::require_size(grad_out.size(), n, "grad_entropy_out", "one per token");
+               detail::validate_normalizer(policy, layout, normalizer, mode);
+             },
+             [&](std::size_t t) { return detail::nonfinite_at(entropy, t); },
+             [&](std::size_t t, detail::no_metrics&) {
+               return detail::token_loss{static_cast<double>(entropy[t]), seed};
+             })
+      .loss;
 }
 
 }  // namespace cascade_rl
