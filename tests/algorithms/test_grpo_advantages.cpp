@@ -11,6 +11,7 @@
 
 #include "cascade_rl/algorithms/broadcast.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
+#include "cascade_rl/algorithms/rloo_advantages.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/token_layout.hpp"
@@ -142,17 +143,27 @@ std::vector<T> tile_case_rewards(std::size_t size, std::size_t groups, int kind)
   return r;
 }
 
-template <class T>
-std::vector<T> grpo_by_layout(const std::vector<T>& r, std::size_t size, bool uniform,
-                              const grpo_options& options) {
+// The estimator's advantages of r in groups of `size`, the layout uniform (the tile) or
+// given by offsets (the general path).
+template <class T, class Estimator>
+std::vector<T> advantages_by_layout(const std::vector<T>& r, std::size_t size, bool uniform,
+                                    const Estimator& estimator) {
   const std::size_t groups = r.size() / size;
   std::vector<std::int64_t> offsets(groups + 1);
   for (std::size_t g = 0; g <= groups; ++g) offsets[g] = static_cast<std::int64_t>(g * size);
   const group_layout layout =
       uniform ? group_layout::uniform({.groups = groups, .size = size}) : group_layout(offsets);
   std::vector<T> a(r.size());
-  cascade_rl::grpo_advantages(exec::par, layout, r, a, options);
+  estimator(layout, std::span<const T>(r), std::span<T>(a));
   return a;
+}
+
+template <class T>
+std::vector<T> grpo_by_layout(const std::vector<T>& r, std::size_t size, bool uniform,
+                              const grpo_options& options) {
+  return advantages_by_layout(r, size, uniform, [&](const group_layout& l, auto in, auto out) {
+    cascade_rl::grpo_advantages(exec::par, l, in, out, options);
+  });
 }
 
 template <class T>
@@ -201,6 +212,42 @@ void expect_tile_matches_general_path() {
 TEST(Grpo, GroupTileGivesTheGeneralPathsBits) {
   expect_tile_matches_general_path<float>();
   expect_tile_matches_general_path<double>();
+}
+
+// RLOO takes the same tile (factor n / (n - 1) times the deviation): the same bits as its
+// general path for every size, both types, zero-variance groups, and a NaN (zero_group).
+template <class T>
+void expect_rloo_tile_matches_general_path() {
+  std::vector<cascade_rl::rloo_options> options(2);
+  options[1].nonfinite = cascade_rl::nonfinite_rule::zero_group;
+  const auto rloo = [](const cascade_rl::rloo_options& o) {
+    return [&o](const group_layout& l, auto in, auto out) {
+      cascade_rl::rloo_advantages(exec::par, l, in, out, o);
+    };
+  };
+  for (std::size_t size = 2; size <= 64; size += size < 20 ? 1 : 7)
+    for (std::size_t groups : {5, 16, 41})
+      for (int kind = 0; kind < 3; ++kind) {
+        const auto r = tile_case_rewards<T>(size, groups, kind);
+        const std::string what =
+            "RLOO, size " + std::to_string(size) + ", groups " + std::to_string(groups) + ", kind " + std::to_string(kind);
+        expect_same_bits(advantages_by_layout(r, size, true, rloo(options[0])),
+                         advantages_by_layout(r, size, false, rloo(options[0])), what);
+      }
+  auto r = tile_case_rewards<T>(16, 40, 1);
+  r[16 * 9 + 3] = std::numeric_limits<T>::quiet_NaN();
+  expect_same_bits(advantages_by_layout(r, 16, true, rloo(options[1])),
+                   advantages_by_layout(r, 16, false, rloo(options[1])), "RLOO, NaN, zero_group");
+  // A hand-computed group: {1, 0, 0, 1} has mean 1/2, so 4/3 * (r - 1/2) = +-2/3.
+  const std::vector<T> small{1, 0, 0, 1};
+  const auto a = advantages_by_layout(small, 4, true, rloo(options[0]));
+  EXPECT_EQ(a[0], static_cast<T>(4.0 / 3.0 * 0.5));
+  EXPECT_EQ(a[1], static_cast<T>(4.0 / 3.0 * -0.5));
+}
+
+TEST(RlooGroupTile, GivesTheGeneralPathsBits) {
+  expect_rloo_tile_matches_general_path<float>();
+  expect_rloo_tile_matches_general_path<double>();
 }
 
 TEST(Broadcast, PerSequenceValueOnValidTokensZeroOnMasked) {

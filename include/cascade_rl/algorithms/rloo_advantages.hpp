@@ -13,6 +13,7 @@
 
 #include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
+#include "cascade_rl/algorithms/uniform_group_tiles.hpp"
 #include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
@@ -34,7 +35,8 @@ void rloo_advantages(const Policy& policy, const group_layout& groups,
 
   if (detail::single_pass_applies(rewards, groups, advantages.size(), options.nonfinite,
                                   refuse_singletons) &&
-      detail::for_each_finite_group(policy, rewards, groups, group))
+      detail::advantages_of_finite_groups(policy, groups, rewards, advantages, params,
+                                          options.accumulation, group))
     return;
   detail::validate_group_advantage_inputs(policy, rewards, groups, advantages.size(),
                                           options.nonfinite, refuse_singletons, "RLOO");
