@@ -43,7 +43,10 @@ void torch_log_probs(benchmark::State& state, torch::Dtype dtype) {
 void torch_log_probs_fp32(benchmark::State& state) { torch_log_probs(state, torch::kFloat); }
 void torch_log_probs_bf16(benchmark::State& state) { torch_log_probs(state, torch::kBFloat16); }
 
-void torch_grpo_advantages_group16(benchmark::State& state) {
+// A group estimator over groups of 16 binary scores, 40% right (bench_advantages.cpp's
+// shape): advantages_of(scores viewed as [groups, 16]) -> the flat advantages.
+template <class Estimator>
+void torch_group_estimator(benchmark::State& state, const Estimator& advantages_of) {
   use_library_threads();
   torch::NoGradGuard no_grad;
   const std::int64_t n = state.range(0);
@@ -51,30 +54,26 @@ void torch_grpo_advantages_group16(benchmark::State& state) {
   const auto scores = (torch::rand({n}) < 0.4).to(torch::kFloat);
   bench::bandwidth_meter meter(state, bench::limit::copy);
   for (auto _ : state) {
-    const auto grouped = scores.view({-1, 16});
-    const auto mean = grouped.mean(-1, true);
-    const auto std = grouped.std(-1, true, true);
-    const auto advantages = ((grouped - mean) / (std + 1e-6)).view({-1});
+    const auto advantages = advantages_of(scores.view({-1, 16})).view({-1});
     benchmark::DoNotOptimize(advantages.data_ptr());
   }
   meter.report(static_cast<std::size_t>(n) * 2 * sizeof(float));
 }
 
+void torch_grpo_advantages_group16(benchmark::State& state) {
+  torch_group_estimator(state, [](const torch::Tensor& grouped) {
+    const auto mean = grouped.mean(-1, true);
+    const auto std = grouped.std(-1, true, true);
+    return (grouped - mean) / (std + 1e-6);
+  });
+}
+
 void torch_rloo_advantages_group16(benchmark::State& state) {
-  use_library_threads();
-  torch::NoGradGuard no_grad;
-  const std::int64_t n = state.range(0);
-  torch::manual_seed(7);
-  const auto scores = (torch::rand({n}) < 0.4).to(torch::kFloat);
-  bench::bandwidth_meter meter(state, bench::limit::copy);
-  for (auto _ : state) {
-    // veRL compute_rloo_outcome_advantage, vectorised: each score minus the mean of the
-    // other members of its group.
-    const auto grouped = scores.view({-1, 16});
-    const auto advantages = (grouped * 16 / 15 - grouped.mean(-1, true) * 16 / 15).view({-1});
-    benchmark::DoNotOptimize(advantages.data_ptr());
-  }
-  meter.report(static_cast<std::size_t>(n) * 2 * sizeof(float));
+  // veRL compute_rloo_outcome_advantage, vectorised: each score minus the mean of the
+  // other members of its group.
+  torch_group_estimator(state, [](const torch::Tensor& grouped) {
+    return grouped * 16 / 15 - grouped.mean(-1, true) * 16 / 15;
+  });
 }
 
 void torch_reinforce_plus_plus_advantages_outcome(benchmark::State& state) {
@@ -164,33 +163,10 @@ void torch_cispo_loss_token_mean(benchmark::State& state) {
   meter.report(static_cast<std::size_t>(state.range(0)) * 4 * sizeof(float));
 }
 
-void torch_gspo_loss_seq_mean_token_mean(benchmark::State& state) {
-  use_library_threads();
-  token_tensors x(state.range(0));
-  bench::bandwidth_meter meter(state, bench::limit::triad);
-  const std::int64_t length = 512;  // bench_policy_loss.cpp's sequences
-  for (auto _ : state) {
-    // veRL compute_policy_loss_gspo on full rows of 512 tokens: the sequence's mean
-    // log-ratio, the token ratio with stop-gradients where veRL places them, clipped,
-    // seq-mean-token-mean.
-    const auto log_probs = x.log_probs.view({-1, length});
-    const auto log_ratio = log_probs - x.old_log_probs.view({-1, length});
-    const auto sequence = log_ratio.mean(1, /*keepdim=*/true);
-    const auto token = log_probs - log_probs.detach() + sequence.detach();
-    const auto ratio = torch::exp(torch::clamp_max(token, 10.0));
-    const auto advantages = x.advantages.view({-1, length});
-    const auto losses = torch::maximum(-advantages * ratio,
-                                       -advantages * torch::clamp(ratio, 1 - 0.0003, 1 + 0.0004));
-    const auto loss = losses.mean(1).mean();
-    loss.backward();
-    benchmark::DoNotOptimize(x.log_probs.grad().data_ptr());
-    x.log_probs.mutable_grad() = torch::Tensor();
-  }
-  meter.report(static_cast<std::size_t>(state.range(0)) * 4 * sizeof(float));
-}
-
-// The token-local ratio losses of issue 20, as veRL writes them, token-mean, with the
-// options bench_policy_loss.cpp gives cascade_rl's (veRL's defaults).
+// A ratio loss as veRL writes it: loss_of(x) gives the token losses (or the row losses,
+// for the sequence losses on full 512-token rows, where every aggregation is the plain
+// mean), their mean is the loss, autograd gives dL/dlogp; the options are the ones
+// bench_policy_loss.cpp gives cascade_rl's (veRL's defaults).
 // bytes_per_token: what the matching cascade_rl benchmark counts (four arrays of floats
 // for the ratio losses), so that the two bandwidths divide into a speed-up.
 template <class Loss>
@@ -206,6 +182,23 @@ void torch_ratio_loss(benchmark::State& state, const Loss& loss_of,
     x.log_probs.mutable_grad() = torch::Tensor();
   }
   meter.report(static_cast<std::size_t>(state.range(0)) * bytes_per_token);
+}
+
+void torch_gspo_loss_seq_mean_token_mean(benchmark::State& state) {
+  // veRL compute_policy_loss_gspo on full rows of 512 tokens: the sequence's mean
+  // log-ratio, the token ratio with stop-gradients where veRL places them, clipped,
+  // seq-mean-token-mean.
+  torch_ratio_loss(state, [](const token_tensors& x) {
+    const std::int64_t length = 512;  // bench_policy_loss.cpp's sequences
+    const auto log_probs = x.log_probs.view({-1, length});
+    const auto log_ratio = log_probs - x.old_log_probs.view({-1, length});
+    const auto sequence = log_ratio.mean(1, /*keepdim=*/true);
+    const auto token = log_probs - log_probs.detach() + sequence.detach();
+    const auto ratio = torch::exp(torch::clamp_max(token, 10.0));
+    const auto advantages = x.advantages.view({-1, length});
+    return torch::maximum(-advantages * ratio,
+                          -advantages * torch::clamp(ratio, 1 - 0.0003, 1 + 0.0004));
+  });
 }
 
 void torch_sapo_loss_token_mean(benchmark::State& state) {
@@ -258,28 +251,19 @@ void torch_dro_loss_token_mean(benchmark::State& state) {
 }
 
 void torch_geo_mean_loss_seq_mean_token_mean(benchmark::State& state) {
-  use_library_threads();
-  token_tensors x(state.range(0));
-  bench::bandwidth_meter meter(state, bench::limit::triad);
-  const std::int64_t length = 512;  // bench_policy_loss.cpp's sequences
-  for (auto _ : state) {
-    // veRL compute_policy_loss_geo_mean on full rows: the log-ratio clipped by the sign of
-    // the advantage (0.2 both ways), the sequence's mean of it exponentiated, times the
-    // sequence's mean advantage; the mean over rows.
-    const auto log_probs = x.log_probs.view({-1, length});
-    const auto log_ratio = log_probs - x.old_log_probs.view({-1, length});
+  // veRL compute_policy_loss_geo_mean on full rows: the log-ratio clipped by the sign of
+  // the advantage (0.2 both ways), the sequence's mean of it exponentiated, times the
+  // sequence's mean advantage; the mean over rows.
+  torch_ratio_loss(state, [](const token_tensors& x) {
+    const std::int64_t length = 512;  // bench_policy_loss.cpp's sequences
+    const auto log_ratio = x.log_probs.view({-1, length}) - x.old_log_probs.view({-1, length});
     const auto advantages = x.advantages.view({-1, length});
     const auto sign = torch::sign(advantages);
-    const auto clipped =
-        torch::where(sign > 0, torch::clamp_max(log_ratio, 0.2),
-                     torch::where(sign < 0, torch::clamp_min(log_ratio, -0.2), torch::zeros_like(log_ratio)));
-    const auto ratio = torch::exp(clipped.mean(1));
-    const auto loss = (-advantages.mean(1) * ratio).mean();
-    loss.backward();
-    benchmark::DoNotOptimize(x.log_probs.grad().data_ptr());
-    x.log_probs.mutable_grad() = torch::Tensor();
-  }
-  meter.report(static_cast<std::size_t>(state.range(0)) * 4 * sizeof(float));
+    const auto clipped = torch::where(
+        sign > 0, torch::clamp_max(log_ratio, 0.2),
+        torch::where(sign < 0, torch::clamp_min(log_ratio, -0.2), torch::zeros_like(log_ratio)));
+    return -advantages.mean(1) * torch::exp(clipped.mean(1));
+  });
 }
 
 void torch_kl_loss_k3_token_mean(benchmark::State& state) {
