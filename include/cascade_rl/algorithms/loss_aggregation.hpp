@@ -169,10 +169,19 @@ using terms::token_loss_with_kl;
 template <class L>
 concept carries_approx_kl = requires(const L& l) { l.approx_kl; };
 
+// A token term is term(t, metrics), or term(t, metrics, s) when it reads a value of its
+// sequence s (GSPO's and GMPO's per-sequence values: one per sequence, not one per token).
+template <class Term, class Metrics>
+inline constexpr bool reads_sequence = std::is_invocable_v<Term&, std::size_t, Metrics&, std::size_t>;
+
+template <class Term, class Metrics>
+using term_result_t = typename std::conditional_t<reads_sequence<Term, Metrics>,
+                       std::invoke_result<Term&, std::size_t, Metrics&, std::size_t>,
+                       std::invoke_result<Term&, std::size_t, Metrics&>>::type;
+
 // The sum channels of a token term: the loss, and approx_kl when the term carries it.
 template <class Metrics, class Term>
-inline constexpr std::size_t loss_channels =
-    carries_approx_kl<std::invoke_result_t<Term&, std::size_t, Metrics&>> ? 2 : 1;
+inline constexpr std::size_t loss_channels = carries_approx_kl<term_result_t<Term, Metrics>> ? 2 : 1;
 
 // Writes a token's channel terms (its weighted loss, and approx_kl) into a chunk of
 // chunked_blocked_sum; masked tokens write 0.0 into every channel.
@@ -284,8 +293,8 @@ struct checked_aggregate {
 // grad_out[t] = c_t * l.grad, both 0.0 on masked tokens. nonfinite(t) flags a token
 // with a NaN or infinite input; it rides along, on valid tokens only, so that the
 // inputs are read once. A chunk of tokens runs as runs of one weight (the whole chunk,
-// or one run per sequence under seq-mean-token-mean), each a loop without control flow
-// that vectorises: a masked token is computed from whatever its inputs hold and the mask
+// or one run per sequence under seq-mean-token-mean or for a term that reads its
+// sequence), each a loop without control flow that vectorises: a masked token is computed from whatever its inputs hold and the mask
 // blended in, and a sum that starts at +0.0 gains nothing from the +0.0 it adds.
 template <class Metrics, class Policy, std::floating_point T, class Nonfinite, class Term>
 checked_aggregate<Metrics> weighted_token_losses(const Policy& policy, const token_layout& layout,
@@ -301,25 +310,36 @@ checked_aggregate<Metrics> weighted_token_losses(const Policy& policy, const tok
     total.nonfinite = total.nonfinite || part.nonfinite;
   };
   constexpr std::size_t channels = loss_channels<Metrics, Term>;
+  constexpr bool term_reads_sequence = reads_sequence<Term, Metrics>;
   const std::span<const std::uint8_t> mask = layout.mask();
   const bool per_sequence = !weights.per_sequence.empty();
+  const bool by_sequence = per_sequence || term_reads_sequence;
   const auto terms = [&](block_state& state, std::size_t first, std::size_t last, double* out) {
     // Locals, not the block's state: the compiler keeps them in registers. (An unsigned
     // flag: GCC 12 does not vectorise an |= reduction on bool.)
     Metrics metrics = state.metrics;
     unsigned bad = 0;
-    std::size_t sequence = per_sequence ? sequence_holding(layout, first) : 0;
+    std::size_t sequence = by_sequence ? sequence_holding(layout, first) : 0;
     for (std::size_t begin = first; begin < last;) {
       std::size_t end = last;
       double c = weights.uniform;
-      if (per_sequence) {
-        end = std::min(last, layout.end(sequence));
-        c = weights.per_sequence[sequence++];
+      const std::size_t s = sequence;
+      if (by_sequence) {
+        end = std::min(last, layout.end(s));
+        if (per_sequence) c = weights.per_sequence[s];
+        ++sequence;
       }
+      // The term of this run's tokens, its sequence bound when it reads one.
+      const auto run_term = [&](std::size_t t, Metrics& m) CASCADE_RL_ALWAYS_INLINE {
+        if constexpr (term_reads_sequence)
+          return term(t, m, s);
+        else
+          return term(t, m);
+      };
       if (mask.empty()) {
         for (std::size_t t = begin; t < end; ++t) {
           bad |= static_cast<unsigned>(nonfinite(t));
-          const auto l = term(t, metrics);
+          const auto l = run_term(t, metrics);
           write_channels<channels>(out, t - first, c * l.value, l);
           grad_out[t] = static_cast<T>(c * l.grad);
         }
@@ -327,7 +347,7 @@ checked_aggregate<Metrics> weighted_token_losses(const Policy& policy, const tok
         for (std::size_t t = begin; t < end; ++t) {
           const std::uint64_t valid = math::detail::mask_of(mask[t] != 0);
           bad |= static_cast<unsigned>(nonfinite(t)) & static_cast<unsigned>(valid & 1);
-          blended_token<channels>(metrics, valid, c, t, t - first, out, grad_out, term);
+          blended_token<channels>(metrics, valid, c, t, t - first, out, grad_out, run_term);
         }
       }
       begin = end;

@@ -161,7 +161,9 @@ policy_loss_result policy_loss_pass(const Policy& policy, const token_layout& la
   return {total.loss, total.metrics};
 }
 
-// The passes every policy loss shares. `unweighted(t, metrics)` is the token's loss;
+// The passes every policy loss shares. `unweighted(t, metrics)` is the token's loss
+// (or unweighted(t, metrics, s), s the token's sequence, for a loss with per-sequence
+// values);
 // `given_weights` (veRL's rollout_is_weights; empty: none) scale it when present, and
 // with an importance_correction whose mode is not none the term is then
 // importance-weighted, the behaviour log-probs' finiteness checked too. Each combination
@@ -182,8 +184,11 @@ policy_loss_result policy_loss_passes(const Policy& policy, const token_layout& 
     return policy_loss_pass(policy, layout, inputs, given_weights, behaviour, importance, grad_out,
                             normalizer, aggregation, nonfinite_of, term);
   };
-  const auto given = [&](std::size_t t, policy_loss_metrics& m) CASCADE_RL_ALWAYS_INLINE {
-    return terms::given_weighted(unweighted(t, m), static_cast<double>(given_weights[t]));
+  // The wrappers pass a term's sequence index on when it takes one (loss_aggregation.hpp,
+  // reads_sequence); the trailing return types keep them callable only as the term is.
+  const auto given = [&](std::size_t t, policy_loss_metrics& m, auto... s) CASCADE_RL_ALWAYS_INLINE
+      -> decltype(terms::given_weighted(unweighted(t, m, s...), 0.0)) {
+    return terms::given_weighted(unweighted(t, m, s...), static_cast<double>(given_weights[t]));
   };
   const auto given_nonfinite = [&](std::size_t t) {
     return nonfinite(t) | nonfinite_at(given_weights, t);
@@ -203,9 +208,10 @@ policy_loss_result policy_loss_passes(const Policy& policy, const token_layout& 
       return pass(
           behaviour, importance,
           [&](std::size_t t) { return inner_nonfinite(t) | nonfinite_at(behaviour, t); },
-          [&](std::size_t t, policy_loss_metrics& m) CASCADE_RL_ALWAYS_INLINE {
+          [&](std::size_t t, policy_loss_metrics& m, auto... s) CASCADE_RL_ALWAYS_INLINE
+          -> decltype(terms::importance_weighted(inner(t, m, s...), 0.0, importance, m)) {
             return terms::importance_weighted(
-                inner(t, m),
+                inner(t, m, s...),
                 static_cast<double>(ratio_target[t]) - static_cast<double>(behaviour[t]),
                 importance, m);
           });

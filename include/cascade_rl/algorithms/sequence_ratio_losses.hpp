@@ -51,21 +51,20 @@ inline void validate_gspo_options(const gspo_options& options) {
          "is " + std::to_string(options.log_ratio_bound) + ", expected a finite number");
 }
 
-// The pre-pass: every token of sequence s gets the sequence's mean log-ratio
-// (terms::sequence_mean_log_ratio), masked tokens included, so the token pass reads it
-// by index. The sizes of log_probs and old_log_probs must be checked before.
+// The pre-pass: each sequence's mean log-ratio (terms::sequence_mean_log_ratio), one per
+// sequence; the token pass reads it by the token's sequence (its term takes s). The sizes
+// of log_probs and old_log_probs must be checked before.
 template <class Policy, std::floating_point T>
-std::vector<double> token_sequence_log_ratios(const Policy& policy, const token_layout& layout,
-                                              std::span<const T> log_probs,
-                                              std::span<const T> old_log_probs) {
-  std::vector<double> out(layout.tokens());
+std::vector<double> sequence_log_ratios(const Policy& policy, const token_layout& layout,
+                                        std::span<const T> log_probs,
+                                        std::span<const T> old_log_probs) {
+  std::vector<double> out(layout.sequences());
   const std::uint8_t* mask = layout.has_mask() ? layout.mask().data() : nullptr;
   for_each_index(
       policy, layout.sequences(),
       [&](std::size_t s) {
-        const double m = terms::sequence_mean_log_ratio(log_probs.data(), old_log_probs.data(),
-                                                        mask, layout.begin(s), layout.end(s));
-        for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) out[t] = m;
+        out[s] = terms::sequence_mean_log_ratio(log_probs.data(), old_log_probs.data(), mask,
+                                                layout.begin(s), layout.end(s));
       },
       /*min_parallel=*/64);
   return out;
@@ -93,12 +92,13 @@ policy_loss_result gspo_loss(const Policy& policy, const token_layout& layout,
   detail::require_size(log_probs.size(), layout.tokens(), "log_probs", "one per token");
   detail::require_size(old_log_probs.size(), layout.tokens(), "old_log_probs", "one per token");
   const std::vector<double> sequence_log_ratio =
-      detail::token_sequence_log_ratios(policy, layout, log_probs, old_log_probs);
+      detail::sequence_log_ratios(policy, layout, log_probs, old_log_probs);
   const terms::gspo_params params = detail::gspo_params_of(options);
-  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) CASCADE_RL_ALWAYS_INLINE {
+  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m,
+                              std::size_t s) CASCADE_RL_ALWAYS_INLINE {
     ++m.valid_tokens;
     const terms::ppo_clip_token_result r = terms::gspo_token(
-        sequence_log_ratio[t], static_cast<double>(log_probs[t]),
+        sequence_log_ratio[s], static_cast<double>(log_probs[t]),
         static_cast<double>(old_log_probs[t]), static_cast<double>(advantages[t]), params);
     terms::count_clips(r, m);
     return detail::token_loss_with_kl(r);
@@ -157,21 +157,22 @@ policy_loss_result geo_mean_loss(const Policy& policy, const token_layout& layou
   if (!weights.empty()) detail::validate_token_input(policy, layout, weights, "rollout_is_weights");
   const terms::geo_mean_params params = detail::geo_mean_params_of(options);
   const std::uint8_t* mask = layout.has_mask() ? layout.mask().data() : nullptr;
-  std::vector<double> sequence_loss(layout.tokens());
+  // One loss per sequence; the token pass reads it by the token's sequence.
+  std::vector<double> sequence_loss(layout.sequences());
   detail::for_each_index(
       policy, layout.sequences(),
       [&](std::size_t s) {
-        const double l = terms::geo_mean_sequence_loss(
+        sequence_loss[s] = terms::geo_mean_sequence_loss(
             log_probs.data(), old_log_probs.data(), advantages.data(),
             weights.empty() ? static_cast<const T*>(nullptr) : weights.data(), mask,
             layout.begin(s), layout.end(s), params);
-        for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) sequence_loss[t] = l;
       },
       /*min_parallel=*/64);
-  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) CASCADE_RL_ALWAYS_INLINE {
+  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m,
+                              std::size_t s) CASCADE_RL_ALWAYS_INLINE {
     ++m.valid_tokens;
     const terms::ppo_clip_token_result r = terms::geo_mean_token(
-        sequence_loss[t], static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
+        sequence_loss[s], static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
         static_cast<double>(advantages[t]), params);
     terms::count_clips(r, m);
     return detail::token_loss_with_kl(r);
