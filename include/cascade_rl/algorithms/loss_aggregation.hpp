@@ -294,8 +294,9 @@ struct checked_aggregate {
 // with a NaN or infinite input; it rides along, on valid tokens only, so that the
 // inputs are read once. A chunk of tokens runs as runs of one weight (the whole chunk,
 // or one run per sequence under seq-mean-token-mean or for a term that reads its
-// sequence), each a loop without control flow that vectorises: a masked token is computed from whatever its inputs hold and the mask
-// blended in, and a sum that starts at +0.0 gains nothing from the +0.0 it adds.
+// sequence), each a loop without control flow that vectorises: a masked token is computed
+// from whatever its inputs hold and the mask blended in, and a sum that starts at +0.0
+// gains nothing from the +0.0 it adds.
 template <class Metrics, class Policy, std::floating_point T, class Nonfinite, class Term>
 checked_aggregate<Metrics> weighted_token_losses(const Policy& policy, const token_layout& layout,
                                                  const token_weights& weights,
