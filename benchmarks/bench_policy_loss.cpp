@@ -148,7 +148,8 @@ void geo_mean_loss_seq_mean_token_mean(benchmark::State& state) {
 
 // veRL's KL loss with its default estimator, low_var_kl (k3, clamped to +-10), token-mean,
 // and the entropy bonus on per-token entropies: what a trainer adds to its policy loss.
-// Both read two arrays of four bytes per token and write the gradient.
+// The KL loss reads two arrays of floats and writes the gradient; the entropy bonus reads
+// one and writes one.
 void kl_loss_k3_token_mean(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   token_batch batch(n);

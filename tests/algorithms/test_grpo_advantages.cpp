@@ -229,8 +229,8 @@ void expect_rloo_tile_matches_general_path() {
     for (std::size_t groups : {5, 16, 41})
       for (int kind = 0; kind < 3; ++kind) {
         const auto r = tile_case_rewards<T>(size, groups, kind);
-        const std::string what =
-            "RLOO, size " + std::to_string(size) + ", groups " + std::to_string(groups) + ", kind " + std::to_string(kind);
+        const std::string what = "RLOO, size " + std::to_string(size) + ", groups " +
+                                 std::to_string(groups) + ", kind " + std::to_string(kind);
         expect_same_bits(advantages_by_layout(r, size, true, rloo(options[0])),
                          advantages_by_layout(r, size, false, rloo(options[0])), what);
       }

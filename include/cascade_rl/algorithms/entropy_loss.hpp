@@ -37,7 +37,8 @@ double entropy_loss(const Policy& policy, const token_layout& layout,
   // made (at 16M tokens its allocation and fill cost more than the pass).
   const double seed = static_cast<double>(static_cast<T>(coefficient));
   return detail::checked_token_losses<detail::no_metrics>(
-             policy, layout, grad_out, normalizer, mode, entropy.size() == n && grad_out.size() == n,
+             policy, layout, grad_out, normalizer, mode,
+             entropy.size() == n && grad_out.size() == n,
              [&] {
                detail::require_size(entropy.size(), n, "entropy", "one per token");
                detail::require_finite_where_valid(policy, entropy, layout, "entropy");

@@ -172,16 +172,19 @@ concept carries_approx_kl = requires(const L& l) { l.approx_kl; };
 // A token term is term(t, metrics), or term(t, metrics, s) when it reads a value of its
 // sequence s (GSPO's and GMPO's per-sequence values: one per sequence, not one per token).
 template <class Term, class Metrics>
-inline constexpr bool reads_sequence = std::is_invocable_v<Term&, std::size_t, Metrics&, std::size_t>;
+inline constexpr bool reads_sequence =
+    std::is_invocable_v<Term&, std::size_t, Metrics&, std::size_t>;
 
 template <class Term, class Metrics>
-using term_result_t = typename std::conditional_t<reads_sequence<Term, Metrics>,
-                       std::invoke_result<Term&, std::size_t, Metrics&, std::size_t>,
-                       std::invoke_result<Term&, std::size_t, Metrics&>>::type;
+using term_result_t =
+    typename std::conditional_t<reads_sequence<Term, Metrics>,
+                                std::invoke_result<Term&, std::size_t, Metrics&, std::size_t>,
+                                std::invoke_result<Term&, std::size_t, Metrics&>>::type;
 
 // The sum channels of a token term: the loss, and approx_kl when the term carries it.
 template <class Metrics, class Term>
-inline constexpr std::size_t loss_channels = carries_approx_kl<term_result_t<Term, Metrics>> ? 2 : 1;
+inline constexpr std::size_t loss_channels =
+    carries_approx_kl<term_result_t<Term, Metrics>> ? 2 : 1;
 
 // Writes a token's channel terms (its weighted loss, and approx_kl) into a chunk of
 // chunked_blocked_sum; masked tokens write 0.0 into every channel.

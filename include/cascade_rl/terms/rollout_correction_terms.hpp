@@ -48,10 +48,6 @@ CASCADE_RL_HD inline double rollout_rs_token_statistic(double log_ratio, double 
   if (statistic == 1) return 0.5 * math::detail::product_rn(d, d);
   return raw - 1.0 - d;
 }
-CASCADE_RL_HD inline double rollout_rs_token_statistic(double log_ratio, int statistic) {
-  return rollout_rs_token_statistic(log_ratio, statistic == 2 ? rollout_raw_weight(log_ratio) : 0.0,
-                                    statistic);
-}
 
 // Whether a statistic passes: k1 within [log_lower, log_upper], k2 / k3 at most upper
 // (pass the bounds the statistic compares: logs for k1).
