@@ -16,12 +16,14 @@
 #include <numeric>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include <cascade_rl/cascade/concepts.hpp>
 #include <cascade_rl/cascade/rng.hpp>
 #include <cascade_rl/cascade/rollout_batch.hpp>
+#include <cascade_rl/cascade/turn_policy.hpp>
 #include <cascade_rl/core/error.hpp>
 
 #include "transformer.hpp"
@@ -54,25 +56,54 @@ inline std::pair<std::size_t, std::size_t> chunk_range(std::size_t n, std::size_
   return {n * c / work_chunks, n * (c + 1) / work_chunks};
 }
 
+// softmax(logits / t) in double, into p: the one arithmetic of sampling and scoring.
+template <class T>
+void next_token_probabilities(const row_vector<T>& logits, double t, std::vector<double>& p) {
+  const double top = static_cast<double>(logits.maxCoeff());
+  double sum = 0;
+  for (std::size_t k = 0; k < p.size(); ++k)
+    sum += p[k] = std::exp((static_cast<double>(logits(static_cast<Eigen::Index>(k))) - top) / t);
+  for (double& x : p) x /= sum;
+}
+
+// log pi(y) under the next-token logits at temperature 1, with the sampler's own
+// arithmetic (draw() at temperature 1 and top_p 1 records these bits).
+template <class T>
+double token_log_prob(const row_vector<T>& logits, std::int32_t y, std::vector<double>& p) {
+  next_token_probabilities(logits, 1.0, p);
+  double mass = 0;
+  for (const double x : p) mass += x;
+  return std::log(p[static_cast<std::size_t>(y)] / mass);
+}
+
 // The snapshot: weights and Adam state. Scores tokens like the policy does.
 template <class T>
 struct policy_state {
   lm_weights<T> weights{};
   bool operator==(const policy_state&) const = default;
 
-  // log pi(y_t) of every token of the batch.
+  // log pi(y_t) of every token of the batch, by the incremental decoder that samples
+  // (start, then advance token by token): the trainer's log-probs are the sampler's
+  // bits, so the sampler/trainer drift of the demo's policy is exactly 0, observations
+  // between an episode's turns included. (The gradient's forward pass computes the
+  // same function in matrix form; float rounding puts it within about 1e-5.)
   void log_probs(const cr::rollout_batch& batch, std::span<float> out, unsigned threads = 2) const {
     cr::detail::require_size(out.size(), batch.token_count(), "out", "one per token");
     const std::size_t n = batch.response_count();
     for_chunks(work_chunks, threads, [&](std::size_t c) {
-      lm_pass<T> pass;
+      row_vector<T> logits;
+      std::vector<double> p(static_cast<std::size_t>(weights.shape.vocab));
       const auto [first, last] = chunk_range(n, c);
       for (std::size_t i = first; i < last; ++i) {
-        if (batch.length(i) == 0) continue;
-        const std::vector<std::int32_t> prompt = encode(batch.prompts[batch.group_of(i)].text);
-        weights.forward(prompt, batch.response_tokens(i), pass);
-        for (std::size_t t = 0; t < batch.length(i); ++t)
-          out[static_cast<std::size_t>(batch.token_offsets[i]) + t] = static_cast<float>(pass.log_probs[t]);
+        const std::span<const std::int32_t> response = batch.response_tokens(i);
+        if (response.empty()) continue;
+        auto dec = weights.start(encode(batch.prompts[batch.group_of(i)].text));
+        for (std::size_t t = 0; t < response.size(); ++t) {
+          weights.logits(dec, logits);
+          out[static_cast<std::size_t>(batch.token_offsets[i]) + t] =
+              static_cast<float>(token_log_prob(logits, response[t], p));
+          if (t + 1 < response.size()) weights.advance(dec, response[t]);
+        }
       }
     });
   }
@@ -144,6 +175,64 @@ class basic_eigen_policy {
 
   void log_probs(const cr::rollout_batch& batch, std::span<float> out) const {
     state_.log_probs(batch, out, threads_);
+  }
+
+  // ---- episodes (cascade_rl::TurnPolicy) -------------------------------------------
+  // A context is the prompt's words, <sep>, then the episode's response so far (actions
+  // with their <eos>, observations' words): exactly the (prompt, response) pair the
+  // trainer scores, so nothing is re-tokenised between turns.
+  [[nodiscard]] std::vector<std::int32_t> render_prompt(const cr::prompt& input) const {
+    std::vector<std::int32_t> tokens = encode(input.text);
+    tokens.push_back(sep);
+    return tokens;
+  }
+  [[nodiscard]] std::vector<std::int32_t> render_observation(std::span<const std::int32_t>,
+                                                             std::string_view text) const {
+    return encode(text);
+  }
+
+  // One action per request, sampled as generate() samples a response (request.seed
+  // is the episode's draw for the turn), up to max_tokens and to the model's last
+  // response position; chunked as generate() is, so the thread count changes nothing.
+  std::vector<cr::turn_output> continue_generation(std::span<const cr::turn_request> requests,
+                                                   const cr::sampling_params& sampling) {
+    const lm_weights<T>& w = state_.weights;
+    std::vector<cr::turn_output> out(requests.size());
+    for_chunks(work_chunks, threads_, [&](std::size_t c) {
+      const auto [first, last] = chunk_range(requests.size(), c);
+      row_vector<T> logits;
+      std::vector<double> p(static_cast<std::size_t>(w.shape.vocab));
+      std::vector<int> order(p.size());
+      for (std::size_t r = first; r < last; ++r) {
+        const std::span<const std::int32_t> context = requests[r].context;
+        const auto boundary = std::find(context.begin(), context.end(), sep);
+        if (boundary == context.end())
+          cr::detail::fail_at("continue_generation requests", r, "context has no <sep> after its prompt");
+        const auto prompt_length = static_cast<std::size_t>(boundary - context.begin());
+        const std::span<const std::int32_t> so_far = context.subspan(prompt_length + 1);
+        // A response of R tokens uses R - 1 positions (the last token is only predicted).
+        const std::size_t room = static_cast<std::size_t>(w.shape.response_positions) + 1;
+        const std::size_t limit = std::min(requests[r].max_tokens, room - std::min(room, so_far.size()));
+        cr::turn_output& action = out[r];
+        action.finish = cr::finish_reason::truncated;
+        if (limit == 0) continue;
+        auto dec = w.start(context.first(prompt_length));
+        for (const std::int32_t token : so_far) w.advance(dec, token);
+        cr::rng_type rng(requests[r].seed);
+        for (std::size_t j = 0; j < limit; ++j) {
+          w.logits(dec, logits);
+          const std::int32_t y = draw(logits, sampling, rng, p, order, action.log_probs);
+          action.tokens.push_back(y);
+          if (y == eos) {
+            action.finish = cr::finish_reason::stopped;
+            break;
+          }
+          if (j + 1 < limit) w.advance(dec, y);
+        }
+        action.text = decode(action.tokens);
+      }
+    });
+    return out;
   }
 
   // Backward pass of every response seeded by its tokens' dL/dlogp, then one Adam step.
@@ -250,11 +339,7 @@ class basic_eigen_policy {
   static std::int32_t draw(const row_vector<T>& logits, const cr::sampling_params& s, cr::rng_type& rng,
                            std::vector<double>& p, std::vector<int>& order, std::vector<float>& log_probs) {
     const auto V = static_cast<std::size_t>(logits.size());
-    const double top = static_cast<double>(logits.maxCoeff());
-    const double t = s.temperature == 0.0 ? 1.0 : s.temperature;
-    double sum = 0;
-    for (std::size_t k = 0; k < V; ++k) sum += p[k] = std::exp((static_cast<double>(logits(static_cast<Eigen::Index>(k))) - top) / t);
-    for (double& x : p) x /= sum;
+    next_token_probabilities(logits, s.temperature == 0.0 ? 1.0 : s.temperature, p);
     if (s.temperature == 0.0) {
       const auto y = static_cast<std::size_t>(std::max_element(p.begin(), p.end()) - p.begin());
       log_probs.push_back(static_cast<float>(std::log(p[y])));
@@ -295,6 +380,7 @@ extern template class basic_eigen_policy<float>;
 using eigen_policy = basic_eigen_policy<float>;
 
 static_assert(cr::Checkpointable<eigen_policy>);
+static_assert(cr::TurnPolicy<eigen_policy>);
 static_assert(cr::Teacher<eigen_policy::snapshot_type>);
 
 }  // namespace demo

@@ -22,14 +22,15 @@ template struct lm_weights<float>;
 template class basic_eigen_policy<float>;
 
 world::world(std::uint64_t s, const budget& b, std::shared_ptr<const program_verifier> verifier, unsigned threads)
-    : seed(s), sizes(b), programs(std::move(verifier)),
+    : seed(s), sizes(b), programs(std::move(verifier)), swe(std::make_shared<const swe_agent_host>(programs)),
       train_reward(reward_model, programs, chat_judge::reward_model, ledger),
       eval_reward(reward_model, programs, chat_judge::gold),
       policy(lm_shape{.vocab = vocabulary_size(), .d = b.width, .heads = b.heads, .ffn = b.ffn}, s, {}, threads) {
   for (std::size_t k = 0; k < domains().size(); ++k) {
     const std::string& d = domains()[k];
     data[d].train = make_tasks(d, b.train_prompts, s * 1000 + 2 * k, static_cast<std::int64_t>(k) * 100000);
-    data[d].eval = make_tasks(d, b.eval_prompts, s * 1000 + 2 * k + 1, static_cast<std::int64_t>(k) * 100000 + 50000);
+    data[d].eval = make_tasks(d, d == "swe" ? b.swe_eval_prompts : b.eval_prompts, s * 1000 + 2 * k + 1,
+                              static_cast<std::int64_t>(k) * 100000 + 50000);
   }
   const auto pairs = make_preference_pairs(4000, s + 7);
   const auto held_out = make_preference_pairs(1000, s + 8);
@@ -82,6 +83,11 @@ auto demo_stage(const world& w, const cr::stage_config& c, const std::vector<std
   return cr::with_eval_reward(cr::make_grpo_stage(c, w.pool(ds), w.train_reward), w.eval_reward);
 }
 
+// SWE RL: the agentic stage, an episode's outcome its reward in training and evaluation.
+auto swe_stage(const world& w, const cr::stage_config& c) {
+  return cr::make_agentic_stage(c, w.pool({"swe"}), swe_agent_factory{w.swe});
+}
+
 }  // namespace
 
 variant_result run_cascade_variant(world& w, const hparams& h, bool with_mopd, std::string name,
@@ -91,12 +97,12 @@ variant_result run_cascade_variant(world& w, const hparams& h, bool with_mopd, s
     auto cascade = cr::make_cascade(demo_stage(w, c.if_rl, {"instruction_following"}), demo_stage(w, c.multi, c.multi.domains),
                                     cr::make_mopd_stage(c.mopd, w.pool(c.mopd.domains)), demo_stage(w, c.rlhf, {"chat"}),
                                     demo_stage(w, c.long_context, {"long_context"}), demo_stage(w, c.code, {"code"}),
-                                    demo_stage(w, c.swe, {"swe"}));
+                                    swe_stage(w, c.swe));
     return run_variant(w, cascade, std::move(name), settings, observers);
   }
   auto cascade = cr::make_cascade(demo_stage(w, c.if_rl, {"instruction_following"}), demo_stage(w, c.multi, c.multi.domains),
                                   demo_stage(w, c.rlhf, {"chat"}), demo_stage(w, c.long_context, {"long_context"}),
-                                  demo_stage(w, c.code, {"code"}), demo_stage(w, c.swe, {"swe"}));
+                                  demo_stage(w, c.code, {"code"}), swe_stage(w, c.swe));
   return run_variant(w, cascade, std::move(name), settings, observers);
 }
 
@@ -105,13 +111,19 @@ variant_result run_mopd_end_variant(world& w, const hparams& h, const cr::observ
   auto cascade = cr::make_cascade(demo_stage(w, c.if_rl, {"instruction_following"}), demo_stage(w, c.multi, c.multi.domains),
                                   cr::make_mopd_stage(c.mopd, w.pool(c.mopd.domains)), demo_stage(w, c.rlhf, {"chat"}),
                                   demo_stage(w, c.long_context, {"long_context"}), demo_stage(w, c.code, {"code"}),
-                                  demo_stage(w, c.swe, {"swe"}), cr::make_mopd_stage(c.mopd_end, w.pool(domains())));
+                                  swe_stage(w, c.swe), cr::make_mopd_stage(c.mopd_end, w.pool(c.mopd_end.domains)));
   return run_variant(w, cascade, "mopd_end", {}, observers);
 }
 
 variant_result run_stage_alone(world& w, const hparams& h, const std::string& stage) {
   const cascade_configs c = make_cascade_configs(w, h, true);
-  for (const cr::stage_config* config : {&c.if_rl, &c.multi, &c.rlhf, &c.long_context, &c.code, &c.swe}) {
+  if (stage == c.swe.name) {
+    cr::stage_config alone = c.swe;
+    alone.stop.eval_every = 0;
+    auto cascade = cr::make_cascade(swe_stage(w, alone));
+    return run_variant(w, cascade, stage, {}, {});
+  }
+  for (const cr::stage_config* config : {&c.if_rl, &c.multi, &c.rlhf, &c.long_context, &c.code}) {
     if (config->name != stage) continue;
     cr::stage_config alone = *config;
     alone.stop.eval_every = 0;
@@ -123,7 +135,7 @@ variant_result run_stage_alone(world& w, const hparams& h, const std::string& st
 
 variant_result run_mixed_variant(world& w, const hparams& h, const cr::observer_list& observers) {
   const cr::stage_config c = make_mixed_config(w, h);
-  auto cascade = cr::make_cascade(demo_stage(w, c, domains()));
+  auto cascade = cr::make_cascade(demo_stage(w, c, c.domains), swe_stage(w, make_cascade_configs(w, h, true).swe));
   return run_variant(w, cascade, "mixed", {}, observers);
 }
 

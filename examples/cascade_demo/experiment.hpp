@@ -6,11 +6,12 @@
 //   cascade          the Nemotron-Cascade 2 order, per-domain hyperparameters, MOPD
 //   no_mopd          the same without MOPD; its rollouts go to multi-domain RL
 //   shared_hparams   the cascade with one hyperparameter set for every stage
-//   mixed            one GRPO stage on all eight domains, as many rollouts as the cascade
+//   mixed            one GRPO stage on the seven single-turn domains, then the agentic
+//                    SWE stage; as many rollouts as the cascade
 //   if_then_rlhf     IF-RL then RLHF, nothing else
 //   rlhf_then_if     RLHF then IF-RL
-//   mopd_end         the cascade with a second MOPD stage after SWE RL, on all eight
-//                    domains (teachers: each domain's best snapshot seen so far), where
+//   mopd_end         the cascade with a second MOPD stage after SWE RL, on the seven
+//                    single-turn domains (teachers: each one's best snapshot so far), where
 //                    what the later stages forgot can still be recovered; MOPD's
 //                    rollouts once more (46,080 + 2,560)
 //
@@ -36,6 +37,7 @@
 #include "program_verifier.hpp"
 #include "reward_model.hpp"
 #include "sft.hpp"
+#include "swe_agent.hpp"
 #include "tasks.hpp"
 
 namespace demo {
@@ -45,7 +47,11 @@ struct budget {
   std::size_t sft_steps = 300, sft_batch = 64;
   std::size_t prompts = 16, group = 8, mopd_group = 4;
   std::size_t if_steps = 60, multi_steps = 60, mopd_steps = 40, rlhf_steps = 40, long_steps = 60,
-              code_steps = 60, swe_steps = 60;
+              code_steps = 60, swe_steps = 40;
+  // SWE RL's episodes are graded one by one in a sandboxed workspace (swe_agent.hpp):
+  // fewer episodes per step (more prompts, smaller groups: in --no-python runs of seed
+  // 2024 this learnt more than 8 x 8 did) and a smaller evaluation set.
+  std::size_t swe_prompts = 16, swe_group = 4, swe_eval_prompts = 64;
   std::size_t train_prompts = 512, eval_prompts = 128;
   std::size_t eval_every = 10;        // evaluations inside each cascade stage (the curves)
   std::size_t mixed_eval_every = 40;  // inside the one mixed stage (it evaluates all eight)
@@ -123,6 +129,15 @@ inline hparams shared_hparams() {
           .swe = one, .mopd_lr = 1e-3 * default_lr_scale, .mopd_max_length = 16};
 }
 
+// The domains a single-turn stage trains and evaluates: all but SWE, whose tasks are
+// an agent's episodes (swe_agent.hpp).
+inline std::vector<std::string> single_turn_domains() {
+  std::vector<std::string> out;
+  for (const auto& d : domains())
+    if (d != "swe") out.push_back(d);
+  return out;
+}
+
 struct domain_data {
   std::vector<task> train, eval;
 };
@@ -136,6 +151,7 @@ struct world {
   std::shared_ptr<bt_reward_model> reward_model = std::make_shared<bt_reward_model>();
   double rm_nll = 0, rm_accuracy = 0, rm_gold_agreement = 0;
   std::shared_ptr<const program_verifier> programs;
+  std::shared_ptr<const swe_agent_host> swe;  // the SWE agent's repositories and sandbox
   std::shared_ptr<verification_ledger> ledger = std::make_shared<verification_ledger>();
   demo_reward train_reward, eval_reward;
   eigen_policy policy;
@@ -173,6 +189,26 @@ inline cr::stage_config grpo_config(cr::stage_config c, const budget& b, std::si
   return c;
 }
 
+// SWE RL as an agentic stage (swe_agent.hpp): an episode is show, a hunk, test, submit
+// in the warm start's script, so six turns leave room for a second try; the context
+// holds the prompt (11 words and <sep>) and as many response tokens as the model has
+// positions; an action may be as long as the stage's sampling limit. The environments'
+// steps and gradings run on two workers.
+inline cr::stage_config swe_agent_config(const world& w, cr::stage_config c, const stage_hparams& h) {
+  const budget& b = w.sizes;
+  c = grpo_config(std::move(c), b, b.swe_steps, h, {w.eval_of("swe")}, b.eval_every);
+  c.prompts_per_step = b.swe_prompts;
+  c.group_size = b.swe_group;
+  c.reward_workers = 2;
+  const auto prompt_tokens = static_cast<std::size_t>(encode(w.data.at("swe").train.front().prompt.text).size()) + 1;
+  c.episodes = {.max_turns = 6,
+                .context_budget = prompt_tokens + static_cast<std::size_t>(w.policy.weights().shape.response_positions) + 1,
+                .max_turn_tokens = static_cast<std::size_t>(h.max_length),
+                .observation_token_cap = 12,
+                .observation_text_cap = 256};
+  return c;
+}
+
 // The configs of the cascade (MOPD's rollouts go to multi-domain RL without it).
 struct cascade_configs {
   cr::stage_config if_rl, multi, mopd, rlhf, long_context, code, swe, mopd_end;
@@ -199,10 +235,10 @@ inline cascade_configs make_cascade_configs(const world& w, const hparams& h, bo
   c.long_context = grpo_config(schedule.long_context_rl, b, b.long_steps, h.long_context, {w.eval_of("long_context")},
                                b.eval_every);
   c.code = grpo_config(schedule.code_rl, b, b.code_steps, h.code, {w.eval_of("code")}, b.eval_every);
-  c.swe = grpo_config(schedule.swe_rl, b, b.swe_steps, h.swe, {w.eval_of("swe")}, b.eval_every);
+  c.swe = swe_agent_config(w, schedule.swe_rl, h.swe);
   c.mopd_end = c.mopd;
   c.mopd_end.name = "mopd_end";
-  c.mopd_end.domains = domains();
+  c.mopd_end.domains = single_turn_domains();
   c.mopd_end.sampling.max_response_length = b.eval_length;  // every domain's longest answer
   return c;
 }
@@ -220,19 +256,22 @@ inline std::size_t cascade_rollouts(const world& w) {
   return rollouts_of({c.if_rl, c.multi, c.mopd, c.rlhf, c.long_context, c.code, c.swe});
 }
 
-// The one mixed-domain stage with the cascade's rollout budget.
+// The one mixed-domain stage on the seven single-turn domains; the agentic SWE stage
+// follows it as in the cascade, and the two have the cascade's rollout budget.
 inline cr::stage_config make_mixed_config(const world& w, const hparams& h) {
   const budget& b = w.sizes;
   std::vector<cr::eval_set> all;
-  for (const auto& d : domains()) all.push_back(w.eval_of(d));
-  const std::size_t steps = cascade_rollouts(w) / (b.prompts * b.group);
+  for (const auto& d : single_turn_domains()) all.push_back(w.eval_of(d));
+  const cascade_configs c = make_cascade_configs(w, h, true);
+  const std::size_t steps = (cascade_rollouts(w) - rollouts_of({c.swe})) / (b.prompts * b.group);
   const stage_hparams one{h.multi.lr, 16};
-  return grpo_config({.name = "mixed_rl", .kind = cr::stage_kind::multi_domain_rl, .domains = domains()}, b, steps, one,
-                     std::move(all), b.mixed_eval_every);
+  return grpo_config({.name = "mixed_rl", .kind = cr::stage_kind::multi_domain_rl, .domains = single_turn_domains()}, b,
+                     steps, one, std::move(all), b.mixed_eval_every);
 }
 
-// IF-RL and RLHF alone, in either order; the other six domains ride along in the first
-// stage's evaluation sets so that the rows are complete.
+// IF-RL and RLHF alone, in either order; the other single-turn domains ride along in
+// the first stage's evaluation sets so that the rows are complete (SWE's episodes need
+// its agentic stage: no SWE column).
 inline std::pair<cr::stage_config, cr::stage_config> make_order_configs(const world& w, const hparams& h,
                                                                         bool if_first) {
   const budget& b = w.sizes;
@@ -241,7 +280,7 @@ inline std::pair<cr::stage_config, cr::stage_config> make_order_configs(const wo
                                        b.eval_every);
   cr::stage_config rlhf = grpo_config(schedule.rlhf, b, b.rlhf_steps, h.rlhf, {w.eval_of("chat")}, b.eval_every);
   cr::stage_config& first = if_first ? if_rl : rlhf;
-  for (const auto& d : domains())
+  for (const auto& d : single_turn_domains())
     if (d != "instruction_following" && d != "chat") first.evals.push_back(w.eval_of(d));
   return if_first ? std::pair{if_rl, rlhf} : std::pair{rlhf, if_rl};
 }

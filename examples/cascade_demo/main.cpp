@@ -37,6 +37,7 @@
 //   --width      the transformer's width d (default 64; 4 heads, MLP 2d, as the study's)
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -175,6 +176,45 @@ std::string paired(const std::vector<double>& a, const std::vector<double>& b, i
   return buf;
 }
 
+// The SWE agent's stage: its eval score before and after, its episodes (turns, end
+// reasons, drift) and what grading them cost.
+void print_swe_agent(const demo::variant_result& r, const demo::world& w) {
+  const cr::forgetting_matrix& m = r.report.forgetting;
+  std::size_t row = 0;
+  for (std::size_t k = 1; k < m.rows(); ++k)
+    if (m.label(k) == "swe_rl") row = k;
+  std::vector<double> turns;
+  std::array<std::size_t, cr::end_reason_count> reasons{};
+  double drift = 0;
+  for (const auto& s : r.trace.steps) {
+    if (!s.episodes) continue;
+    turns.push_back(s.episodes->turns_mean);
+    for (std::size_t k = 0; k < reasons.size(); ++k) reasons[k] += s.episodes->end_reasons[k];
+    drift = std::max(drift, s.episodes->log_prob_drift);
+  }
+  if (row == 0 || turns.empty()) return;
+  const std::size_t k = std::min<std::size_t>(5, turns.size() / 2);
+  std::printf("SWE RL as an agent (%s): eval swe %.3f -> %.3f; turns per episode %.2f -> %.2f (first/last %zu "
+              "steps); end reasons over its %zu steps:",
+              w.swe->description().c_str(), m.score(row - 1, "swe"), m.score(row, "swe"), mean_of(turns, 0, k),
+              mean_of(turns, turns.size() - k, turns.size()), k, turns.size());
+  for (std::size_t e = 0; e < reasons.size(); ++e)
+    std::printf(" %s %zu", std::string(cr::name_of(static_cast<cr::end_reason>(e))).c_str(), reasons[e]);
+  std::printf("; sampler/trainer drift %g\n  graded %zu episodes of this run's training and evaluation, %zu in the "
+              "sandbox, %.1f s of grading (wall, summed over workers)\n",
+              drift, w.swe->grades(), w.swe->sandbox_grades(), w.swe->grade_seconds());
+}
+
+// One greedy SWE episode of the policy: the trajectory's words and its outcome.
+void print_swe_sample(demo::world& w, const cr::stage_config& swe) {
+  const cr::prompt& p = w.data.at("swe").eval.front().prompt;
+  const cr::episode_batch e =
+      cr::run_episodes(w.policy, demo::swe_agent_factory{w.swe}, std::span<const cr::prompt>(&p, 1), 1,
+                       swe.eval_sampling, cr::episode_options_of(swe), 0);
+  std::printf("  %-22s %-46s -> %s  [%s] score %.2f\n", "swe", p.text.c_str(), demo::decode(e.batch.response_tokens(0)).c_str(),
+              std::string(cr::name_of(e.batch.episodes[0].reason)).c_str(), e.rewards[0]);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -211,6 +251,7 @@ int main(int argc, char** argv) {
     b.if_steps = 30;
     b.multi_steps = b.mopd_steps = b.rlhf_steps = b.long_steps = b.code_steps = b.swe_steps = 2;
     b.eval_prompts = 64;
+    b.swe_eval_prompts = 16;
   }
 
   const auto programs = std::make_shared<const demo::program_verifier>(o.python);
@@ -316,6 +357,7 @@ int main(int argc, char** argv) {
   auto by_stage = totals_by_stage(main_run.trace);
   by_stage.emplace_back("cascade", demo::totals_of(main_run.trace.steps));
   print_compute_table(by_stage);
+  print_swe_agent(main_run, *w);
   std::printf("verification latency per response (mean, ms):");
   for (const auto& [d, v] : main_run.trace.latency_by_domain)
     std::printf("  %s %.3f", d.c_str(), 1e3 * demo::spread_of(v).mean);
@@ -323,13 +365,14 @@ int main(int argc, char** argv) {
               "interpreter disagreed on %zu of %zu programs)\n",
               programs->sandbox_runs(), programs->sandbox_failures(), programs->disagreements(), programs->programs());
   std::printf("greedy samples of the final policy:\n");
-  for (const auto& d : demo::domains()) {
+  for (const auto& d : demo::single_turn_domains()) {
     const cr::prompt& p = w->data[d].eval.front().prompt;
     const auto batch = w->policy.generate(std::span<const cr::prompt>(&p, 1),
                                           {1, {.temperature = 0.0, .max_response_length = b.eval_length}, 0});
     const double s = w->eval_reward.score(p, batch.response_tokens(0), batch.finish_reasons[0] == cr::finish_reason::truncated);
     std::printf("  %-22s %-46s -> %-30s score %.2f\n", d.c_str(), p.text.substr(0, 46).c_str(), batch.texts[0].c_str(), s);
   }
+  print_swe_sample(*w, main_run.configs.back());
   std::printf("wrote cascade_metrics.jsonl, forgetting_matrix.csv, steps.csv, evaluations.csv; wall time %.1fs\n",
               elapsed());
 
@@ -377,13 +420,19 @@ int main(int argc, char** argv) {
     for (const auto& r : runs[variant]) v.push_back(domain.empty() ? r.final_mean() : r.final_score(domain));
     return v;
   };
+  // A variant without a domain's column (the order variants have no SWE stage) shows "-".
+  const auto has = [&](const std::string& variant, const std::string& domain) {
+    const auto& ds = runs[variant].front().report.forgetting.domains();
+    return std::find(ds.begin(), ds.end(), domain) != ds.end();
+  };
   const auto table = [&](const std::vector<std::pair<std::string, std::string>>& rows) {
     std::printf("%-26s", "final score (mean +- sd)");
     for (const auto& d : demo::domains()) std::printf(" %15s", d.substr(0, 15).c_str());
     std::printf(" %15s\n", "mean");
     for (const auto& [variant, label] : rows) {
       std::printf("%-26s", label.c_str());
-      for (const auto& d : demo::domains()) std::printf(" %15s", pm(demo::spread_of(final_of(variant, d))).c_str());
+      for (const auto& d : demo::domains())
+        std::printf(" %15s", has(variant, d) ? pm(demo::spread_of(final_of(variant, d))).c_str() : "-");
       std::printf(" %15s\n", pm(demo::spread_of(final_of(variant, ""))).c_str());
     }
   };
@@ -421,10 +470,11 @@ int main(int argc, char** argv) {
   }
   table({{"cascade", "cascade (MOPD on)"}, {"no_mopd", "cascade, MOPD off"}});
   std::printf("MOPD on - off, final mean: %s\n", paired(final_of("cascade", ""), final_of("no_mopd", "")).c_str());
-  std::printf("MOPD after the last stage as well (all eight domains, teachers: each domain's best snapshot; %zu "
-              "rollouts), per domain: before it (after SWE RL), after it, the teacher's score (best row seen)\n",
+  std::printf("MOPD after the last stage as well (the seven single-turn domains, teachers: each domain's best "
+              "snapshot; %zu rollouts), per domain: before it (after SWE RL), after it, the teacher's score (best "
+              "row seen)\n",
               runs["mopd_end"].front().rollouts);
-  for (const auto& d : demo::domains()) {
+  for (const auto& d : demo::single_turn_domains()) {
     const auto row_of = [&](const demo::variant_result& r, std::size_t from_end) {
       return r.report.forgetting.score(r.report.forgetting.rows() - from_end, d);
     };

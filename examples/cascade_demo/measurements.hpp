@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -36,6 +37,7 @@ struct step_compute {
   double wait_seconds = 0;
   bool distillation = false;  // MOPD: no reward, the curve is the KL to the teachers
   double curve = 0;           // reward mean, or KL to the teachers
+  std::optional<cr::episode_metrics> episodes{};  // an agentic stage's (SWE RL)
   [[nodiscard]] double waste() const { return padded - tokens; }
 };
 
@@ -61,6 +63,7 @@ inline step_compute compute_of(const cr::step_metrics& m, const verification_rec
   s.wait_seconds = wait_for_slowest(v.latency);
   s.distillation = m.kl_to_teacher.has_value() && !m.rewarded;
   s.curve = s.distillation ? *m.kl_to_teacher : m.reward_mean;
+  s.episodes = m.episodes;
   return s;
 }
 

@@ -161,6 +161,11 @@ class program_verifier {
 #endif
   }
   [[nodiscard]] const std::string& description() const { return description_; }
+#if CASCADE_DEMO_WITH_SANDBOX
+  // The sandbox python3 ran in (null: the interpreter verifies); the SWE agent's
+  // workspaces are made in it (swe_agent.hpp).
+  [[nodiscard]] const cascade_rl::verify::sandbox* sandbox() const { return box_.get(); }
+#endif
   [[nodiscard]] std::size_t sandbox_runs() const { return runs_; }
   [[nodiscard]] std::size_t sandbox_failures() const { return failures_; }
   [[nodiscard]] std::size_t disagreements() const { return disagreements_; }

@@ -5,8 +5,9 @@
 // a truncated response (no end-of-sequence) scores 0.
 //
 // The domains differ the way real ones do: in response length (one token for MCQA and
-// retrieval, up to thirteen for code), in verification cost (code and SWE run programs,
-// see program_verifier.hpp; the others are instant), and in what they ask of the same
+// retrieval, up to thirteen for code, an episode of tool calls for SWE), in verification
+// cost (code and SWE run programs: program_verifier.hpp, swe_agent.hpp; the others are
+// instant), and in what they ask of the same
 // words: instruction following puts length and wording constraints on a chat reply,
 // while RLHF's reward model prefers long, chatty replies (reward_model.hpp).
 //
@@ -17,7 +18,9 @@
 //   chat                   "chat greet"                             -> "hi please sure ok ..." (judged)
 //   long_context           "ctx a 3 b 7 c 1 . . . (many) . ? b"     -> "7"
 //   code                   "code x * 4 + 3 then * 2 - 1"            -> "dbl dbl add 3 dbl sub 1"
-//   swe                    "swe x * 2 + 3 then * 1 - 2 | dbl sub 3 sub 2"  -> "@ 2 - sub 3 + add 3"
+//   swe                    "swe x * 2 + 3 then * 1 - 2" (program.txt: dbl / sub 3 / sub 2)
+//                          -> an episode: "show" | dbl sub 3 sub 2, "@ 2 - sub 3 + add 3" ok,
+//                             "test" pass, "submit" (an agent with tools; swe_agent.hpp)
 
 #include <algorithm>
 #include <array>
@@ -50,6 +53,9 @@ inline const std::vector<std::string>& domains() {
 struct task {
   cr::prompt prompt;
   std::vector<std::int32_t> demonstration;  // ends with eos
+  // Which demonstration tokens the warm start trains on (empty: all). An SWE episode's
+  // observations are the environment's words, not the model's: mask 0.
+  std::vector<std::uint8_t> demonstration_mask{};
 };
 
 namespace detail {
@@ -286,13 +292,106 @@ inline task make_code(std::mt19937_64& rng) {
   return {{0, "code", detail::words({"code", spec_text(s)}), ""}, detail::tokens_of(join(lines))};
 }
 
-// The canonical program of a two-step specification with one wrong line: a wrong
-// argument, a wrong sign, or an inc where a dbl belongs. The demonstration is the hunk
-// that fixes it, "@ L - old + new"; the old line must match the file, as a hunk's
-// context must.
+// ---- SWE: a one-file repository and the agent's tools ---------------------------------
+// The repository holds program.txt, the canonical program of a two-step specification
+// with one wrong line (a wrong argument, a wrong sign, or an inc where a dbl belongs).
+// The prompt says only what the program must compute; the agent reads the file and
+// edits it with tools (swe_agent.hpp runs them as an environment), one per action:
+//   show             -> "| dbl sub 3 sub 2": "|", then the file's words
+//   @ L - old + new  -> "ok" when line L read `old` (it now reads `new`), else "no"
+//   test             -> "pass" or "fail": the visible tests (swe_visible_tests inputs)
+//   submit           -> ends the episode
+// Anything else answers "no". The hidden tests check every unit-test input; the reward
+// is the fraction they pass, as code's.
+
+inline constexpr std::size_t swe_visible_tests = 3;  // the first three of test_inputs
+
+using swe_file = std::vector<std::string>;  // the lines of program.txt
+
+inline std::string swe_file_text(const swe_file& lines) {
+  std::string text;
+  for (const auto& l : lines) text += l + '\n';
+  return text;
+}
+inline swe_file swe_file_of(std::string_view text) {
+  swe_file lines;
+  while (!text.empty()) {
+    const std::size_t eol = text.find('\n');
+    lines.emplace_back(text.substr(0, eol));
+    text.remove_prefix(eol == std::string_view::npos ? text.size() : eol + 1);
+  }
+  return lines;
+}
+
+inline std::string swe_show(const swe_file& lines) { return detail::words({"|", join(lines)}); }
+
+// "@ L - old + new" (L a digit, `old` up to the first "+"): line L must read `old`.
+struct swe_hunk {
+  std::size_t line = 0;  // 1-based
+  std::string old_text, new_text;
+};
+inline std::optional<swe_hunk> parse_swe_hunk(std::string_view action) {
+  std::vector<std::string> w;
+  for (std::size_t i = 0; i < action.size();) {
+    const std::size_t j = std::min(action.find(' ', i), action.size());
+    if (j > i) w.emplace_back(action.substr(i, j - i));
+    i = j + 1;
+  }
+  if (w.size() < 4 || w[0] != "@" || w[1].size() != 1 || w[1][0] < '1' || w[1][0] > '9' || w[2] != "-")
+    return std::nullopt;
+  const auto plus = std::find(w.begin() + 3, w.end(), "+");
+  if (plus == w.end()) return std::nullopt;
+  swe_hunk h{static_cast<std::size_t>(w[1][0] - '0'), {}, {}};
+  for (auto k = w.begin() + 3; k != plus; ++k) detail::add_words(h.old_text, {*k});
+  for (auto k = plus + 1; k != w.end(); ++k) detail::add_words(h.new_text, {*k});
+  return h;
+}
+// Whether the hunk's context matched (then the line is replaced).
+inline bool apply_swe_hunk(swe_file& lines, const swe_hunk& h) {
+  if (h.line < 1 || h.line > lines.size() || lines[h.line - 1] != h.old_text) return false;
+  lines[h.line - 1] = h.new_text;
+  return true;
+}
+
+// How many of the tests on the first `inputs` unit-test inputs the file's program
+// passes (the bounded interpreter; a file that does not parse passes none).
+inline int swe_tests_passed(const swe_file& lines, const specification& spec, std::size_t inputs) {
+  std::vector<std::int32_t> tokens;
+  try {
+    tokens = encode(join(lines));
+  } catch (const std::invalid_argument&) {
+    return 0;
+  }
+  const auto code = parse_program(tokens);
+  if (!code) return 0;
+  const auto expected = expected_outputs(spec);
+  return tests_passed(*code, std::span<const std::int64_t>(expected).first(inputs));
+}
+
+// The specification of an SWE prompt ("swe x * A + B then ...").
+inline std::optional<specification> swe_spec(const cr::prompt& p) {
+  std::size_t i = 0;
+  const auto w = detail::prompt_words(p);
+  auto spec = parse_spec(w, i);
+  if (!spec || i != w.size()) return std::nullopt;
+  return spec;
+}
+
+// The scripted trajectory of the warm start: show, the hunk that fixes the file, test,
+// submit; each action ends with <eos>, and only the actions are in the loss (mask 1).
+inline void add_swe_turn(task& t, std::string_view action, std::string_view observation) {
+  std::vector<std::int32_t> acted = encode(action);
+  acted.push_back(eos);
+  const std::vector<std::int32_t> seen = encode(observation);
+  t.demonstration.insert(t.demonstration.end(), acted.begin(), acted.end());
+  t.demonstration_mask.insert(t.demonstration_mask.end(), acted.size(), 1);
+  t.demonstration.insert(t.demonstration.end(), seen.begin(), seen.end());
+  t.demonstration_mask.insert(t.demonstration_mask.end(), seen.size(), 0);
+}
+
 inline task make_swe(std::mt19937_64& rng) {
   const specification s = random_spec(rng, 2);
-  std::vector<std::string> lines = canonical_lines(s);
+  swe_file lines = canonical_lines(s);
   const std::size_t line = static_cast<std::size_t>(detail::uniform(rng, 0, static_cast<int>(lines.size()) - 1));
   const std::string right = lines[line];
   std::string& wrong = lines[line];
@@ -309,9 +408,12 @@ inline task make_swe(std::mt19937_64& rng) {
       wrong = detail::words({add ? "add" : "sub", digit_word(other)});
     }
   }
-  const std::string text = detail::words({"swe", spec_text(s), "|", join(lines)});
-  const std::string hunk = detail::words({"@", digit_word(static_cast<int>(line) + 1), "-", lines[line], "+", right});
-  return {{0, "swe", text, ""}, detail::tokens_of(hunk)};
+  task t{{0, "swe", detail::words({"swe", spec_text(s)}), swe_file_text(lines)}, {}};
+  add_swe_turn(t, "show", swe_show(lines));
+  add_swe_turn(t, detail::words({"@", digit_word(static_cast<int>(line) + 1), "-", lines[line], "+", right}), "ok");
+  add_swe_turn(t, "test", "pass");
+  add_swe_turn(t, "submit", "");
+  return t;
 }
 
 inline task make_task(const std::string& domain, std::mt19937_64& rng) {
@@ -416,11 +518,11 @@ inline double verify_long_context(const cr::prompt& p, const std::vector<std::in
   return reply.size() == 1 && reply[0] == token_id(p.reference) ? 1.0 : 0.0;
 }
 
-// ---- code and SWE: what to run ---------------------------------------------------------
+// ---- code: what to run -----------------------------------------------------------------
 // A program and the outputs its unit tests expect. Verification runs it (the bounded
 // interpreter, or python3 in the sandbox: program_verifier.hpp); its score is the
 // fraction of tests passed. No job (nullopt) scores 0 without running anything: the
-// response does not parse, or a hunk does not apply.
+// response does not parse.
 
 struct program_job {
   program code;
@@ -436,45 +538,11 @@ inline std::optional<program_job> code_job(const cr::prompt& p, const std::vecto
   return program_job{std::move(*code), expected_outputs(*spec)};
 }
 
-// The lines of the program after "|" in a SWE prompt: an instruction word and, for
-// add/sub, its digit.
-inline std::vector<std::vector<std::int32_t>> swe_lines(const std::vector<std::int32_t>& w, std::size_t from) {
-  std::vector<std::vector<std::int32_t>> lines;
-  for (std::size_t i = from; i < w.size(); ++i) {
-    if (is_digit(w[i]) && !lines.empty()) lines.back().push_back(w[i]);
-    else lines.push_back({w[i]});
-  }
-  return lines;
-}
-
-// "@ L - old + new": line L (1-based) must read `old`; it is replaced by `new`.
-inline std::optional<program_job> swe_job(const cr::prompt& p, const std::vector<std::int32_t>& reply) {
-  const auto w = detail::prompt_words(p);
-  std::size_t i = 0;
-  const auto spec = parse_spec(w, i);
-  if (!spec || i >= w.size() || w[i] != token_id("|")) return std::nullopt;
-  auto lines = swe_lines(w, i + 1);
-  if (reply.size() < 4 || reply[0] != token_id("@") || !is_digit(reply[1]) || reply[2] != token_id("-"))
-    return std::nullopt;
-  const int line = digit_value(reply[1]);
-  if (line < 1 || line > static_cast<int>(lines.size())) return std::nullopt;
-  const auto plus = std::find(reply.begin() + 3, reply.end(), token_id("+"));
-  if (plus == reply.end()) return std::nullopt;
-  auto& target = lines[static_cast<std::size_t>(line - 1)];
-  if (!std::equal(reply.begin() + 3, plus, target.begin(), target.end())) return std::nullopt;  // context
-  target.assign(plus + 1, reply.end());
-  std::vector<std::int32_t> patched;
-  for (const auto& l : lines) patched.insert(patched.end(), l.begin(), l.end());
-  auto code = parse_program(patched);
-  if (!code) return std::nullopt;
-  return program_job{std::move(*code), expected_outputs(*spec)};
-}
-
 inline std::optional<program_job> program_job_of(const cr::prompt& p, const std::vector<std::int32_t>& reply) {
-  return p.domain == "code" ? code_job(p, reply) : swe_job(p, reply);
+  return code_job(p, reply);
 }
 
-inline bool runs_programs(const std::string& domain) { return domain == "code" || domain == "swe"; }
+inline bool runs_programs(const std::string& domain) { return domain == "code"; }
 
 // The reply of a response (tokens without the end-of-sequence), or nullopt when it was
 // truncated or did not end with one (such a response scores 0).

@@ -49,7 +49,7 @@ struct lm_shape {
   int heads = 2;
   int ffn = 64;   // MLP width
   int prompt_positions = 64;    // longest prompt + <sep>
-  int response_positions = 16;  // longest response - 1
+  int response_positions = 32;  // longest response - 1 (an SWE episode, observations and all)
 
   bool operator==(const lm_shape&) const = default;
 };

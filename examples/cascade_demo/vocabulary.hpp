@@ -39,8 +39,10 @@ inline const std::vector<std::string>& vocabulary() {
       "code", "x", "*", "+", "-", "inc", "dec", "dbl", "add", "sub", "rep", "end", "wnz",
       // code: a specification of two steps
       "then",
-      // SWE: a one-line hunk "@ L - old + new"
-      "swe", "|", "@"};
+      // SWE: the agent's tools ("show" the file, a one-line hunk "@ L - old + new",
+      // "test", "submit") and what they answer ("|" before the file's words, ok/no,
+      // pass/fail)
+      "swe", "|", "@", "show", "test", "submit", "pass", "fail"};
   return words;
 }
 

@@ -24,8 +24,11 @@ inline demo::budget tiny_budget() {
   b.group = 2;
   b.mopd_group = 2;
   b.if_steps = b.multi_steps = b.mopd_steps = b.rlhf_steps = b.long_steps = b.code_steps = b.swe_steps = 2;
+  b.swe_prompts = 2;
+  b.swe_group = 2;
   b.train_prompts = 16;
   b.eval_prompts = 4;
+  b.swe_eval_prompts = 4;
   b.eval_every = 1;
   b.width = 8;
   b.heads = 2;

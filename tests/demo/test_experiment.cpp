@@ -1,7 +1,8 @@
 // The experiment's variants: every comparison gets the same rollout budget and the same
 // evaluation, the two hyperparameter sets differ only in what a stage may set, the
-// order variants evaluate all eight domains, and a tiny run goes through the stages'
-// evaluation reward (chat judged by the hidden preference, not the reward model).
+// order variants evaluate the seven single-turn domains, a tiny run goes through the
+// stages' evaluation reward (chat judged by the hidden preference, not the reward
+// model), and the mixed variant ends with the agentic SWE stage.
 
 #include <gtest/gtest.h>
 
@@ -34,12 +35,13 @@ TEST(DemoExperiment, EveryComparisonHasTheCascadesRolloutBudget) {
   b.sft_steps = 0;  // the configs only
   const demo::world w(1, b, interpreter(), 1);
   const std::size_t budget = demo::cascade_rollouts(w);
-  EXPECT_EQ(budget, 46080u);
+  EXPECT_EQ(budget, 40960u);  // SWE RL: 40 steps x 16 prompts x 4 episodes
   for (const auto& h : {demo::per_domain_hparams(), demo::shared_hparams()}) {
     EXPECT_EQ(demo::rollouts_of(all(demo::make_cascade_configs(w, h, true), true)), budget) << h.name;
     EXPECT_EQ(demo::rollouts_of(all(demo::make_cascade_configs(w, h, false), false)), budget) << h.name;
   }
-  EXPECT_EQ(demo::rollouts_of({demo::make_mixed_config(w, demo::shared_hparams())}), budget);
+  for (const auto& h : {demo::per_domain_hparams(), demo::shared_hparams()})
+    EXPECT_EQ(demo::rollouts_of({demo::make_mixed_config(w, h), demo::make_cascade_configs(w, h, true).swe}), budget);
   // Without MOPD, multi-domain RL gets MOPD's 40 x 16 x 4 rollouts: 20 more steps.
   EXPECT_EQ(demo::make_cascade_configs(w, demo::per_domain_hparams(), false).multi.steps, 80u);
 }
@@ -75,7 +77,7 @@ TEST(DemoExperiment, TheHyperparameterSetsDifferOnlyInWhatAStageMaySet) {
   EXPECT_EQ(own_lengths, (std::set<std::int64_t>{3, 8, 10, 12}));
 }
 
-TEST(DemoExperiment, BothOrdersEvaluateEveryDomain) {
+TEST(DemoExperiment, BothOrdersEvaluateEverySingleTurnDomain) {
   const demo::world w(1, tiny(), interpreter(), 1);
   for (bool if_first : {true, false}) {
     const auto [first, second] = demo::make_order_configs(w, demo::per_domain_hparams(), if_first);
@@ -84,7 +86,9 @@ TEST(DemoExperiment, BothOrdersEvaluateEveryDomain) {
     std::set<std::string> evaluated;
     for (const auto* c : {&first, &second})
       for (const auto& e : c->evals) evaluated.insert(e.domain);
-    EXPECT_EQ(evaluated.size(), demo::domains().size());
+    const std::vector<std::string> single_turn = demo::single_turn_domains();
+    EXPECT_EQ(evaluated, std::set<std::string>(single_turn.begin(), single_turn.end()));
+    EXPECT_EQ(evaluated.size(), 7u);
   }
 }
 
@@ -126,16 +130,25 @@ TEST(DemoExperiment, ATinyRunJudgesChatByTheHiddenPreference) {
   EXPECT_NEAR(r.report.forgetting.score(0, "chat"), gold / static_cast<double>(prompts.size()), 1e-6);
 }
 
-TEST(DemoExperiment, TheMixedStageVerifiesEveryDomainInOneStep) {
+TEST(DemoExperiment, TheMixedStageVerifiesEverySingleTurnDomainInOneStepThenTheAgentTrains) {
   demo::world w(4, tiny(), interpreter(), 1);
   const demo::variant_result r = demo::run_mixed_variant(w, demo::shared_hparams());
   EXPECT_EQ(r.rollouts, demo::cascade_rollouts(w));
-  EXPECT_EQ(r.trace.steps.size(), r.rollouts / 4);
+  ASSERT_EQ(r.configs.size(), 2u);
+  EXPECT_EQ(r.configs[1].name, "swe_rl");
+  const std::size_t mixed_steps = r.configs[0].steps;
+  EXPECT_EQ(r.trace.steps.size(), mixed_steps + 2);  // the SWE stage's two steps
   EXPECT_EQ(r.report.forgetting.domains().size(), 8u);
-  EXPECT_EQ(r.report.forgetting.rows(), 2u);
+  EXPECT_EQ(r.report.forgetting.rows(), 3u);
   std::size_t verified = 0;
-  for (const auto& [d, latencies] : r.trace.latency_by_domain) verified += latencies.size();
-  EXPECT_EQ(verified, r.rollouts);
+  for (const auto& [d, latencies] : r.trace.latency_by_domain) {
+    EXPECT_NE(d, "swe");  // the agent's episodes are graded by its environment
+    verified += latencies.size();
+  }
+  EXPECT_EQ(verified, mixed_steps * 4);
+  for (std::size_t k = 0; k < r.trace.steps.size(); ++k)
+    EXPECT_EQ(r.trace.steps[k].episodes.has_value(), k >= mixed_steps) << k;  // turns, end reasons, drift
+  EXPECT_EQ(r.trace.steps.back().episodes->log_prob_drift, 0.0);
 }
 
 }  // namespace

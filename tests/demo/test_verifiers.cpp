@@ -35,6 +35,7 @@ TEST(DemoVerifiers, EveryDemonstrationScoresOne) {
   const auto reward = gold_reward();
   for (const auto& d : demo::domains()) {
     if (d == "chat") continue;  // chat demonstrations are mediocre on purpose
+    if (d == "swe") continue;   // an episode: test_swe_agent.cpp replays it through the tools
     for (const auto& t : demo::make_tasks(d, 200, 3))
       EXPECT_DOUBLE_EQ(reward.score(t.prompt, t.demonstration, false), 1.0) << d << ": " << t.prompt.text;
   }
@@ -53,13 +54,16 @@ TEST(DemoVerifiers, ResponseLengthsDifferByDomain) {
   }
   EXPECT_DOUBLE_EQ(mean["mcqa"], 2.0);  // one token and the end of sequence
   EXPECT_DOUBLE_EQ(mean["long_context"], 2.0);
-  for (const auto& d : {"instruction_following", "chat", "tool_calling"}) {
-    EXPECT_GT(mean["code"], mean[d]) << d;
-    EXPECT_GT(mean["swe"], mean[d]) << d;
-  }
+  for (const auto& d : {"instruction_following", "chat", "tool_calling"}) EXPECT_GT(mean["code"], mean[d]) << d;
   EXPECT_GT(mean["code"], 7.0);
-  EXPECT_GT(mean["swe"], 7.0);
-  for (const auto& [d, n] : longest) EXPECT_LE(n, longest["code"]) << d;  // code's answers are the longest
+  for (const auto& [d, n] : longest) {  // code's answers are the longest single responses
+    if (d != "swe") {
+      EXPECT_LE(n, longest["code"]) << d;
+    }
+  }
+  // An SWE demonstration is a whole episode: four actions and the observations between.
+  EXPECT_GT(mean["swe"], 20.0);
+  EXPECT_LE(longest["swe"], 33.0);  // the model's response positions + 1
 }
 
 TEST(DemoVerifiers, TruncatedResponsesScoreZero) {
@@ -123,21 +127,6 @@ TEST(DemoVerifiers, CodeRunsTheUnitTestsOfATwoStepSpecification) {
   EXPECT_DOUBLE_EQ(score(r, p, "dbl dbl sub 1"), 0.0);     // the first step only
   EXPECT_DOUBLE_EQ(score(r, p, "wnz inc end"), 0.0);       // hits the step bound (and is wrong)
   EXPECT_DOUBLE_EQ(score(r, p, "dbl dbl sub"), 0.0);       // does not parse
-}
-
-TEST(DemoVerifiers, SwePatchesOneLineWhoseContextMustMatch) {
-  const auto r = gold_reward();
-  // f(x) = (2x + 3) - 2; the program's line 2 is wrong.
-  const auto p = make("swe", "swe x * 2 + 3 then * 1 - 2 | dbl sub 3 sub 2");
-  EXPECT_DOUBLE_EQ(score(r, p, "@ 2 - sub 3 + add 3"), 1.0);
-  EXPECT_DOUBLE_EQ(score(r, p, "@ 2 - add 3 + add 3"), 0.0);  // the hunk's context does not match
-  EXPECT_DOUBLE_EQ(score(r, p, "@ 2 - sub 3 + sub 3"), 0.0);  // no change: every test fails
-  EXPECT_DOUBLE_EQ(score(r, p, "@ 4 - sub 2 + add 3"), 0.0);  // no line 4
-  EXPECT_DOUBLE_EQ(score(r, p, "@ 2 - sub 3 + add"), 0.0);    // patched program does not parse
-  EXPECT_DOUBLE_EQ(score(r, p, "@ 3 - sub 2 + add 4"), 1.0);  // another right fix: 2x - 3 + 4
-  EXPECT_DOUBLE_EQ(score(r, p, "@ 3 - sub 2 + add 2"), 0.0);  // 2x - 1: wrong everywhere
-  EXPECT_FLOAT_EQ(score(r, p, "@ 1 - dbl + add 6"), 0.2f);    // x + 1: right at x = 0 only
-  EXPECT_DOUBLE_EQ(score(r, p, "2 - sub 3 + add 3"), 0.0);    // not a hunk
 }
 
 TEST(DemoVerifiers, ChatIsJudgedByTheRewardModelWhileTrainingAndTheGoldInEvaluation) {
