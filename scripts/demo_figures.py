@@ -186,8 +186,11 @@ def grouped_bars(ax, runs, domains, variants, title):
     width = 0.8 / len(variants)
     for k, (variant, label, color) in enumerate(variants):
         for j, d in enumerate(columns):
-            key = (lambda r: r["final_mean"]) if d == "mean" else (lambda r, d=d: r["final"][d])
-            values = per_seed(runs, variant, key)
+            key = (lambda r: r["final_mean"]) if d == "mean" else (lambda r, d=d: r["final"].get(d))
+            # A variant without the domain's column (the order variants have no SWE stage).
+            values = [v for v in per_seed(runs, variant, key) if v is not None]
+            if not values:
+                continue
             m, sd = mean_sd(values)
             x = j - 0.4 + width * (k + 0.5)
             ax.bar(x, m, width * 0.92, yerr=sd, color=color, ecolor="0.2", capsize=2,

@@ -1,9 +1,9 @@
 #pragma once
-// The reward of every stage, as a batched cascade_rl Reward (score_batch): each
-// response goes to its domain's verifier. The instant verifiers (rules, exact match,
-// the reward model) run in process and are timed one by one; the code and SWE responses
-// of the batch are collected and run by the program verifier (program_verifier.hpp),
-// code and SWE at the same time when a batch holds both.
+// The reward of every single-turn stage, as a batched cascade_rl Reward (score_batch):
+// each response goes to its domain's verifier. The instant verifiers (rules, exact
+// match, the reward model) run in process and are timed one by one; the code responses
+// of the batch are collected and run by the program verifier (program_verifier.hpp) in
+// one go. (SWE RL is an agent: its environment grades its episodes, swe_agent.hpp.)
 //
 // Training and evaluation use two instances: chat judged by the reward model while
 // training, by the hidden gold preference in evaluation (cascade_rl::with_eval_reward
@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <future>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -71,7 +70,7 @@ class demo_reward {
     struct pending {
       std::vector<program_job> jobs;
       std::vector<std::size_t> index;
-    } code, swe;
+    } code;
     for (std::size_t i = 0; i < n; ++i) {
       const auto start = clock::now();
       const cr::prompt& p = batch.prompts[batch.group_of(i)];
@@ -80,9 +79,8 @@ class demo_reward {
       const auto reply = reply_of(batch.response_tokens(i), batch.finish_reasons[i] == cr::finish_reason::truncated);
       if (reply && runs_programs(p.domain)) {
         if (auto job = program_job_of(p, *reply)) {
-          pending& q = p.domain == "code" ? code : swe;
-          q.jobs.push_back(std::move(*job));
-          q.index.push_back(i);
+          code.jobs.push_back(std::move(*job));
+          code.index.push_back(i);
           continue;
         }
       } else if (reply) {
@@ -90,20 +88,13 @@ class demo_reward {
       }
       record.latency[i] = std::chrono::duration<double>(clock::now() - start).count();
     }
-    const auto take = [&](const pending& q, const program_results& r) {
-      for (std::size_t j = 0; j < q.index.size(); ++j) {
-        out[q.index[j]] = static_cast<float>(r.passed[j]) / static_cast<float>(std::size(test_inputs));
-        record.latency[q.index[j]] = r.latency[j];
+    if (!code.jobs.empty()) {
+      const program_results r = programs_->verify(code.jobs);
+      for (std::size_t j = 0; j < code.index.size(); ++j) {
+        out[code.index[j]] = static_cast<float>(r.passed[j]) / static_cast<float>(std::size(test_inputs));
+        record.latency[code.index[j]] = r.latency[j];
       }
       record.sandbox_runs += r.sandboxed;
-    };
-    if (!code.jobs.empty() && !swe.jobs.empty()) {
-      auto other = std::async(std::launch::async, [&] { return programs_->verify(swe.jobs); });
-      take(code, programs_->verify(code.jobs));
-      take(swe, other.get());
-    } else if (!code.jobs.empty() || !swe.jobs.empty()) {
-      const pending& q = code.jobs.empty() ? swe : code;
-      take(q, programs_->verify(q.jobs));
     }
     if (ledger_) ledger_->put(std::move(record));
   }

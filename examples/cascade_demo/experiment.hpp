@@ -13,7 +13,7 @@
 //   mopd_end         the cascade with a second MOPD stage after SWE RL, on the seven
 //                    single-turn domains (teachers: each one's best snapshot so far), where
 //                    what the later stages forgot can still be recovered; MOPD's
-//                    rollouts once more (46,080 + 2,560)
+//                    rollouts once more (40,960 + 2,560)
 //
 // Every variant is evaluated the same way (greedy, 16 tokens at most, chat judged by the
 // hidden preference through the stages' evaluation reward), so final rows compare.
@@ -54,7 +54,7 @@ struct budget {
   std::size_t swe_prompts = 16, swe_group = 4, swe_eval_prompts = 64;
   std::size_t train_prompts = 512, eval_prompts = 128;
   std::size_t eval_every = 10;        // evaluations inside each cascade stage (the curves)
-  std::size_t mixed_eval_every = 40;  // inside the one mixed stage (it evaluates all eight)
+  std::size_t mixed_eval_every = 40;  // inside the one mixed stage (it evaluates seven domains)
   double sft_lr = 3e-3;
   int width = 128, heads = 4, ffn = 256;  // the forgetting study's best point (README)
   std::int64_t eval_length = 16;      // evaluation: greedy, this many tokens at most
@@ -87,6 +87,8 @@ struct hparams {
 //   mean                0.8560    0.8774    0.8493   (the shared set's rate: 1e-03)
 //
 // and each stage's sampling limit is a little above its domain's longest right answer.
+// (swe_rl's row was measured when SWE RL was one response, a hunk; the agent's stage
+// keeps that rate, and its limit bounds each action.)
 // These are the swept rates; the demo runs them times default_lr_scale.
 inline hparams swept_hparams() {
   return {.name = "per-domain",

@@ -4,8 +4,9 @@
 //   IF-RL -> multi-domain RL (MCQA, structured output, tool calls) -> MOPD (teachers:
 //   the best snapshot of each domain seen so far) -> RLHF (a Bradley-Terry reward
 //   model trained here) -> long-context RL -> code RL -> SWE RL.
-// Code and SWE answers are programs, run on their unit tests by python3 in
-// cascade_rl::verify's sandbox (the bounded interpreter where python3 cannot run).
+// Code answers are programs, run on their unit tests by python3 in cascade_rl::verify's
+// sandbox (the bounded interpreter where python3 cannot run); SWE RL is an agent with
+// tools whose episodes are graded in sandboxed workspaces (swe_agent.hpp).
 // One progress line per step, the forgetting matrix after each stage, a summary with
 // what each step generated, padded and waited for. Writes into the working directory:
 //   cascade_metrics.jsonl   the engine's metrics lines of the cascade
@@ -27,14 +28,16 @@
 //                same rollouts, IF-RL -> RLHF against RLHF -> IF-RL, and the cascade
 //                with MOPD after its last stage as well
 //   --study      the forgetting study (study.hpp): the grid of width, learning rate and
-//                Adam's state at stage boundaries, over --seeds seeds
-//   --no-python  verify code and SWE with the bounded interpreter only
+//                Adam's state at stage boundaries, over --seeds seeds (verified in
+//                process, as with --no-python: the same scores, minutes instead of an hour)
+//   --no-python  verify code with the bounded interpreter only, and run SWE episodes on
+//                files in memory (the same scores; no sandboxed workspaces)
 //   --sweep      the sweep that chose the per-domain learning rates: each GRPO stage
 //                alone from the SFT model of the tuning seed (--seed, use 7), each rate
 //                of {5e-4, 1e-3, 2e-3}, scored by the stage's own evaluation
 //   --sft-steps  steps of the supervised warm start (default 300; the crash test uses
 //                30 under AddressSanitizer, where each resumed process redoes SFT)
-//   --width      the transformer's width d (default 64; 4 heads, MLP 2d, as the study's)
+//   --width      the transformer's width d (default 128; 4 heads, MLP 2d, as the study's)
 
 #include <algorithm>
 #include <array>
@@ -254,8 +257,15 @@ int main(int argc, char** argv) {
     b.swe_eval_prompts = 16;
   }
 
+  if (o.study && o.python) {
+    // 54 cascades: each grading its 3,264 SWE episodes in sandboxed workspaces would
+    // take the study from minutes to an hour; the interpreter gives the same scores.
+    std::printf("--study verifies in process (as --no-python): the same scores as the sandbox, bit for bit\n");
+    o.python = false;
+  }
   const auto programs = std::make_shared<const demo::program_verifier>(o.python);
-  std::printf("code and SWE verified by %s\n", programs->description().c_str());
+  std::printf("code verified by %s; SWE episodes %s\n", programs->description().c_str(),
+              demo::swe_agent_host(programs).description().c_str());
   if (o.study) return demo::run_study(b, programs, o.seed, o.seeds, o.threads);
   const auto make_world = [&](std::uint64_t seed) {
     auto w = std::make_unique<demo::world>(seed, b, programs, o.threads);

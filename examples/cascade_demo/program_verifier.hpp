@@ -1,5 +1,5 @@
 #pragma once
-// Verification of the code and SWE domains: the programs are run on their unit tests.
+// Verification of the code domain: the programs are run on their unit tests.
 // With python3 available, every program of a verification batch is translated to a
 // Python function and the batch runs as one python3 process in cascade_rl::verify's
 // sandbox (a fresh process per batch: startup, isolation and all, which is what makes
