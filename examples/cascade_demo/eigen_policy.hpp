@@ -129,8 +129,8 @@ class basic_eigen_policy {
   // (request.seed, g), so chunking cannot change what is sampled.
   cr::rollout_batch generate(std::span<const cr::prompt> prompts, const cr::generation_request& request) {
     const lm_weights<T>& w = state_.weights;
-    const auto limit = static_cast<int>(std::min<std::int64_t>(request.sampling.max_response_length,
-                                                               w.shape.response_positions));
+    const auto limit = static_cast<std::size_t>(std::clamp<std::int64_t>(request.sampling.max_response_length, 0,
+                                                                         w.shape.response_positions));
     struct sample {
       std::vector<std::int32_t> tokens;
       std::vector<float> log_probs;
@@ -139,9 +139,7 @@ class basic_eigen_policy {
     std::vector<std::vector<sample>> samples(prompts.size());
     for_chunks(work_chunks, threads_, [&](std::size_t c) {
       const auto [first, last] = chunk_range(prompts.size(), c);
-      row_vector<T> logits;
-      std::vector<double> p(static_cast<std::size_t>(w.shape.vocab));
-      std::vector<int> order(p.size());
+      sampler_scratch scratch(w.shape.vocab);
       for (std::size_t g = first; g < last; ++g) {
         cr::rng_type rng(request.seed ^ (0x9e3779b97f4a7c15ULL * (g + 1)));
         const std::vector<std::int32_t> prompt = encode(prompts[g].text);
@@ -149,16 +147,7 @@ class basic_eigen_policy {
         for (std::size_t k = 0; k < request.group_size; ++k) {
           auto dec = start;
           sample s;
-          for (int j = 0; j < limit; ++j) {
-            w.logits(dec, logits);
-            const std::int32_t y = draw(logits, request.sampling, rng, p, order, s.log_probs);
-            s.tokens.push_back(y);
-            if (y == eos) {
-              s.stopped = true;
-              break;
-            }
-            if (j + 1 < limit) w.advance(dec, y);
-          }
+          s.stopped = sample_tokens(dec, limit, request.sampling, rng, scratch, s.tokens, s.log_probs);
           samples[g].push_back(std::move(s));
         }
       }
@@ -200,9 +189,7 @@ class basic_eigen_policy {
     std::vector<cr::turn_output> out(requests.size());
     for_chunks(work_chunks, threads_, [&](std::size_t c) {
       const auto [first, last] = chunk_range(requests.size(), c);
-      row_vector<T> logits;
-      std::vector<double> p(static_cast<std::size_t>(w.shape.vocab));
-      std::vector<int> order(p.size());
+      sampler_scratch scratch(w.shape.vocab);
       for (std::size_t r = first; r < last; ++r) {
         const std::span<const std::int32_t> context = requests[r].context;
         const auto boundary = std::find(context.begin(), context.end(), sep);
@@ -219,16 +206,8 @@ class basic_eigen_policy {
         auto dec = w.start(context.first(prompt_length));
         for (const std::int32_t token : so_far) w.advance(dec, token);
         cr::rng_type rng(requests[r].seed);
-        for (std::size_t j = 0; j < limit; ++j) {
-          w.logits(dec, logits);
-          const std::int32_t y = draw(logits, sampling, rng, p, order, action.log_probs);
-          action.tokens.push_back(y);
-          if (y == eos) {
-            action.finish = cr::finish_reason::stopped;
-            break;
-          }
-          if (j + 1 < limit) w.advance(dec, y);
-        }
+        if (sample_tokens(dec, limit, sampling, rng, scratch, action.tokens, action.log_probs))
+          action.finish = cr::finish_reason::stopped;
         action.text = decode(action.tokens);
       }
     });
@@ -333,6 +312,31 @@ class basic_eigen_policy {
   [[nodiscard]] double last_grad_norm() const { return last_grad_norm_; }
 
  private:
+  // What sampling reuses from token to token.
+  struct sampler_scratch {
+    explicit sampler_scratch(int vocab) : p(static_cast<std::size_t>(vocab)), order(p.size()) {}
+    row_vector<T> logits;
+    std::vector<double> p;
+    std::vector<int> order;
+  };
+
+  // Draws up to `limit` tokens after the decoder's state (advancing it over each but the
+  // last), stopping after <eos>; appends them and the sampler's log-probs. Whether it
+  // stopped at <eos>.
+  bool sample_tokens(typename lm_weights<T>::decoder& dec, std::size_t limit, const cr::sampling_params& sampling,
+                     cr::rng_type& rng, sampler_scratch& scratch, std::vector<std::int32_t>& tokens,
+                     std::vector<float>& log_probs) const {
+    const lm_weights<T>& w = state_.weights;
+    for (std::size_t j = 0; j < limit; ++j) {
+      w.logits(dec, scratch.logits);
+      const std::int32_t y = draw(scratch.logits, sampling, rng, scratch.p, scratch.order, log_probs);
+      tokens.push_back(y);
+      if (y == eos) return true;
+      if (j + 1 < limit) w.advance(dec, y);
+    }
+    return false;
+  }
+
   // Samples one token: greedy at temperature 0, else softmax(logits / temperature)
   // restricted to the smallest set of tokens whose probability reaches top_p. Records
   // the log-probability the sampler drew it with (greedy: the model's).
