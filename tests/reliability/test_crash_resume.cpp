@@ -56,9 +56,13 @@ const std::string demo_path;
 // this test near a minute and a half. The cascade (what is checkpointed, killed and
 // resumed) is the same; the straight run uses the same arguments. The demo's default
 // width (128) costs about three times width 64 per step; what this test checks does not
-// depend on the width, so it runs the narrower model, in both builds.
+// depend on the width, so it runs the narrower model, in both builds. Under ASan it also
+// grades in process (--no-python: the same scores bit for bit): every sandboxed run forks
+// the instrumented trainer, which took the ASan smoke run from 111 to 204 s once SWE RL's
+// episodes were each graded in a sandboxed workspace; the Release build keeps the sandbox,
+// so its kills also land among live workspaces.
 #ifdef CASCADE_RL_TEST_UNDER_ASAN
-const std::vector<std::string> demo_extra_args{"--sft-steps", "30", "--width", "64"};
+const std::vector<std::string> demo_extra_args{"--sft-steps", "30", "--width", "64", "--no-python"};
 #else
 const std::vector<std::string> demo_extra_args{"--width", "64"};
 #endif
