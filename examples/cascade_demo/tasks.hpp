@@ -7,9 +7,9 @@
 // The domains differ the way real ones do: in response length (one token for MCQA and
 // retrieval, up to thirteen for code, an episode of tool calls for SWE), in verification
 // cost (code and SWE run programs: program_verifier.hpp, swe_agent.hpp; the others are
-// instant), and in what they ask of the same
-// words: instruction following puts length and wording constraints on a chat reply,
-// while RLHF's reward model prefers long, chatty replies (reward_model.hpp).
+// instant), and in what they ask of the same words: instruction following puts length
+// and wording constraints on a chat reply, while RLHF's reward model prefers long,
+// chatty replies (reward_model.hpp).
 //
 //   instruction_following  "chat greet len 3 start hi last ok only hi ok sure"  -> "hi sure ok"
 //   mcqa                   "mcq A c B a C d ? a"                    -> "B"
