@@ -193,8 +193,8 @@ TEST(AdvantageExecutors, BatchSpansManyBlocksAndGroups) {
   EXPECT_GT(batch::groups, cascade_rl::detail::group_parallel_threshold);
   EXPECT_GT(data().rewards.size(), cascade_rl::detail::parallel_threshold);
   // GRPO's group tiles go parallel too.
-  EXPECT_GE(batch::groups / cascade_rl::detail::grpo_group_tile,
-            cascade_rl::detail::grpo_parallel_tiles(batch::group_size));
+  EXPECT_GE(batch::groups / cascade_rl::detail::uniform_group_tile,
+            cascade_rl::detail::uniform_tile_parallel_tiles(batch::group_size));
 }
 
 TEST(AdvantageExecutors, ParallelEqualsSequentialBitForBit) {

@@ -120,7 +120,7 @@ TEST(Grpo, FloatRewardsAndUniformGroups) {
   EXPECT_FLOAT_EQ(a[4], static_cast<float>(1.0 / (std::sqrt(2.0 / 3.0) + 1e-6)));
 }
 
-// Uniform groups of 2 to 64 in double precision take the group tile (grpo_uniform_tile:
+// Uniform groups of 2 to 64 in double precision take the group tile (uniform_group_tile_of:
 // many groups side by side in vector lanes); the same groups given by offsets take the
 // general path, one group at a time. The two must give the same bits for every size
 // (whole and partial vector blocks), both reward types and every option, with

@@ -22,33 +22,34 @@
 
 namespace cascade_rl::detail {
 
-// Groups GRPO reduces side by side on the fast path below: grpo_tile_vectors vectors
-// of as many doubles as one register of the target holds. A GNU vector wider than the
-// registers is lowered badly (eight lanes ran at 73 M rewards/s on AVX2 where four ran
-// at 460), and two independent vectors keep two add chains in flight. The width changes
-// only the speed: each group is reduced in its own lane with the same arithmetic, so
-// the bits are those of the general path on every target.
-inline constexpr std::size_t grpo_tile_lanes = register_bytes / sizeof(double);
-inline constexpr std::size_t grpo_tile_vectors = 2;
-inline constexpr std::size_t grpo_group_tile = grpo_tile_vectors * grpo_tile_lanes;
+// Groups reduced side by side on the fast path below (GRPO, RLOO, the plain baseline):
+// uniform_tile_vectors vectors of as many doubles as one register of the target holds.
+// A GNU vector wider than the registers is lowered badly (eight lanes ran at 73 M
+// rewards/s on AVX2 where four ran at 460), and two independent vectors keep two add
+// chains in flight. The width changes only the speed: each group is reduced in its own
+// lane with the same arithmetic, so the bits are those of the general path on every
+// target.
+inline constexpr std::size_t uniform_tile_lanes = register_bytes / sizeof(double);
+inline constexpr std::size_t uniform_tile_vectors = 2;
+inline constexpr std::size_t uniform_group_tile = uniform_tile_vectors * uniform_tile_lanes;
 // The largest group size the fast path takes (a tile's rewards, transposed to double,
 // stay within 8 KiB of stack with AVX-512, 4 KiB with AVX2).
-inline constexpr std::size_t grpo_tile_max_group = 64;
+inline constexpr std::size_t uniform_tile_max_group = 64;
 
 // Tiles below which the tile loop stays on the calling thread: a batch of fewer than
 // 65536 rewards takes less time in tiles (about 1 ns per reward and core) than starting
 // threads does (tens of microseconds: 4096 rewards took 40 us of wall time for 5 us of
 // work when their 16 tiles went parallel).
-inline constexpr std::size_t grpo_parallel_rewards = 65536;
-inline std::size_t grpo_parallel_tiles(std::size_t group_size) {
-  return grpo_parallel_rewards / (grpo_group_tile * group_size) + 1;
+inline constexpr std::size_t uniform_tile_parallel_rewards = 65536;
+inline std::size_t uniform_tile_parallel_tiles(std::size_t group_size) {
+  return uniform_tile_parallel_rewards / (uniform_group_tile * group_size) + 1;
 }
 
 // GRPO, RLOO or the plain baseline (params.kind) over groups [first_group, first_group +
-// grpo_group_tile) of one size in [2, grpo_tile_max_group], with the double-precision
-// mean: group_moments_of's, plan_group's and advantage_of's arithmetic, each group's sums
-// in the same order (the same bits). The
-// rewards are transposed in registers, grpo_tile_lanes groups at a time, into vectors
+// uniform_group_tile) of one size in [2, uniform_tile_max_group], with the
+// double-precision mean: group_moments_of's, plan_group's and advantage_of's arithmetic,
+// each group's sums in the same order (the same bits). The rewards are transposed in
+// registers, uniform_tile_lanes groups at a time, into vectors
 // x[i][p] = reward i of the groups of vector p (lane arithmetic is plain IEEE double), so
 // that every step serves all the groups at once and their dependent adds run side by side
 // instead of one group waiting on the next. The accumulators are whole vectors, never read
@@ -56,23 +57,23 @@ inline std::size_t grpo_parallel_tiles(std::size_t group_size) {
 // Writes nothing and returns false when a reward of the tile is NaN or infinite, or a
 // group's sum overflows: the general path then decides.
 template <std::floating_point T>
-bool grpo_uniform_tile(std::span<const T> rewards, std::span<T> advantages,
-                       std::size_t first_group, std::size_t size,
-                       const terms::group_params& params) {
+bool uniform_group_tile_of(std::span<const T> rewards, std::span<T> advantages,
+                           std::size_t first_group, std::size_t size,
+                           const terms::group_params& params) {
 #if defined(__CUDA_ARCH__)
   // nvcc's device pass compiles this host function without a body: device code has no GNU
   // vectors to instantiate the terms with.
   (void)rewards, (void)advantages, (void)first_group, (void)size, (void)params;
   return false;
 #else
-  constexpr std::size_t W = grpo_tile_lanes;
-  constexpr std::size_t P = grpo_tile_vectors;
+  constexpr std::size_t W = uniform_tile_lanes;
+  constexpr std::size_t P = uniform_tile_vectors;
   using lanes = double __attribute__((vector_size(W * sizeof(double))));
   using mask = long long __attribute__((vector_size(W * sizeof(long long))));
   typedef T stored __attribute__((vector_size(W * sizeof(T))));  // W rewards as stored
   static_assert(sizeof(lanes) == sizeof(mask));
   const T* first = rewards.data() + first_group * size;  // group k of vector p at (pW + k) size
-  lanes x[grpo_tile_max_group][P];
+  lanes x[uniform_tile_max_group][P];
   std::size_t i = 0;
   for (; i + W <= size; i += W) {
     CASCADE_RL_UNROLL_LANES
@@ -198,20 +199,20 @@ bool advantages_of_finite_groups(const Policy& policy, const group_layout& group
                                  const terms::group_params& params,
                                  mean_accumulation accumulation, const Group& group) {
   if (!(groups.is_uniform() && groups.groups() > 0 && groups.size(0) >= 2 &&
-        groups.size(0) <= grpo_tile_max_group &&
+        groups.size(0) <= uniform_tile_max_group &&
         accumulation == mean_accumulation::double_precision))
     return for_each_finite_group(policy, rewards, groups, group);
-  constexpr std::size_t tile = grpo_group_tile;
+  constexpr std::size_t tile = uniform_group_tile;
   const std::size_t size = groups.size(0);
   const std::size_t tiles = groups.groups() / tile;
   std::atomic<bool> nonfinite{false};
   for_each_index(
       policy, tiles,
       [&](std::size_t i) {
-        if (!grpo_uniform_tile(rewards, advantages, i * tile, size, params))
+        if (!uniform_group_tile_of(rewards, advantages, i * tile, size, params))
           nonfinite.store(true, std::memory_order_relaxed);
       },
-      grpo_parallel_tiles(size));
+      uniform_tile_parallel_tiles(size));
   for (std::size_t g = tiles * tile; g < groups.groups(); ++g) {
     if (group_has_nonfinite(rewards, groups.begin(g), groups.end(g))) return false;
     group(groups.begin(g), groups.end(g), false);
