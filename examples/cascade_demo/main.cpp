@@ -265,7 +265,7 @@ int main(int argc, char** argv) {
   }
   const auto programs = std::make_shared<const demo::program_verifier>(o.python);
   std::printf("code verified by %s; SWE episodes %s\n", programs->description().c_str(),
-              demo::swe_agent_host(programs).description().c_str());
+              demo::swe_agent_host::description_for(programs->sandboxed()).c_str());
   if (o.study) return demo::run_study(b, programs, o.seed, o.seeds, o.threads);
   const auto make_world = [&](std::uint64_t seed) {
     auto w = std::make_unique<demo::world>(seed, b, programs, o.threads);

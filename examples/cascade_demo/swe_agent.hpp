@@ -165,9 +165,11 @@ class swe_agent_host {
     return false;
 #endif
   }
-  [[nodiscard]] std::string description() const {
-    return sandboxed() ? "a verify::workspace per episode; graded by python3 in the sandbox"
-                       : "the file in memory; graded by the bounded interpreter";
+  [[nodiscard]] std::string description() const { return description_for(sandboxed()); }
+  // What a host over a verifier that is (or is not) sandboxed does, without making one.
+  [[nodiscard]] static std::string description_for(bool sandboxed) {
+    return sandboxed ? "a verify::workspace per episode; graded by python3 in the sandbox"
+                     : "the file in memory; graded by the bounded interpreter";
   }
 
   // Where the repositories are written (empty without the sandbox).
