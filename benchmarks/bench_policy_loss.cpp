@@ -124,13 +124,13 @@ void sapo_loss_token_mean(benchmark::State& state) {
 void dppo_tv_loss_token_mean(benchmark::State& state) {
   ratio_loss(
       state, [](auto&&... a) { return cr::dppo_loss(std::forward<decltype(a)>(a)...); },
-      cr::dppo_options{.divergence = cr::terms::dppo_divergence::total_variation});
+      cr::dppo_options{.divergence = cr::dppo_divergence::total_variation});
 }
 
 void dppo_kl_loss_token_mean(benchmark::State& state) {
   ratio_loss(
       state, [](auto&&... a) { return cr::dppo_loss(std::forward<decltype(a)>(a)...); },
-      cr::dppo_options{.divergence = cr::terms::dppo_divergence::binary_kl});
+      cr::dppo_options{.divergence = cr::dppo_divergence::binary_kl});
 }
 
 void dro_loss_token_mean(benchmark::State& state) {

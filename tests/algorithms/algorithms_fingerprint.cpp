@@ -181,11 +181,11 @@ void losses(const std::string& prefix, const batch<T>& b) {
                                      grad, normalizer_for(mode), {.aggregation = mode}));
     print(m + ".sapo.grad", grad);
     for (const auto divergence :
-         {cr::terms::dppo_divergence::total_variation, cr::terms::dppo_divergence::binary_kl}) {
+         {cr::dppo_divergence::total_variation, cr::dppo_divergence::binary_kl}) {
       const cr::dppo_options dppo{
           .divergence = divergence, .clip_high = 0.05, .truncation = 1.5, .aggregation = mode};
       const std::string d =
-          m + (divergence == cr::terms::dppo_divergence::binary_kl ? ".dppo_kl" : ".dppo_tv");
+          m + (divergence == cr::dppo_divergence::binary_kl ? ".dppo_kl" : ".dppo_tv");
       print(d, cr::dppo_loss(exec::seq, tokens,
                              {.log_probs = logp,
                               .old_log_probs = old_logp,

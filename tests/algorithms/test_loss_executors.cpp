@@ -192,7 +192,7 @@ TYPED_TEST(LossExecutors, RatioLossesBitIdentical) {
                     .metrics.clipped,
                 0u);
       for (const auto divergence :
-           {cr::terms::dppo_divergence::total_variation, cr::terms::dppo_divergence::binary_kl}) {
+           {cr::dppo_divergence::total_variation, cr::dppo_divergence::binary_kl}) {
         const auto dppo_result = check("dppo", dppo,
                                        cr::dppo_options{.divergence = divergence,
                                                         .clip_high = 0.05,

@@ -267,8 +267,8 @@ TEST(LossGradients, CispoStopGradientMatchesFiniteDifferences) {
 // ratio beyond c.
 TEST(LossGradients, DppoStopGradientMatchesFiniteDifferences) {
   std::uint64_t seed = 600;
-  for (const auto divergence : {cascade_rl::terms::dppo_divergence::total_variation,
-                                cascade_rl::terms::dppo_divergence::binary_kl}) {
+  for (const auto divergence : {cascade_rl::dppo_divergence::total_variation,
+                                cascade_rl::dppo_divergence::binary_kl}) {
     for (const auto mode : all_aggregation_modes) {
       auto batch = batch_for(seed++);
       const auto weights = cascade_rl::testing::rollout_is_weights_of(batch);
@@ -303,9 +303,9 @@ TEST(LossGradients, DppoStopGradientMatchesFiniteDifferences) {
         const double kl = q * (batch.old_log_probs[t] - batch.log_probs[t]) +
                           (1 - q) * std::log((1 - q + 1e-8) / (1 - p + 1e-8));
         const double d =
-            divergence == cascade_rl::terms::dppo_divergence::total_variation ? p - q : kl;
+            divergence == cascade_rl::dppo_divergence::total_variation ? p - q : kl;
         const double to =
-            divergence == cascade_rl::terms::dppo_divergence::total_variation ? -0.05 : 0.05;
+            divergence == cascade_rl::dppo_divergence::total_variation ? -0.05 : 0.05;
         return near(d, 0.02) || near(d, to) || near(p, q);
       };
       expect_gradient_matches_differences(batch, loss, near_kink,

@@ -195,7 +195,7 @@ TEST(PartitionInvariance, RatioLossesEveryModeWithAndWithoutWeights) {
           "cispo", [](auto&&... a) { return cr::cispo_loss(std::forward<decltype(a)>(a)...); },
           cr::cispo_options{.clip_high = 0.28, .aggregation = mode});
       for (const auto divergence :
-           {cr::terms::dppo_divergence::total_variation, cr::terms::dppo_divergence::binary_kl})
+           {cr::dppo_divergence::total_variation, cr::dppo_divergence::binary_kl})
         check(
             "dppo", [](auto&&... a) { return cr::dppo_loss(std::forward<decltype(a)>(a)...); },
             cr::dppo_options{.divergence = divergence,

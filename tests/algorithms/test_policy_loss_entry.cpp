@@ -125,7 +125,7 @@ TEST_F(PolicyLossEntry, EachLossIsItsNamedFunction) {
               }),
               "cispo");
   for (const auto divergence :
-       {cr::terms::dppo_divergence::total_variation, cr::terms::dppo_divergence::binary_kl}) {
+       {cr::dppo_divergence::total_variation, cr::dppo_divergence::binary_kl}) {
     const cr::dppo_options dppo{.divergence = divergence, .clip_low = 0.1, .truncation = 2.0};
     expect_same(through_entry(b, weights, normalizer, dppo), named(b, [&](std::span<double> g) {
                   return cr::dppo_loss(exec::seq, layout, ratio, g, normalizer, dppo);

@@ -83,12 +83,12 @@ TEST(VerlNames, GpgIsReinforceWithTheLogProbSurrogate) {
 TEST(VerlNames, DppoTakesDivergenceThresholdsAndTheTruncation) {
   const auto tv = std::get<cascade_rl::dppo_options>(
       verl::policy_loss("dppo_tv", {.clip_ratio = 0.03, .clip_ratio_c = 20.0}));
-  EXPECT_EQ(tv.divergence, cascade_rl::terms::dppo_divergence::total_variation);
+  EXPECT_EQ(tv.divergence, cascade_rl::dppo_divergence::total_variation);
   EXPECT_EQ(tv.clip_low, 0.03);
   EXPECT_EQ(tv.clip_high, 0.03);
   EXPECT_EQ(tv.truncation, 20.0);
   const auto kl = std::get<cascade_rl::dppo_options>(verl::policy_loss("dppo_kl"));
-  EXPECT_EQ(kl.divergence, cascade_rl::terms::dppo_divergence::binary_kl);
+  EXPECT_EQ(kl.divergence, cascade_rl::dppo_divergence::binary_kl);
   EXPECT_EQ(kl.truncation, 3.0);  // the actor's clip_ratio_c
   EXPECT_EQ(kl.log_ratio_clamp, 20.0);
 }

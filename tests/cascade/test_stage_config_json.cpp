@@ -434,12 +434,12 @@ TEST(StageConfigJson, RatioLossRulesReadByVerlNames) {
   EXPECT_EQ(cispo.loss.clip_low, cr::cispo_options{}.clip_low);
   const auto tv = std::get<cr::dppo_update>(rule_of(R"({"dppo": {"truncation": 3}})"));
   EXPECT_EQ(tv.loss_options(cr::loss_aggregation::token_sum).divergence,
-            cr::terms::dppo_divergence::total_variation);
+            cr::dppo_divergence::total_variation);
   EXPECT_EQ(tv.loss_options(cr::loss_aggregation::token_sum).truncation, 3.0);
   const auto kl = std::get<cr::dppo_update>(
       rule_of(R"({"dppo": {"divergence": "binary_kl", "clip_low": 0.1}})"));
   EXPECT_EQ(kl.loss_options(cr::loss_aggregation::token_sum).divergence,
-            cr::terms::dppo_divergence::binary_kl);
+            cr::dppo_divergence::binary_kl);
   EXPECT_EQ(kl.loss.clip_low, 0.1);
   EXPECT_EQ(std::get<cr::dro_update>(rule_of(R"({"dro": {"beta": 0.05}})")).loss.beta, 0.05);
   EXPECT_EQ(std::get<cr::gspo_update>(rule_of(R"({"gspo": {"clip_high": 4e-4}})")).loss.clip_high,
@@ -463,7 +463,7 @@ TEST(StageConfigJson, RatioLossRulesReadByVerlNames) {
   std::vector<cr::stage_config> stages;
   for (const auto& rule : std::vector<decltype(cr::update_options{}.rule)>{
            cr::cispo_update{.mini_batches = 2}, cr::dppo_update{.loss = {.clip_high = 0.1}},
-           cr::dppo_update{.loss = {.divergence = cr::terms::dppo_divergence::binary_kl}},
+           cr::dppo_update{.loss = {.divergence = cr::dppo_divergence::binary_kl}},
            cr::dro_update{.loss = {.beta = 0.5}}, cr::sapo_update{.epochs = 3},
            cr::gspo_update{.loss = {.log_ratio_bound = 5}},
            cr::geo_mean_update{.loss = {.clip_high = 0.3}},

@@ -175,7 +175,7 @@ TEST(GrpoStep, RatioLossRulesRunPpoScheduleAndAgreeAtRatioOne) {
            cr::dppo_update{.epochs = 2, .mini_batches = 3},
            cr::dppo_update{.epochs = 2,
                            .mini_batches = 3,
-                           .loss = {.divergence = cr::terms::dppo_divergence::binary_kl}},
+                           .loss = {.divergence = cr::dppo_divergence::binary_kl}},
            cr::dro_update{.epochs = 2, .mini_batches = 3, .loss = {.beta = 5.0}},
            cr::sapo_update{.epochs = 2, .mini_batches = 3},
            cr::gspo_update{.epochs = 2, .mini_batches = 3},

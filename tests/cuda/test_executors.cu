@@ -322,7 +322,7 @@ TEST_F(Gpu, LossesMatchHostInEveryMode) {
           cr::cispo_options{.clip_low = 0.1, .clip_high = 0.28, .aggregation = mode});
       EXPECT_GT(cispo.metrics.clipped, 0u);
       for (const auto divergence :
-           {cr::terms::dppo_divergence::total_variation, cr::terms::dppo_divergence::binary_kl}) {
+           {cr::dppo_divergence::total_variation, cr::dppo_divergence::binary_kl}) {
         const auto dppo = check(
             "dppo", [](auto&&... a) { return cr::dppo_loss(std::forward<decltype(a)>(a)...); },
             cr::dppo_options{.divergence = divergence,

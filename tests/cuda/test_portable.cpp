@@ -335,7 +335,7 @@ TEST(PortableLosses, RatioLossesEveryModeMatchHost) {
               .clip_low = 0.1, .clip_high = 0.28, .log_ratio_clamp = 0.5, .aggregation = mode});
       EXPECT_GT(cispo.metrics.clipped, 0u);
       for (const auto divergence :
-           {cr::terms::dppo_divergence::total_variation, cr::terms::dppo_divergence::binary_kl}) {
+           {cr::dppo_divergence::total_variation, cr::dppo_divergence::binary_kl}) {
         const auto dppo = check(
             "dppo", [](auto&&... a) { return cr::dppo_loss(std::forward<decltype(a)>(a)...); },
             [](auto&&... a) { portable::dppo_loss(std::forward<decltype(a)>(a)...); },

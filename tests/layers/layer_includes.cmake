@@ -7,8 +7,10 @@
 #   core          layouts, exec policies, errors, math: nothing of ours
 #   comm          transport (the Communicator concept, communicator_ref, local, MPI,
 #                 NCCL), beside core
-#   options       how option structs describe themselves (described.hpp): nothing of
-#                 ours, below every layer that holds options
+#   options       every option struct (a loss's, an estimator's, the rollout
+#                 correction's, the loss normaliser) and how they describe themselves
+#                 (described.hpp): plain values, on core only, below every layer that
+#                 computes with them
 #   terms         per-token and per-group formulas
 #   algorithms    each algorithm
 #   presets       the peers' conventions, as algorithm options
@@ -20,7 +22,7 @@
 cmake_minimum_required(VERSION 3.25)  # IN_LIST in script mode
 
 set(allowed_core "")
-set(allowed_options "")
+set(allowed_options core)
 set(allowed_comm core)
 set(allowed_terms core options)
 set(allowed_algorithms core options terms)
@@ -31,8 +33,8 @@ set(allowed_cascade core comm options terms algorithms presets distributed)
 set(allowed_verify core comm options terms algorithms presets distributed cascade)
 
 # Known upward arrows, "<layer> -> <included header>", each to be removed by moving the
-# header down; no other header may join them. None today (terms/advantage_options.hpp
-# was the last: it moved down from algorithms/).
+# header down; no other header may join them. None today (the option structs were the
+# last: they moved down from algorithms/ and terms/ to options/).
 set(known_upward "")
 
 set(include_root "${ROOT}/include/cascade_rl")

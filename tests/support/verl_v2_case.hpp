@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
-#include "cascade_rl/algorithms/policy_loss_options.hpp"
 #include "cascade_rl/core/exec.hpp"
+#include "cascade_rl/options/policy_losses.hpp"
 #include "cascade_rl/presets/verl_losses.hpp"
 #include "cascade_rl/presets/verl_names.hpp"
 #include "support/reference.hpp"

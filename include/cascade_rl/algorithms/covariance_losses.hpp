@@ -57,11 +57,11 @@
 
 #include "cascade_rl/algorithms/loss_inputs.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
-#include "cascade_rl/algorithms/policy_loss_options.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/options/policy_losses.hpp"
 #include "cascade_rl/terms/covariance_tokens.hpp"
 
 namespace cascade_rl {
@@ -90,10 +90,6 @@ inline void validate_clip_cov_options(const clip_cov_options& options) {
                                        ", expected a finite value > 0 (veRL asserts it)");
   if (std::isnan(options.clip_cov_lb)) fail("options.clip_cov_lb", "is NaN");
   if (std::isnan(options.clip_cov_ub)) fail("options.clip_cov_ub", "is NaN");
-}
-
-inline terms::clip_cov_params clip_cov_params_of(const clip_cov_options& o) {
-  return {o.clip_low, o.clip_high, o.clip_cov_lb, o.clip_cov_ub};
 }
 
 // The valid count and the means of A and logp over the valid tokens (0 when none).
@@ -156,7 +152,7 @@ std::vector<std::size_t> seeded_clip_cov_selection(const Policy& policy, const t
   const covariance_means means =
       covariance_means_of(policy, layout, inputs.advantages, inputs.log_probs);
   if (means.valid == 0) return {};
-  const terms::clip_cov_params params = clip_cov_params_of(options);
+  const clip_cov_options params = options;  // a local copy: stores cannot alias it
   const std::size_t n = layout.tokens();
   std::vector<std::uint64_t> keys(n, terms::not_a_candidate);
   for_each_index(policy, n, [&](std::size_t t) {
@@ -327,7 +323,7 @@ policy_loss_result clip_cov_loss(const Policy& policy, const token_layout& layou
   detail::validate_token_input(policy, layout, advantages, "advantages");
   const std::vector<std::uint8_t> selected =
       detail::clip_cov_selection_mask(policy, layout, inputs, selection, options, selected_out);
-  const terms::clip_cov_params params = detail::clip_cov_params_of(options);
+  const clip_cov_options params = options;  // a local copy: stores cannot alias it
   const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) CASCADE_RL_ALWAYS_INLINE {
     ++m.valid_tokens;
     const terms::ppo_clip_token_result r = terms::clip_cov_token(

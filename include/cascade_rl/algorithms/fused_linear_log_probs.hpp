@@ -46,14 +46,9 @@
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"
+#include "cascade_rl/options/fused_linear.hpp"
 
 namespace cascade_rl {
-
-struct fused_linear_options {
-  std::size_t chunk_rows = 32;     // rows of logits held at once, 1 to 32
-  std::size_t vocab_tile = 2048;   // columns per matrix-product task
-  float temperature = 1.0f;
-};
 
 namespace detail {
 

@@ -24,7 +24,6 @@
 #include <string>
 #include <type_traits>
 
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/contiguous_ranges.hpp"
@@ -32,6 +31,7 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/options/group_estimators.hpp"
 #include "cascade_rl/terms/generalized_advantage.hpp"
 
 namespace cascade_rl {

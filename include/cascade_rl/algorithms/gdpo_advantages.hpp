@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "cascade_rl/algorithms/broadcast.hpp"
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/core/checks.hpp"
@@ -30,6 +29,7 @@
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/options/group_estimators.hpp"
 #include "cascade_rl/terms/weighted_components.hpp"
 
 namespace cascade_rl {

@@ -16,7 +16,6 @@
 #include <span>
 #include <string>
 
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/contiguous_ranges.hpp"
@@ -24,6 +23,7 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
+#include "cascade_rl/options/group_estimators.hpp"
 #include "cascade_rl/terms/gpg_advantage.hpp"
 
 namespace cascade_rl {

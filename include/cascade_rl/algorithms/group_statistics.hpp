@@ -15,7 +15,6 @@
 #include <span>
 #include <string>
 
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/elementary_functions.hpp"
@@ -23,7 +22,8 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
-#include "cascade_rl/terms/advantage_options.hpp"
+#include "cascade_rl/options/advantage_conventions.hpp"
+#include "cascade_rl/options/group_estimators.hpp"
 #include "cascade_rl/terms/group_advantage.hpp"
 #include "cascade_rl/terms/group_moments.hpp"
 

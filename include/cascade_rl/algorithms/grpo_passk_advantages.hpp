@@ -15,7 +15,6 @@
 #include <cstddef>
 #include <span>
 
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/contiguous_ranges.hpp"
@@ -23,6 +22,7 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
+#include "cascade_rl/options/group_estimators.hpp"
 #include "cascade_rl/terms/passk_advantage.hpp"
 
 namespace cascade_rl {
@@ -55,10 +55,9 @@ void grpo_passk_advantages(const Policy& policy, const group_layout& groups,
   if (options.nonfinite == nonfinite_rule::error) detail::require_finite(policy, scores, "scores");
   if (options.singleton == singleton_rule::error)
     detail::refuse_singleton_groups(groups, "GRPO pass@k");
-  const terms::passk_params params = detail::passk_params_of(options);
   detail::for_each_group(policy, scores, groups, options.nonfinite,
                          [&](std::size_t first, std::size_t last, bool zero_group) {
-                           terms::passk_group(scores.data(), first, last, zero_group, params,
+                           terms::passk_group(scores.data(), first, last, zero_group, options,
                                               advantages.data());
                          });
 }

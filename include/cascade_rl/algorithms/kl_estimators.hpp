@@ -12,7 +12,6 @@
 #include <string_view>
 #include <type_traits>
 
-#include "cascade_rl/algorithms/kl_loss_options.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/loss_inputs.hpp"
 #include "cascade_rl/core/checks.hpp"
@@ -22,6 +21,7 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/options/kl.hpp"
 #include "cascade_rl/terms/kl_token.hpp"
 
 namespace cascade_rl {

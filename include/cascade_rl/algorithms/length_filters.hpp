@@ -30,18 +30,9 @@
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/options/length_filters.hpp"
 
 namespace cascade_rl {
-
-enum class overlong_mode { drop, mask, soft_penalty };
-
-struct overlong_options {
-  overlong_mode mode = overlong_mode::drop;  // read by apply_overlong only
-  std::int64_t max_length = 0;               // L_max, > 0
-  std::int64_t buffer_length = 0;            // L_cache, soft_penalty only: 0 < L_cache <= L_max
-  double penalty_factor = 1.0;               // soft_penalty only: finite, >= 0
-  bool truncated_is_overlong = true;
-};
 
 // Soft penalty of one length (options already checked).
 [[nodiscard]] inline double soft_overlong_penalty(std::int64_t length, bool truncated,

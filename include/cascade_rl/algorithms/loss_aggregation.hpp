@@ -34,7 +34,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "cascade_rl/algorithms/loss_counts.hpp"
 #include "cascade_rl/algorithms/loss_inputs.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/contiguous_ranges.hpp"
@@ -44,6 +43,7 @@
 #include "cascade_rl/core/host_device.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/options/loss_normalizer.hpp"
 #include "cascade_rl/terms/aggregation_weight.hpp"
 #include "cascade_rl/terms/policy_loss_metrics.hpp"
 #include "cascade_rl/terms/token_loss.hpp"

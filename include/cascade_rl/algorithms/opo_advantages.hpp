@@ -15,7 +15,6 @@
 #include <cstddef>
 #include <span>
 
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/contiguous_ranges.hpp"
@@ -23,6 +22,7 @@
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/options/group_estimators.hpp"
 #include "cascade_rl/terms/length_weighted_baseline.hpp"
 
 namespace cascade_rl {

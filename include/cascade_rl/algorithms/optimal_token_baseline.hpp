@@ -29,13 +29,13 @@
 #include <vector>
 
 #include "cascade_rl/algorithms/broadcast.hpp"
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/options/group_estimators.hpp"
 #include "cascade_rl/terms/optimal_token_baseline.hpp"
 
 namespace cascade_rl {

@@ -32,14 +32,15 @@
 #include "cascade_rl/algorithms/importance_weights.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/loss_inputs.hpp"
-#include "cascade_rl/algorithms/policy_loss_options.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/options/policy_losses.hpp"
 #include "cascade_rl/terms/policy_gradient_tokens.hpp"
 #include "cascade_rl/terms/policy_loss_metrics.hpp"
+#include "cascade_rl/terms/ratio_loss_tokens.hpp"
 
 namespace cascade_rl {
 

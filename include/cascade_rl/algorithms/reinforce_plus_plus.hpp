@@ -19,7 +19,6 @@
 #include <string>
 
 #include "cascade_rl/algorithms/broadcast.hpp"
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/contiguous_ranges.hpp"
@@ -28,8 +27,10 @@
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
-#include "cascade_rl/terms/advantage_options.hpp"
+#include "cascade_rl/options/advantage_conventions.hpp"
+#include "cascade_rl/options/group_estimators.hpp"
 #include "cascade_rl/terms/discounted_return.hpp"
+#include "cascade_rl/terms/group_advantage.hpp"
 #include "cascade_rl/terms/whitening.hpp"
 
 namespace cascade_rl {

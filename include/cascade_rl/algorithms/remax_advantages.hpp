@@ -18,12 +18,12 @@
 #include <type_traits>
 
 #include "cascade_rl/algorithms/broadcast.hpp"
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/options/group_estimators.hpp"
 #include "cascade_rl/terms/reward_to_go.hpp"
 
 namespace cascade_rl {

@@ -11,14 +11,15 @@
 #include <cstddef>
 #include <span>
 
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/algorithms/uniform_group_tiles.hpp"
 #include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
-#include "cascade_rl/terms/advantage_options.hpp"
+#include "cascade_rl/options/advantage_conventions.hpp"
+#include "cascade_rl/options/group_estimators.hpp"
+#include "cascade_rl/terms/group_advantage.hpp"
 
 namespace cascade_rl {
 

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "cascade_rl/algorithms/rollout_correction_options.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"
+#include "cascade_rl/options/rollout_correction.hpp"
 #include "cascade_rl/terms/rollout_correction_passes.hpp"
 
 namespace cascade_rl {
@@ -113,14 +113,14 @@ inline rollout_correction_metrics finish_rollout_correction(
   factor = 1.0;
 
   rollout_correction_metrics metrics;
-  metrics.has_importance = p.is_level != 0;
+  metrics.has_importance = p.is_level != rollout_is_level::none;
   metrics.rejection_count = static_cast<std::size_t>(p.criteria);
 
   if (metrics.has_importance) {
     rollout_is_metrics& m = metrics.importance;
     const double upper = p.is_upper, lower = p.is_lower;
     m.mean = totals[rc_is_applied] / valid_tokens;
-    if (p.is_level == 2) {
+    if (p.is_level == rollout_is_level::sequence) {
       // Over all rows (veRL's log_ratio_for_metrics has one entry per row, empty ones 0).
       double log_max = -std::numeric_limits<double>::infinity();
       double log_min = std::numeric_limits<double>::infinity();
@@ -171,7 +171,7 @@ inline rollout_correction_metrics finish_rollout_correction(
     m.seq_fraction_low = row_sum([&](std::size_t s) { return raw_seq[s] < lower ? 1.0 : 0.0; }) / r;
     if (p.icepop) m.oob_ratio = totals[rc_is_oob] / valid_tokens;
     if (options.batch_normalize) {
-      const double mean = p.is_level == 2 ? row_sum([&](std::size_t s) {
+      const double mean = p.is_level == rollout_is_level::sequence ? row_sum([&](std::size_t s) {
                                               return count(s) > 0 ? seq_weights[s] : 0.0;
                                             }) / std::max(valid_rows, 1e-8)
                                           : m.mean;
@@ -200,7 +200,7 @@ inline rollout_correction_metrics finish_rollout_correction(
     };
     const double seq_high = fraction_of([&](double v) { return v > hi; });
     const double seq_low = p.two_sided[c] ? fraction_of([&](double v) { return v < lo; }) : 0.0;
-    if (p.level[c] != 0) {
+    if (p.level[c] != rollout_rs_level::token) {
       m.max = st.max;
       m.min = st.min;
       m.fraction_high = seq_high;

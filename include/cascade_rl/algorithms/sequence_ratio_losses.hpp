@@ -25,13 +25,13 @@
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/loss_inputs.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
-#include "cascade_rl/algorithms/policy_loss_options.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/options/policy_losses.hpp"
 #include "cascade_rl/terms/policy_loss_metrics.hpp"
 #include "cascade_rl/terms/sequence_ratio_tokens.hpp"
 
@@ -93,7 +93,7 @@ policy_loss_result gspo_loss(const Policy& policy, const token_layout& layout,
   detail::require_size(old_log_probs.size(), layout.tokens(), "old_log_probs", "one per token");
   const std::vector<double> sequence_log_ratio =
       detail::sequence_log_ratios(policy, layout, log_probs, old_log_probs);
-  const terms::gspo_params params = detail::gspo_params_of(options);
+  const gspo_options params = options;  // a local copy: stores to grad_out cannot alias it
   const auto unweighted = [&](std::size_t t, policy_loss_metrics& m,
                               std::size_t s) CASCADE_RL_ALWAYS_INLINE {
     ++m.valid_tokens;
@@ -155,7 +155,7 @@ policy_loss_result geo_mean_loss(const Policy& policy, const token_layout& layou
   detail::validate_token_input(policy, layout, old_log_probs, "old_log_probs");
   detail::validate_token_input(policy, layout, advantages, "advantages");
   if (!weights.empty()) detail::validate_token_input(policy, layout, weights, "rollout_is_weights");
-  const terms::geo_mean_params params = detail::geo_mean_params_of(options);
+  const geo_mean_options params = options;  // a local copy, as in gspo_loss
   const std::uint8_t* mask = layout.has_mask() ? layout.mask().data() : nullptr;
   // One loss per sequence; the token pass reads it by the token's sequence.
   std::vector<double> sequence_loss(layout.sequences());

@@ -17,7 +17,7 @@
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/core/vector_lanes.hpp"
-#include "cascade_rl/terms/advantage_options.hpp"
+#include "cascade_rl/options/advantage_conventions.hpp"
 #include "cascade_rl/terms/group_advantage.hpp"
 
 namespace cascade_rl::detail {

@@ -76,10 +76,10 @@ struct enum_names<importance_sampling> {
 
 // DPPO's divergence (update.rule.dppo.divergence): veRL's loss modes dppo_tv and dppo_kl.
 template <>
-struct enum_names<terms::dppo_divergence> {
-  static constexpr std::array<std::pair<terms::dppo_divergence, std::string_view>, 2> table{
-      {{terms::dppo_divergence::total_variation, "total_variation"},
-       {terms::dppo_divergence::binary_kl, "binary_kl"}}};
+struct enum_names<dppo_divergence> {
+  static constexpr std::array<std::pair<dppo_divergence, std::string_view>, 2> table{
+      {{dppo_divergence::total_variation, "total_variation"},
+       {dppo_divergence::binary_kl, "binary_kl"}}};
 };
 
 template <class E>

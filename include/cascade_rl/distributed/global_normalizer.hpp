@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <span>
 
-#include "cascade_rl/algorithms/loss_counts.hpp"
 #include "cascade_rl/comm/communicator.hpp"
+#include "cascade_rl/options/loss_normalizer.hpp"
 
 namespace cascade_rl {
 

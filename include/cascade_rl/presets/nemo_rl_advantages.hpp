@@ -38,7 +38,6 @@
 #include <string_view>
 #include <vector>
 
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/group_statistics.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
 #include "cascade_rl/algorithms/kl_estimators.hpp"
@@ -48,6 +47,7 @@
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/options/group_estimators.hpp"
 
 namespace cascade_rl::presets::nemo_rl {
 

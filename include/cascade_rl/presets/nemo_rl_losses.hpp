@@ -54,11 +54,11 @@
 #include <vector>
 
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
-#include "cascade_rl/algorithms/policy_loss_options.hpp"
 #include "cascade_rl/algorithms/token_loss_terms.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/options/policy_losses.hpp"
 
 namespace cascade_rl::presets::nemo_rl {
 

@@ -28,12 +28,12 @@
 #include <string_view>
 #include <vector>
 
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/group_layout.hpp"
+#include "cascade_rl/options/group_estimators.hpp"
 
 namespace cascade_rl::presets::trl {
 

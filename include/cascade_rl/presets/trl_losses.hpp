@@ -89,15 +89,15 @@
 #include <variant>
 #include <vector>
 
-#include "cascade_rl/algorithms/kl_loss_options.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
-#include "cascade_rl/algorithms/loss_counts.hpp"
-#include "cascade_rl/algorithms/policy_loss_options.hpp"
 #include "cascade_rl/algorithms/token_loss_terms.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/token_layout.hpp"
+#include "cascade_rl/options/kl.hpp"
+#include "cascade_rl/options/loss_normalizer.hpp"
+#include "cascade_rl/options/policy_losses.hpp"
 
 namespace cascade_rl::presets::trl {
 

@@ -20,7 +20,7 @@
 #include "cascade_rl/algorithms/reinforce_plus_plus.hpp"
 #include "cascade_rl/algorithms/remax_advantages.hpp"
 #include "cascade_rl/algorithms/rloo_advantages.hpp"
-#include "cascade_rl/terms/advantage_options.hpp"
+#include "cascade_rl/options/advantage_conventions.hpp"
 
 namespace cascade_rl::presets::verl {
 

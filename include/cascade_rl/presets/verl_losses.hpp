@@ -101,7 +101,7 @@ namespace cascade_rl::presets::verl {
 // compute_policy_loss_dppo_tv / _dppo_kl: the divergence thresholds come from
 // clip_ratio_low / clip_ratio_high, the truncation from the actor's clip_ratio_c (3 by
 // default, where the DPPO paper recommends a large one), log-ratio clamp +-20.
-[[nodiscard]] inline dppo_options dppo(terms::dppo_divergence divergence,
+[[nodiscard]] inline dppo_options dppo(dppo_divergence divergence,
                                        loss_aggregation mode = loss_aggregation::token_mean,
                                        double clip_ratio_low = 0.2, double clip_ratio_high = 0.2,
                                        double clip_ratio_c = 3.0) {
@@ -271,7 +271,7 @@ namespace cascade_rl::presets::verl {
 #include <optional>
 #include <vector>
 
-#include "cascade_rl/algorithms/rollout_correction_options.hpp"
+#include "cascade_rl/options/rollout_correction.hpp"
 
 namespace cascade_rl::presets::verl {
 

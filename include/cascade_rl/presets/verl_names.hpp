@@ -17,10 +17,10 @@
 #include <string_view>
 #include <variant>
 
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
-#include "cascade_rl/algorithms/policy_loss_options.hpp"
-#include "cascade_rl/algorithms/rollout_correction_options.hpp"
 #include "cascade_rl/core/error.hpp"
+#include "cascade_rl/options/group_estimators.hpp"
+#include "cascade_rl/options/policy_losses.hpp"
+#include "cascade_rl/options/rollout_correction.hpp"
 #include "cascade_rl/presets/verl_advantages.hpp"
 #include "cascade_rl/presets/verl_losses.hpp"
 
@@ -98,7 +98,7 @@ inline policy_loss_options cispo(const actor_config& c) {
                      c.clip_ratio_high.value_or(c.clip_ratio));
 }
 
-template <terms::dppo_divergence D>
+template <dppo_divergence D>
 policy_loss_options dppo(const actor_config& c) {
   return verl::dppo(D, loss_agg_mode(c.loss_agg_mode), c.clip_ratio_low.value_or(c.clip_ratio),
                     c.clip_ratio_high.value_or(c.clip_ratio), c.clip_ratio_c);
@@ -114,8 +114,8 @@ inline policy_loss_options dro(const actor_config& c) {
 
 inline constexpr entry<policy_loss_options, actor_config> policy_losses[] = {
     {"vanilla", &vanilla},
-    {"dppo_tv", &dppo<terms::dppo_divergence::total_variation>},
-    {"dppo_kl", &dppo<terms::dppo_divergence::binary_kl>},
+    {"dppo_tv", &dppo<dppo_divergence::total_variation>},
+    {"dppo_kl", &dppo<dppo_divergence::binary_kl>},
     {"sapo",
      [](const actor_config& c) -> policy_loss_options {
        return sapo(c.tau_pos, c.tau_neg);  // loss_agg_mode ignored, as veRL does

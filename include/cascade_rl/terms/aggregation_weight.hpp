@@ -3,30 +3,9 @@
 // the modes and why the normaliser is global): loss = sum_t c_t l_t.
 
 #include "cascade_rl/core/host_device.hpp"
+#include "cascade_rl/options/loss_normalizer.hpp"
 
 namespace cascade_rl {
-
-enum class loss_aggregation {
-  token_mean,
-  token_sum,
-  seq_mean_token_sum,
-  seq_mean_token_mean,
-  seq_mean_token_sum_norm,
-};
-
-// The divisors of one optimizer step, made for one aggregation mode: a loss refuses a
-// normaliser of another mode (a divisor that means something else). `tokens` and
-// `sequences` are totals over every micro-batch and rank that contributes to the step
-// (all-reduce local_loss_counts, then loss_counts::normalizer(mode)); `scale` is
-// seq-mean-token-sum-norm's constant (veRL: the padded response length), which has no
-// default: that mode refuses a normaliser without one. Only the fields the mode uses are
-// read.
-struct loss_normalizer {
-  loss_aggregation mode = loss_aggregation::token_mean;
-  double tokens = 0;
-  double sequences = 0;
-  double scale = 0;
-};
 
 namespace terms {
 

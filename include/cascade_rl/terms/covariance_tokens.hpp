@@ -34,6 +34,7 @@
 
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/host_device.hpp"
+#include "cascade_rl/options/policy_losses.hpp"
 #include "cascade_rl/terms/policy_gradient_tokens.hpp"
 
 namespace cascade_rl::terms {
@@ -43,14 +44,6 @@ CASCADE_RL_HD inline double covariance_term(double advantage, double logp, doubl
                                             double mean_logp) {
   return (advantage - mean_advantage) * (logp - mean_logp);
 }
-
-// The options of clip_cov_options as plain values a kernel can take by copy.
-struct clip_cov_params {
-  double clip_low = 0.2;
-  double clip_high = 0.2;
-  double lb = 1.0;  // clip_cov_lb: candidates have lb < cov
-  double ub = 5.0;  // clip_cov_ub: candidates have cov < ub
-};
 
 // PPO's unclipped and clipped token losses as veRL's clip_cov computes them (no clamp of
 // the log-ratio, no dual clip).
@@ -62,7 +55,7 @@ struct clip_cov_branches {
 
 CASCADE_RL_HD inline clip_cov_branches clip_cov_branches_of(double logp, double old_logp,
                                                             double advantage,
-                                                            const clip_cov_params& p) {
+                                                            const clip_cov_options& p) {
   using math::detail::blend;
   using math::detail::mask_of;
   clip_cov_branches b;
@@ -77,18 +70,19 @@ CASCADE_RL_HD inline clip_cov_branches clip_cov_branches_of(double logp, double 
   return b;
 }
 
-// Whether a valid token may be selected: PPO's clip inactive and lb < cov < ub.
+// Whether a valid token may be selected: PPO's clip inactive and
+// clip_cov_lb < cov < clip_cov_ub.
 CASCADE_RL_HD inline bool clip_cov_candidate(double logp, double old_logp, double advantage,
-                                             double cov, const clip_cov_params& p) {
+                                             double cov, const clip_cov_options& p) {
   const clip_cov_branches b = clip_cov_branches_of(logp, old_logp, advantage, p);
-  return !(b.l2 > b.l1) && (cov < p.ub) && (cov > p.lb);
+  return !(b.l2 > b.l1) && (cov < p.clip_cov_ub) && (cov > p.clip_cov_lb);
 }
 
 // The token's loss, d/dlogp and approx_kl (old_logp - logp, unclamped: veRL's ppo_kl);
 // `clipped` is set on a selected token (veRL's pg_clipfrac counts those). Branch-free.
 CASCADE_RL_HD inline ppo_clip_token_result clip_cov_token(double logp, double old_logp,
                                                           double advantage, bool selected,
-                                                          const clip_cov_params& p) {
+                                                          const clip_cov_options& p) {
   using math::detail::blend;
   using math::detail::mask_of;
   const clip_cov_branches b = clip_cov_branches_of(logp, old_logp, advantage, p);

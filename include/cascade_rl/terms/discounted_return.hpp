@@ -14,12 +14,9 @@
 
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/host_device.hpp"
+#include "cascade_rl/options/group_estimators.hpp"
 
-namespace cascade_rl {
-
-enum class masked_token_return { carry, cut };
-
-namespace terms {
+namespace cascade_rl::terms {
 
 CASCADE_RL_HD inline double discounted_return(double reward, double gamma, double run) {
   return reward + math::product_unfused(gamma, run);
@@ -41,5 +38,4 @@ CASCADE_RL_HD inline return_step discounted_return_step(double reward, bool vali
   return {discounted_return(reward, gamma, run), 0.0};
 }
 
-}  // namespace terms
-}  // namespace cascade_rl
+}  // namespace cascade_rl::terms

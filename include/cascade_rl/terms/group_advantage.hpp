@@ -8,7 +8,7 @@
 #include <cstddef>
 
 #include "cascade_rl/core/host_device.hpp"
-#include "cascade_rl/terms/advantage_options.hpp"
+#include "cascade_rl/options/group_estimators.hpp"
 #include "cascade_rl/terms/group_moments.hpp"
 
 namespace cascade_rl::terms {
@@ -109,3 +109,66 @@ CASCADE_RL_HD inline T advantage_of(T r, const group_moments& m, const group_pla
 }
 
 }  // namespace cascade_rl::terms
+
+// Each estimator's options as the plain values above.
+namespace cascade_rl::detail {
+
+// A group's statistic from its moments (host, portable path and kernels alike).
+CASCADE_RL_HD inline group_statistic statistic_of(const terms::group_moments& m, std_estimator estimator) {
+  group_statistic s;
+  s.mean = m.mean;
+  s.std = terms::group_std(m, estimator);
+  s.min = m.min;
+  s.max = m.max;
+  s.count = m.count;
+  s.zero_variance = m.zero_variance;
+  return s;
+}
+
+inline terms::group_params group_params_of(const group_statistics_options& o) {
+  terms::group_params p;
+  p.kind = terms::group_kind::statistics;
+  p.estimator = o.estimator;
+  p.accumulation = o.accumulation;
+  p.nonfinite = nonfinite_rule::error;
+  return p;
+}
+
+inline terms::group_params group_params_of(const leave_one_out_options& o) {
+  terms::group_params p;
+  p.kind = terms::group_kind::leave_one_out;
+  p.estimator = o.estimator;
+  p.nonfinite = nonfinite_rule::error;
+  p.refuse_singletons = true;  // leave_one_out_statistics always needs two
+  return p;
+}
+
+inline terms::group_params group_params_of(const grpo_options& o) {
+  const bool needs_two = o.scale_by_std && o.estimator == std_estimator::unbiased;
+  return {terms::group_kind::grpo, o.scale_by_std, o.epsilon_at, o.estimator, o.singleton,
+          o.nonfinite, o.accumulation, o.epsilon,
+          needs_two && o.singleton == singleton_rule::error};
+}
+
+// RLOO and REINFORCE++-baseline: a mean baseline whose group of one follows `singleton`.
+inline terms::group_params mean_baseline_params(terms::group_kind kind, singleton_rule singleton,
+                                                nonfinite_rule nonfinite,
+                                                mean_accumulation accumulation) {
+  terms::group_params p;
+  p.kind = kind;
+  p.singleton = singleton;
+  p.nonfinite = nonfinite;
+  p.accumulation = accumulation;
+  p.refuse_singletons = singleton == singleton_rule::error;
+  return p;
+}
+
+inline terms::group_params group_params_of(const rloo_options& o) {
+  return mean_baseline_params(terms::group_kind::rloo, o.singleton, o.nonfinite, o.accumulation);
+}
+
+inline terms::group_params group_params_of(const reinforce_plus_plus_baseline_options& o) {
+  return mean_baseline_params(terms::group_kind::baseline, o.singleton, o.nonfinite, o.accumulation);
+}
+
+}  // namespace cascade_rl::detail

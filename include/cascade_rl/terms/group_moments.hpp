@@ -18,7 +18,7 @@
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/host_device.hpp"
 #include "cascade_rl/core/vector_lanes.hpp"
-#include "cascade_rl/terms/advantage_options.hpp"
+#include "cascade_rl/options/advantage_conventions.hpp"
 
 namespace cascade_rl::terms {
 

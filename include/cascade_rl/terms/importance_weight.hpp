@@ -10,22 +10,10 @@
 
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/host_device.hpp"
+#include "cascade_rl/options/importance.hpp"
 #include "cascade_rl/terms/policy_loss_metrics.hpp"
 
 namespace cascade_rl {
-
-enum class importance_sampling {
-  none,       // w_t = 1; behaviour log-probs are not read
-  truncated,  // w_t = min(r_t, cap)
-  band_mask,  // w_t = r_t inside [band_low, band_high], 0 outside
-};
-
-struct importance_options {
-  importance_sampling mode = importance_sampling::none;
-  double cap = 2.0;        // truncated: upper bound of w_t, must be > 0
-  double band_low = 0.5;   // band_mask: 0 <= band_low <= band_high
-  double band_high = 2.0;
-};
 
 namespace terms {
 

@@ -18,19 +18,10 @@
 
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/host_device.hpp"
+#include "cascade_rl/options/kl.hpp"
 #include "cascade_rl/terms/token_loss.hpp"
 
 namespace cascade_rl {
-
-enum class kl_estimator { k1, abs, k2, k3 };
-
-struct kl_options {
-  kl_estimator estimator = kl_estimator::k3;
-  double input_clamp = 20.0;   // k3 only: x = ref - logp clamped to +-input_clamp
-  double output_clamp = 10.0;  // k3 only: the estimate clamped to +-output_clamp
-  // The estimator's value with k2's gradient logp - ref (veRL's "+" suffix).
-  bool straight_through = false;
-};
 
 namespace terms {
 

@@ -10,7 +10,7 @@
 #include <cstddef>
 
 #include "cascade_rl/core/host_device.hpp"
-#include "cascade_rl/terms/advantage_options.hpp"
+#include "cascade_rl/options/group_estimators.hpp"
 #include "cascade_rl/terms/group_advantage.hpp"
 #include "cascade_rl/terms/group_moments.hpp"
 
@@ -49,21 +49,13 @@ CASCADE_RL_HD inline double passk_advantage(const passk_top& top, const group_mo
   return gap / grpo_divisor(group_std(m, estimator), epsilon, epsilon_at);
 }
 
-// The conventions, as plain values a kernel takes by copy.
-struct passk_params {
-  bool scale_by_std = true;
-  std_estimator estimator = std_estimator::unbiased;
-  double epsilon = 1e-6;
-  epsilon_placement epsilon_at = epsilon_placement::added_to_std;
-  mean_accumulation accumulation = mean_accumulation::double_precision;
-};
-
 // One group scores[first, last) into advantages[first, last): 0 everywhere but the best
 // sequence. A zeroed group (zero_group) and a group of one get 0. scores finite unless
-// zero_group.
+// zero_group. The options' singleton and nonfinite rules are the caller's (they decide
+// zero_group and refuse what they refuse).
 template <class T>
 CASCADE_RL_HD void passk_group(const T* scores, std::size_t first, std::size_t last,
-                               bool zero_group, const passk_params& p, T* advantages) {
+                               bool zero_group, const grpo_passk_options& p, T* advantages) {
   for (std::size_t s = first; s < last; ++s) advantages[s] = T(0);
   if (zero_group || last - first < 2) return;
   const group_moments m = group_moments_of(scores, first, last, p.accumulation);

@@ -33,6 +33,7 @@
 
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/host_device.hpp"
+#include "cascade_rl/options/policy_losses.hpp"
 #include "cascade_rl/terms/policy_loss_metrics.hpp"
 #include "cascade_rl/terms/token_loss.hpp"
 
@@ -46,7 +47,8 @@ CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline token_loss reinforce_token(double 
   return {-advantage * (log_prob_surrogate ? logp : 1.0), -advantage};
 }
 
-// The options of ppo_clip_options as plain values a kernel can take by copy.
+// ppo_clip_options resolved for a kernel, which cannot read the std::optional of the dual
+// clip: 0 there means off.
 struct ppo_clip_params {
   double clip_low = 0.2;
   double clip_high = 0.2;
@@ -97,18 +99,11 @@ CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline ppo_clip_token_result ppo_clip_tok
   return r;
 }
 
-// The options of cispo_options as plain values a kernel can take by copy.
-struct cispo_params {
-  double clip_low = 0.2;
-  double clip_high = 0.2;
-  double log_ratio_clamp = 20;
-};
-
 // Free of branches as ppo_clip_token. `clipped` is set where the clip moved the ratio
 // (veRL's pg_clipfrac for CISPO: ratio != clipped ratio, on either side); dual_clipped
 // stays false.
 CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline ppo_clip_token_result cispo_token(
-    double logp, double old_logp, double advantage, const cispo_params& p) {
+    double logp, double old_logp, double advantage, const cispo_options& p) {
   using math::detail::blend;
   using math::detail::mask_of;
   const double raw_log_ratio = logp - old_logp;
@@ -134,20 +129,13 @@ CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline ppo_clip_token_result cispo_token(
   return r;
 }
 
-// The options of sapo_options as plain values a kernel can take by copy.
-struct sapo_params {
-  double tau_pos = 1.0;
-  double tau_neg = 1.05;
-  double log_ratio_clamp = 20;
-};
-
 // Branch-free; approx_kl is PPO's (after the clamp). The sigmoid is 1 / (1 + exp(-x)):
 // exp(-x) overflowing to inf for a large negative x gives s = 0, and the gradient's
 // s (1 - s) is then 0, as it is for s = 1.
 CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline token_loss_with_kl sapo_token(double logp,
                                                                             double old_logp,
                                                                             double advantage,
-                                                                            const sapo_params& p) {
+                                                                            const sapo_options& p) {
   using math::detail::blend;
   using math::detail::mask_of;
   const double raw_log_ratio = logp - old_logp;
@@ -179,25 +167,13 @@ CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline token_loss_with_kl dro_token(doubl
   return r;
 }
 
-// DPPO's trust region: the total variation p - p_old of the sampled token's probability,
-// or the binary KL of Bernoulli(p_old) from Bernoulli(p).
-enum class dppo_divergence { total_variation, binary_kl };
-
-// The options of dppo_options as plain values a kernel can take by copy.
-struct dppo_params {
-  double clip_low = 0.2;   // threshold for A <= 0
-  double clip_high = 0.2;  // threshold for A > 0
-  double truncation = 20;  // c
-  double log_ratio_clamp = 20;
-};
-
 // Branch-free as ppo_clip_token. `clipped` is set where the trust region masks the token
 // out (veRL's pg_clipfrac), `dual_clipped` where a kept token's ratio exceeds c (veRL's
 // pg_clipfrac_lower for DPPO). The probabilities are exp of the unclamped log-probs, and
 // the binary KL keeps veRL's 1e-8 inside its logarithm.
 template <dppo_divergence D>
 CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline ppo_clip_token_result dppo_token(
-    double logp, double old_logp, double advantage, const dppo_params& p) {
+    double logp, double old_logp, double advantage, const dppo_options& p) {
   using math::detail::blend;
   using math::detail::mask_of;
   const double raw_log_ratio = logp - old_logp;
@@ -244,3 +220,13 @@ CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline void count_clips(const ppo_clip_to
 }
 
 }  // namespace cascade_rl::terms
+
+namespace cascade_rl::detail {
+
+// The options as the plain values terms::ppo_clip_token takes.
+inline terms::ppo_clip_params ppo_params_of(const ppo_clip_options& options) {
+  return {options.clip_low, options.clip_high, options.dual_clip ? *options.dual_clip : 0.0,
+          options.log_ratio_clamp};
+}
+
+}  // namespace cascade_rl::detail

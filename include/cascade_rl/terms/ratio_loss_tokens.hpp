@@ -13,7 +13,7 @@
 namespace cascade_rl::terms {
 
 struct cispo_ratio_token {
-  cispo_params params;
+  cispo_options params;
   CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE token_loss_with_kl
   operator()(double logp, double old_logp, double advantage, policy_loss_metrics& metrics) const {
     const ppo_clip_token_result r = cispo_token(logp, old_logp, advantage, params);
@@ -24,7 +24,7 @@ struct cispo_ratio_token {
 
 template <dppo_divergence D>
 struct dppo_ratio_token {
-  dppo_params params;
+  dppo_options params;
   CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE token_loss_with_kl
   operator()(double logp, double old_logp, double advantage, policy_loss_metrics& metrics) const {
     const ppo_clip_token_result r = dppo_token<D>(logp, old_logp, advantage, params);
@@ -43,7 +43,7 @@ struct dro_ratio_token {
 };
 
 struct sapo_ratio_token {
-  sapo_params params;
+  sapo_options params;
   CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE token_loss_with_kl operator()(double logp, double old_logp,
                                                                        double advantage,
                                                                        policy_loss_metrics&) const {
@@ -52,3 +52,29 @@ struct sapo_ratio_token {
 };
 
 }  // namespace cascade_rl::terms
+
+namespace cascade_rl::detail {
+
+// The ratio losses' options as their token function (terms/ratio_loss_tokens.hpp), handed
+// to f: every executor's driver is written once over the token type. DPPO's divergence
+// picks one of two instantiations, so the token loop stays free of branches.
+template <class F>
+decltype(auto) visit_ratio_token(const cispo_options& o, F&& f) {
+  return f(terms::cispo_ratio_token{o});
+}
+template <class F>
+decltype(auto) visit_ratio_token(const dppo_options& o, F&& f) {
+  if (o.divergence == dppo_divergence::binary_kl)
+    return f(terms::dppo_ratio_token<dppo_divergence::binary_kl>{o});
+  return f(terms::dppo_ratio_token<dppo_divergence::total_variation>{o});
+}
+template <class F>
+decltype(auto) visit_ratio_token(const dro_options& o, F&& f) {
+  return f(terms::dro_ratio_token{o.beta});
+}
+template <class F>
+decltype(auto) visit_ratio_token(const sapo_options& o, F&& f) {
+  return f(terms::sapo_ratio_token{o});
+}
+
+}  // namespace cascade_rl::detail

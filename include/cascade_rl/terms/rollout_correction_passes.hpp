@@ -5,27 +5,31 @@
 // sums and extremes. The scalar metrics are then finished on the host from the row
 // scratch and the channel totals (rollout_correction.hpp).
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/host_device.hpp"
+#include "cascade_rl/options/rollout_correction.hpp"
 #include "cascade_rl/terms/rollout_correction_terms.hpp"
 
 namespace cascade_rl::terms {
 
-inline constexpr int rollout_criteria_max = 11;
+inline constexpr int rollout_criteria_max = static_cast<int>(max_rollout_rs_criteria);
 
-// The options as plain values.
+// The options resolved for the passes (detail::rollout_params_of below): IcePop's flag
+// and lower bound unpacked, each criterion's bounds as its statistic compares them (logs
+// for k1), in a struct a kernel takes by copy.
 struct rollout_correction_params {
-  int is_level = 0;  // 0 none, 1 token, 2 sequence
+  rollout_is_level is_level = rollout_is_level::none;
   bool icepop = false;
   double is_upper = 2.0;
   double is_lower = 0.5;  // IcePop's lower bound, or 1/is_upper (the metrics' bound)
   int criteria = 0;
-  int level[rollout_criteria_max] = {};      // 0 token, 1 seq_sum, 2 seq_mean, 3 seq_max
-  int statistic[rollout_criteria_max] = {};  // 0 k1, 1 k2, 2 k3
-  double low[rollout_criteria_max] = {};     // the statistic's bounds (logs for k1; 0 else)
+  rollout_rs_level level[rollout_criteria_max] = {};
+  rollout_rs_statistic statistic[rollout_criteria_max] = {};
+  double low[rollout_criteria_max] = {};  // the statistic's bounds (logs for k1; 0 else)
   double high[rollout_criteria_max] = {};
   bool two_sided[rollout_criteria_max] = {};  // k1
 };
@@ -78,7 +82,7 @@ CASCADE_RL_HD inline int rollout_active_extremes(const rollout_correction_params
 // Whether some criterion takes k3, whose exp the pre-pass then computes per token.
 CASCADE_RL_HD inline bool rollout_uses_k3(const rollout_correction_params& p) {
   for (int c = 0; c < p.criteria; ++c)
-    if (p.statistic[c] == 2) return true;
+    if (p.statistic[c] == rollout_rs_statistic::k3) return true;
   return false;
 }
 
@@ -125,7 +129,9 @@ CASCADE_RL_HD void rollout_row_prepass(const rollout_correction_params& p, const
   row[rollout_row_rollout * rows + s] = sum_rollout;
   for (int c = 0; c < p.criteria; ++c) {
     const double mean = count > 0 ? math::detail::quotient(sum[c], count) : 0.0;
-    const double value = p.level[c] == 1 ? sum[c] : (p.level[c] == 3 ? max[c] : mean);
+    const double value = p.level[c] == rollout_rs_level::seq_sum   ? sum[c]
+                        : p.level[c] == rollout_rs_level::seq_max ? max[c]
+                                                                  : mean;
     row[(rollout_row_fields + c) * rows + s] = value;
   }
 }
@@ -142,7 +148,7 @@ CASCADE_RL_HD inline rollout_row_view rollout_row_view_of(const rollout_correcti
                                                           const double* row, std::size_t s,
                                                           std::size_t rows) {
   rollout_row_view v;
-  if (p.is_level == 2) v.raw = rollout_raw_weight(row[rollout_row_log_ratio * rows + s]);
+  if (p.is_level == rollout_is_level::sequence) v.raw = rollout_raw_weight(row[rollout_row_log_ratio * rows + s]);
   for (int c = 0; c < p.criteria; ++c) v.statistic[c] = row[(rollout_row_fields + c) * rows + s];
   return v;
 }
@@ -156,9 +162,10 @@ struct rollout_token_ratio {
 // Whether the weights and the rejection need a token's own exp: token-level IS, or a
 // token-level k3 criterion (the diagnostics' channels always do).
 CASCADE_RL_HD inline bool rollout_tokens_need_rho(const rollout_correction_params& p) {
-  if (p.is_level == 1) return true;
+  if (p.is_level == rollout_is_level::token) return true;
   for (int c = 0; c < p.criteria; ++c)
-    if (p.level[c] == 0 && p.statistic[c] == 2) return true;
+    if (p.level[c] == rollout_rs_level::token && p.statistic[c] == rollout_rs_statistic::k3)
+      return true;
   return false;
 }
 
@@ -166,7 +173,7 @@ CASCADE_RL_HD inline bool rollout_tokens_need_rho(const rollout_correction_param
 CASCADE_RL_HD inline rollout_token_ratio rollout_token_ratio_of(const rollout_correction_params& p,
                                                                 double d, double rho,
                                                                 const rollout_row_view& row) {
-  return {.d = d, .rho = rho, .raw = p.is_level == 2 ? row.raw : rho};
+  return {.d = d, .rho = rho, .raw = p.is_level == rollout_is_level::sequence ? row.raw : rho};
 }
 
 // need_rho false: rho is left 0 (the caller reads neither it nor a token-level raw weight).
@@ -181,7 +188,7 @@ CASCADE_RL_HD inline rollout_token_ratio rollout_token_ratio_of(const rollout_co
 CASCADE_RL_HD inline double rollout_criterion_token_statistic(const rollout_correction_params& p,
                                                               int c, const rollout_token_ratio& r,
                                                               const rollout_row_view& row) {
-  return p.level[c] == 0 ? rollout_rs_token_statistic(r.d, r.rho, p.statistic[c])
+  return p.level[c] == rollout_rs_level::token ? rollout_rs_token_statistic(r.d, r.rho, p.statistic[c])
                          : row.statistic[c];
 }
 
@@ -219,7 +226,7 @@ CASCADE_RL_HD void rollout_row_tokens(const rollout_correction_params& p, const 
                     p, static_cast<double>(logp[t]) - static_cast<double>(rollout[t]), view,
                     need_rho)
               : masked;
-    if (p.is_level != 0) {
+    if (p.is_level != rollout_is_level::none) {
       const double raw = valid ? r.raw : 0.0;
       const double applied =
           valid ? rollout_applied_weight(raw, p.is_lower, p.is_upper, p.icepop) : 0.0;
@@ -246,7 +253,7 @@ CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline void rollout_valid_token_channels(
     const rollout_correction_params& p, const rollout_token_ratio& r, const rollout_row_view& row,
     double* v, double* e) {
   const double d = r.d;
-  if (p.is_level != 0) {
+  if (p.is_level != rollout_is_level::none) {
     const double raw = r.raw;
     const double applied = rollout_applied_weight(raw, p.is_lower, p.is_upper, p.icepop);
     const double clamped = rollout_min(rollout_max(applied, 0.0), p.is_upper);
@@ -320,3 +327,26 @@ CASCADE_RL_HD inline void rollout_join_extremes(double* a, const double* b,
 }
 
 }  // namespace cascade_rl::terms
+
+namespace cascade_rl::detail {
+
+// The options as the passes' plain values (validate them first).
+inline terms::rollout_correction_params rollout_params_of(const rollout_correction_options& o) {
+  terms::rollout_correction_params p;
+  p.is_level = o.is_level;
+  p.icepop = o.is_lower.has_value();
+  p.is_upper = o.is_upper;
+  p.is_lower = p.icepop ? *o.is_lower : 1.0 / o.is_upper;
+  p.criteria = static_cast<int>(o.rejection_count);
+  for (std::size_t c = 0; c < o.rejection_count; ++c) {
+    const rollout_rs_criterion& r = o.rejection[c];
+    p.level[c] = r.level;
+    p.statistic[c] = r.statistic;
+    p.two_sided[c] = r.statistic == rollout_rs_statistic::k1;
+    p.low[c] = p.two_sided[c] ? std::log(r.lower) : 0.0;
+    p.high[c] = p.two_sided[c] ? std::log(r.upper) : r.upper;
+  }
+  return p;
+}
+
+}  // namespace cascade_rl::detail

@@ -8,6 +8,7 @@
 
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/host_device.hpp"
+#include "cascade_rl/options/rollout_correction.hpp"
 
 namespace cascade_rl::terms {
 
@@ -39,13 +40,13 @@ CASCADE_RL_HD inline double rollout_applied_weight(double raw, double lower, dou
   return icepop ? (inside ? raw : 0.0) : rollout_min(raw, upper);
 }
 
-// A token's divergence statistic: statistic 0 = k1, 1 = k2, 2 = k3 (rollout_rs_statistic).
+// A token's divergence statistic (k1, k2 or k3).
 // `raw` is rollout_raw_weight(log_ratio), exp of the clamped log-ratio, which k3 reuses.
 CASCADE_RL_HD inline double rollout_rs_token_statistic(double log_ratio, double raw,
-                                                       int statistic) {
+                                                       rollout_rs_statistic statistic) {
   const double d = rollout_safe_log_ratio(log_ratio);
-  if (statistic == 0) return -d;
-  if (statistic == 1) return 0.5 * math::detail::product_rn(d, d);
+  if (statistic == rollout_rs_statistic::k1) return -d;
+  if (statistic == rollout_rs_statistic::k2) return 0.5 * math::detail::product_rn(d, d);
   return raw - 1.0 - d;
 }
 

@@ -30,6 +30,7 @@
 
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/host_device.hpp"
+#include "cascade_rl/options/policy_losses.hpp"
 #include "cascade_rl/terms/policy_gradient_tokens.hpp"
 #include "cascade_rl/terms/token_loss.hpp"
 
@@ -51,19 +52,12 @@ CASCADE_RL_HD double sequence_mean_log_ratio(const T* log_probs, const T* old_lo
   return sum / static_cast<double>(n > 0 ? n : 1);
 }
 
-// The options of gspo_options as plain values a kernel can take by copy.
-struct gspo_params {
-  double clip_low = 0.2;
-  double clip_high = 0.2;
-  double log_ratio_bound = 10;  // the upper clamp of log s (veRL: 10; no lower clamp)
-};
-
 // Free of branches as ppo_clip_token. `clipped` is set where l2 > l1 (veRL's
 // pg_clipfrac for GSPO: gt(pg_losses2, pg_losses1)); dual_clipped stays false (veRL
 // reports pg_clipfrac_lower 0). approx_kl is old_logp - logp unclamped (veRL's ppo_kl).
 CASCADE_RL_HD inline ppo_clip_token_result gspo_token(double sequence_log_ratio, double logp,
                                                       double old_logp, double advantage,
-                                                      const gspo_params& p) {
+                                                      const gspo_options& p) {
   using math::detail::blend;
   using math::detail::mask_of;
   const std::uint64_t bounded = mask_of(sequence_log_ratio > p.log_ratio_bound);
@@ -85,12 +79,6 @@ CASCADE_RL_HD inline ppo_clip_token_result gspo_token(double sequence_log_ratio,
   return r;
 }
 
-// The options of geo_mean_options as plain values a kernel can take by copy.
-struct geo_mean_params {
-  double clip_low = 0.2;
-  double clip_high = 0.2;
-};
-
 // A token's log-ratio k = sign(A) min(sign(A) x, sign(A) clamp(x, -clip_low, clip_high)),
 // x = logp - old_logp (veRL's negative_approx_kl_min): for A > 0 min(x, clamp(x)), for
 // A < 0 max(x, clamp(x)), for A = 0 zero. `passes` is the mask of dk/dx = 1 (else 0; at
@@ -105,7 +93,7 @@ struct geo_mean_log_ratio {
 
 CASCADE_RL_HD inline geo_mean_log_ratio geo_mean_log_ratio_of(double logp, double old_logp,
                                                               double advantage,
-                                                              const geo_mean_params& p) {
+                                                              const geo_mean_options& p) {
   using math::detail::blend;
   using math::detail::mask_of;
   const double x = logp - old_logp;
@@ -130,7 +118,7 @@ template <class T>
 CASCADE_RL_HD double geo_mean_sequence_loss(const T* log_probs, const T* old_log_probs,
                                             const T* advantages, const T* weights,
                                             const std::uint8_t* mask, std::size_t first,
-                                            std::size_t last, const geo_mean_params& p) {
+                                            std::size_t last, const geo_mean_options& p) {
   double log_ratio_sum = 0;
   double advantage_sum = 0;
   double log_weight_sum = 0;
@@ -155,7 +143,7 @@ CASCADE_RL_HD double geo_mean_sequence_loss(const T* log_probs, const T* old_log
 // approx_kl is old_logp - logp unclamped (ppo_kl).
 CASCADE_RL_HD inline ppo_clip_token_result geo_mean_token(double sequence_loss, double logp,
                                                           double old_logp, double advantage,
-                                                          const geo_mean_params& p) {
+                                                          const geo_mean_options& p) {
   using math::detail::blend;
   using math::detail::mask_of;
   const geo_mean_log_ratio k = geo_mean_log_ratio_of(logp, old_logp, advantage, p);

@@ -8,7 +8,7 @@
 
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/host_device.hpp"
-#include "cascade_rl/terms/advantage_options.hpp"
+#include "cascade_rl/options/advantage_conventions.hpp"
 #include "cascade_rl/terms/group_moments.hpp"
 
 namespace cascade_rl::terms {

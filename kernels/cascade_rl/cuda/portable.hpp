@@ -31,18 +31,22 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
-#include "cascade_rl/algorithms/kl_loss_options.hpp"
-#include "cascade_rl/algorithms/loss_counts.hpp"
-#include "cascade_rl/algorithms/policy_loss_options.hpp"
 #include "cascade_rl/core/canonical_sum.hpp"
 #include "cascade_rl/core/parallel.hpp"
 #include "cascade_rl/cuda/detail/group_flags.hpp"
 #include "cascade_rl/cuda/detail/math.hpp"
 #include "cascade_rl/cuda/detail/token_terms.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/options/group_estimators.hpp"
+#include "cascade_rl/options/kl.hpp"
+#include "cascade_rl/options/loss_normalizer.hpp"
+#include "cascade_rl/options/policy_losses.hpp"
+#include "cascade_rl/terms/group_advantage.hpp"
 #include "cascade_rl/terms/log_softmax_gradient.hpp"
 #include "cascade_rl/terms/log_sum_exp.hpp"
+#include "cascade_rl/terms/policy_gradient_tokens.hpp"
+#include "cascade_rl/terms/ratio_loss_tokens.hpp"
+#include "cascade_rl/terms/sequence_ratio_tokens.hpp"
 
 namespace cascade_rl::cuda::portable {
 
@@ -625,7 +629,7 @@ void gspo_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* lo
                                   rollout_is_weights,
                                   sequence_scratch,
                                   layout,
-                                  cascade_rl::detail::gspo_params_of(options)};
+                                  options};
   detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
 }
 
@@ -639,7 +643,7 @@ struct geo_mean_sequence_functor {
   const T* old_log_probs;
   const T* advantages;
   const T* rollout_is_weights;
-  terms::geo_mean_params params;
+  geo_mean_options params;
   double* out;
   CASCADE_RL_HD void operator()(std::size_t s) const {
     out[s] = terms::geo_mean_sequence_loss(log_probs, old_log_probs, advantages, rollout_is_weights,
@@ -656,13 +660,12 @@ void geo_mean_loss(ExecPolicy&& exec, const device_token_layout& layout, const T
                    const T* old_log_probs, const T* advantages, const T* rollout_is_weights,
                    T* grad_out, const loss_normalizer& normalizer, const geo_mean_options& options,
                    double* sequence_scratch, loss_tally* scratch) {
-  const terms::geo_mean_params params = cascade_rl::detail::geo_mean_params_of(options);
   detail::for_each_index(
       exec, layout.sequences,
       detail::geo_mean_sequence_functor<T>{layout, log_probs, old_log_probs, advantages,
-                                           rollout_is_weights, params, sequence_scratch});
+                                           rollout_is_weights, options, sequence_scratch});
   const detail::geo_mean_term<T> term{
-      log_probs, old_log_probs, advantages, rollout_is_weights, sequence_scratch, layout, params};
+      log_probs, old_log_probs, advantages, rollout_is_weights, sequence_scratch, layout, options};
   detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
 }
 
@@ -716,13 +719,11 @@ void clip_cov_seeded_selection(ExecPolicy&& exec, const device_token_layout& lay
                                std::uint64_t seed, const clip_cov_options& options,
                                std::uint8_t* selected, double* sums, std::uint64_t* keys,
                                std::size_t* indices) {
-  const terms::clip_cov_params params{options.clip_low, options.clip_high, options.clip_cov_lb,
-                                      options.clip_cov_ub};
   detail::covariance_selection(exec, layout, log_probs, advantages, options.clip_cov_ratio,
                                selected, sums, keys, indices, [&](const double* totals) {
                                  return detail::clip_cov_keys_functor<T>{
                                      layout, log_probs, old_log_probs, advantages, totals,
-                                     seed,   params,    keys,          indices};
+                                     seed,   options,   keys,          indices};
                                });
 }
 
@@ -739,8 +740,7 @@ void clip_cov_loss(ExecPolicy&& exec, const device_token_layout& layout, const T
       advantages,
       rollout_is_weights,
       selected,
-      terms::clip_cov_params{options.clip_low, options.clip_high, options.clip_cov_lb,
-                             options.clip_cov_ub}};
+      options};
   detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
 }
 

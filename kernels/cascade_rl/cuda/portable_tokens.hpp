@@ -209,7 +209,7 @@ struct passk_functor {
   const T* scores;
   device_group_layout groups;
   T* advantages;
-  terms::passk_params params;
+  grpo_passk_options params;
   CASCADE_RL_HD void operator()(std::size_t g) const {
     const std::size_t first = groups.begin(g);
     const std::size_t last = groups.end(g);
@@ -500,8 +500,7 @@ void grpo_passk_advantages(ExecPolicy&& exec, const T* scores, const device_grou
                            T* advantages, const grpo_passk_options& options = {}) {
   cascade_rl::detail::require_passk_options(options);
   detail::for_each_index(exec, groups.groups,
-                         detail::passk_functor<T>{scores, groups, advantages,
-                                                  cascade_rl::detail::passk_params_of(options)});
+                         detail::passk_functor<T>{scores, groups, advantages, options});
 }
 
 // ---- GDPO ----------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ struct clip_cov_term {
   const T* advantages;
   const T* rollout_is_weights;  // null: none
   const std::uint8_t* selected;
-  terms::clip_cov_params params;
+  clip_cov_options params;
 
   CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
     const terms::ppo_clip_token_result r = terms::clip_cov_token(
@@ -135,7 +135,7 @@ struct clip_cov_keys_functor {
   const T* advantages;
   const double* totals;
   std::uint64_t seed;
-  terms::clip_cov_params params;
+  clip_cov_options params;
   std::uint64_t* keys;
   std::size_t* indices;
   CASCADE_RL_HD void operator()(std::size_t t) const {

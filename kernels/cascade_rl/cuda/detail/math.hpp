@@ -3,9 +3,9 @@
 // The rest only names the terms they call: every per-token and per-group formula is in
 // include/cascade_rl/terms/, called from the kernels and from the host alike.
 
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/core/host_device.hpp"
-#include "cascade_rl/terms/advantage_options.hpp"
+#include "cascade_rl/options/advantage_conventions.hpp"
+#include "cascade_rl/options/group_estimators.hpp"
 #include "cascade_rl/terms/discounted_return.hpp"
 #include "cascade_rl/terms/distillation_advantage.hpp"
 #include "cascade_rl/terms/group_advantage.hpp"

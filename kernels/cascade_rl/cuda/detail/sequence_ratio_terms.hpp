@@ -39,7 +39,7 @@ struct gspo_term {
   const T* rollout_is_weights;  // null: none
   const double* sequence_log_ratio;
   device_token_layout layout;
-  terms::gspo_params params;
+  gspo_options params;
 
   CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
     const terms::ppo_clip_token_result r = terms::gspo_token(
@@ -71,7 +71,7 @@ struct geo_mean_term {
   const T* rollout_is_weights;  // null: none
   const double* sequence_loss;
   device_token_layout layout;
-  terms::geo_mean_params params;
+  geo_mean_options params;
 
   CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
     const terms::ppo_clip_token_result r = terms::geo_mean_token(

@@ -13,9 +13,9 @@
 #include <array>
 #include <cstddef>
 
-#include "cascade_rl/algorithms/loss_counts.hpp"
-#include "cascade_rl/algorithms/policy_loss_options.hpp"
 #include "cascade_rl/core/host_device.hpp"
+#include "cascade_rl/options/loss_normalizer.hpp"
+#include "cascade_rl/options/policy_losses.hpp"
 #include "cascade_rl/terms/aggregation_weight.hpp"
 #include "cascade_rl/terms/importance_weight.hpp"
 #include "cascade_rl/terms/kl_token.hpp"

@@ -12,22 +12,14 @@
 #include <cstdint>
 #include <cub/device/device_radix_sort.cuh>
 
-#include "cascade_rl/algorithms/policy_loss_options.hpp"
 #include "cascade_rl/cuda/detail/covariance_terms.hpp"
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/device/token_losses.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/cuda/kernel/covariance_losses.cuh"
+#include "cascade_rl/options/policy_losses.hpp"
 
 namespace cascade_rl::cuda {
-
-namespace detail {
-
-inline terms::clip_cov_params clip_cov_params_of(const clip_cov_options& o) {
-  return {o.clip_low, o.clip_high, o.clip_cov_lb, o.clip_cov_ub};
-}
-
-}  // namespace detail
 
 namespace detail {
 
@@ -89,13 +81,12 @@ cudaError_t clip_cov_seeded_selection(void* d_temp_storage, std::size_t& temp_st
                                       const T* d_old_log_probs, const T* d_advantages,
                                       std::uint64_t seed, const clip_cov_options& options,
                                       std::uint8_t* d_selected, cudaStream_t stream = nullptr) {
-  const terms::clip_cov_params params = detail::clip_cov_params_of(options);
   return detail::run_covariance_selection(
       d_temp_storage, temp_storage_bytes, layout, d_log_probs, d_advantages, options.clip_cov_ratio,
       d_selected, stream, [&](const double* totals, std::uint64_t* keys, std::size_t* indices) {
         return detail::clip_cov_keys_functor<T>{layout,       d_log_probs, d_old_log_probs,
                                                 d_advantages, totals,      seed,
-                                                params,       keys,        indices};
+                                                options,      keys,        indices};
       });
 }
 
@@ -143,7 +134,7 @@ cudaError_t clip_cov_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                           cudaStream_t stream = nullptr) {
   const detail::clip_cov_term<T> term{d_log_probs,  d_old_log_probs,
                                       d_advantages, d_rollout_is_weights,
-                                      d_selected,   detail::clip_cov_params_of(options)};
+                                      d_selected,   options};
   return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
                             options.aggregation, normalizer, d_result, stream);
 }

@@ -11,10 +11,11 @@
 
 #include <cstddef>
 
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/cuda/kernel/group_advantages.cuh"
+#include "cascade_rl/options/group_estimators.hpp"
+#include "cascade_rl/terms/group_advantage.hpp"
 
 namespace cascade_rl::cuda {
 namespace detail {

@@ -17,11 +17,11 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/detail/math.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/cuda/kernel/group_filter.cuh"
+#include "cascade_rl/options/group_estimators.hpp"
 
 namespace cascade_rl::cuda {
 

@@ -9,10 +9,11 @@
 
 #include <cstddef>
 
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/cuda/kernel/grpo_passk_advantages.cuh"
+#include "cascade_rl/options/group_estimators.hpp"
+#include "cascade_rl/terms/passk_advantage.hpp"
 
 namespace cascade_rl::cuda {
 namespace detail {
@@ -41,8 +42,7 @@ cudaError_t grpo_passk_advantages(void* d_temp_storage, std::size_t& temp_storag
   return detail::launch(detail::grpo_passk_kernel<T>,
                         detail::blocks_for(groups.groups, detail::sequence_block_threads),
                         detail::sequence_block_threads, stream, d_scores, groups, d_advantages,
-                        cascade_rl::detail::passk_params_of(options), options.singleton,
-                        options.nonfinite, report);
+                        options, report);
 }
 
 }  // namespace cascade_rl::cuda

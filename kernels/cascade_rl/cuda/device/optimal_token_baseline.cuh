@@ -11,10 +11,10 @@
 
 #include <cstddef>
 
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/cuda/kernel/optimal_token_baseline.cuh"
+#include "cascade_rl/options/group_estimators.hpp"
 
 namespace cascade_rl::cuda {
 

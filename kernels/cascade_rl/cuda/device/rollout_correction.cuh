@@ -11,11 +11,12 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cascade_rl/algorithms/rollout_correction_options.hpp"
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/detail/rollout_correction_terms.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/cuda/kernel/rollout_correction.cuh"
+#include "cascade_rl/options/rollout_correction.hpp"
+#include "cascade_rl/terms/rollout_correction_passes.hpp"
 
 namespace cascade_rl::cuda {
 

@@ -13,8 +13,6 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "cascade_rl/algorithms/loss_counts.hpp"
-#include "cascade_rl/algorithms/policy_loss_options.hpp"
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/detail/sequence_ratio_terms.hpp"
 #include "cascade_rl/cuda/detail/token_terms.hpp"
@@ -22,6 +20,9 @@
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/cuda/kernel/sequence_ratio_losses.cuh"
 #include "cascade_rl/cuda/kernel/token_losses.cuh"
+#include "cascade_rl/options/loss_normalizer.hpp"
+#include "cascade_rl/options/policy_losses.hpp"
+#include "cascade_rl/terms/sequence_ratio_tokens.hpp"
 
 namespace cascade_rl::cuda {
 
@@ -49,7 +50,7 @@ cudaError_t gspo_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                     d_rollout_is_weights,
                                     means,
                                     layout,
-                                    cascade_rl::detail::gspo_params_of(options)};
+                                    options};
       },
       d_grad_out, options.aggregation, normalizer, d_result, stream);
 }
@@ -61,20 +62,19 @@ cudaError_t geo_mean_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                           const T* d_rollout_is_weights, T* d_grad_out,
                           const loss_normalizer& normalizer, const geo_mean_options& options,
                           loss_tally* d_result, cudaStream_t stream = nullptr) {
-  const terms::geo_mean_params params = cascade_rl::detail::geo_mean_params_of(options);
   return detail::run_tokens_after_sequence_pass(
       d_temp_storage, temp_storage_bytes, layout,
       [&](double* losses, device_report* report) {
         return detail::launch(detail::geo_mean_sequence_kernel<T>,
                               detail::blocks_for(layout.sequences, detail::sequence_ratio_threads),
                               detail::sequence_ratio_threads, stream, layout, d_log_probs,
-                              d_old_log_probs, d_advantages, d_rollout_is_weights, params, losses,
+                              d_old_log_probs, d_advantages, d_rollout_is_weights, options, losses,
                               report);
       },
       [&](const double* losses) {
         return detail::geo_mean_term<T>{
             d_log_probs, d_old_log_probs, d_advantages, d_rollout_is_weights,
-            losses,      layout,          params};
+            losses,      layout,          options};
       },
       d_grad_out, options.aggregation, normalizer, d_result, stream);
 }

@@ -11,13 +11,15 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "cascade_rl/algorithms/kl_loss_options.hpp"
-#include "cascade_rl/algorithms/loss_counts.hpp"
-#include "cascade_rl/algorithms/policy_loss_options.hpp"
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/detail/token_terms.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/cuda/kernel/token_losses.cuh"
+#include "cascade_rl/options/kl.hpp"
+#include "cascade_rl/options/loss_normalizer.hpp"
+#include "cascade_rl/options/policy_losses.hpp"
+#include "cascade_rl/terms/policy_gradient_tokens.hpp"
+#include "cascade_rl/terms/ratio_loss_tokens.hpp"
 
 namespace cascade_rl::cuda {
 

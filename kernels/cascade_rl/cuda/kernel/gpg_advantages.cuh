@@ -8,9 +8,9 @@
 
 #include <cstddef>
 
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/options/group_estimators.hpp"
 #include "cascade_rl/terms/gpg_advantage.hpp"
 #include "cascade_rl/terms/group_moments.hpp"
 

@@ -7,9 +7,9 @@
 
 #include <cstddef>
 
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/options/group_estimators.hpp"
 #include "cascade_rl/terms/passk_advantage.hpp"
 
 namespace cascade_rl::cuda::detail {
@@ -19,8 +19,7 @@ namespace cascade_rl::cuda::detail {
 template <class T>
 __global__ void __launch_bounds__(sequence_block_threads)
 grpo_passk_kernel(const T* __restrict__ scores, device_group_layout groups,
-                  T* __restrict__ advantages, terms::passk_params params,
-                  singleton_rule singleton, nonfinite_rule nonfinite, device_report* report) {
+                  T* __restrict__ advantages, grpo_passk_options options, device_report* report) {
   const std::size_t g = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (g >= groups.groups) return;
   const std::size_t first = groups.begin(g), last = groups.end(g);
@@ -28,16 +27,16 @@ grpo_passk_kernel(const T* __restrict__ scores, device_group_layout groups,
     report_min(&report->first_bad_offset, g == 0 && first != 0 ? 0 : g + 1);
     return;
   }
-  if (last - first == 1 && singleton == singleton_rule::error)
+  if (last - first == 1 && options.singleton == singleton_rule::error)
     report_min(&report->first_singleton, g);
   bool bad = false;
   for (std::size_t s = first; s < last; ++s)
     if (!::cuda::std::isfinite(scores[s])) {
-      if (nonfinite == nonfinite_rule::error)
+      if (options.nonfinite == nonfinite_rule::error)
         report_nonfinite(&report->first_nonfinite[0], s, scores[s]);
       bad = true;
     }
-  terms::passk_group(scores, first, last, bad, params, advantages);
+  terms::passk_group(scores, first, last, bad, options, advantages);
 }
 
 }  // namespace cascade_rl::cuda::detail

@@ -7,12 +7,12 @@
 
 #include <cstddef>
 
-#include "cascade_rl/algorithms/group_estimator_options.hpp"
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/detail/math.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/cuda/kernel/broadcast.cuh"
 #include "cascade_rl/cuda/kernel/token_losses.cuh"
+#include "cascade_rl/options/group_estimators.hpp"
 
 namespace cascade_rl::cuda::detail {
 

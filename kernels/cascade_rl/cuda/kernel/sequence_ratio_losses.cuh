@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(sequence_ratio_threads)
     geo_mean_sequence_kernel(device_token_layout layout, const T* __restrict__ log_probs,
                              const T* __restrict__ old_log_probs, const T* __restrict__ advantages,
                              const T* __restrict__ rollout_is_weights,
-                             terms::geo_mean_params params, double* __restrict__ out,
+                             geo_mean_options params, double* __restrict__ out,
                              device_report* report) {
   const std::size_t s = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (s >= layout.sequences) return;

@@ -12,11 +12,11 @@
 
 #include <cstddef>
 
-#include "cascade_rl/algorithms/loss_counts.hpp"
 #include "cascade_rl/core/canonical_sum.hpp"
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/detail/token_terms.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/options/loss_normalizer.hpp"
 
 namespace cascade_rl::cuda::detail {
 

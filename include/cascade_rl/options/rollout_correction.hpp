@@ -1,16 +1,15 @@
 #pragma once
-// The options of the rollout correction (rollout_correction.hpp: veRL's rollout_corr_helper)
-// and of the bypass-mode loss built on it, apart from the algorithm, so that a launch layer
-// takes them without the host implementation.
+// The options of the rollout correction (algorithms/rollout_correction.hpp: veRL's
+// rollout_corr_helper) and of the bypass-mode loss built on it: plain values that the
+// passes (terms/rollout_correction_passes.hpp), every executor's driver and the kernels
+// take.
 
 #include <array>
-#include <cmath>
 #include <cstddef>
 #include <optional>
 #include <string>
 
-#include "cascade_rl/algorithms/policy_loss_options.hpp"
-#include "cascade_rl/terms/rollout_correction_passes.hpp"
+#include "cascade_rl/options/policy_losses.hpp"
 
 namespace cascade_rl {
 
@@ -81,30 +80,5 @@ struct bypass_mode_options {
   ppo_clip_options ppo{};         // loss ppo_clip (its importance option must be none)
   reinforce_options reinforce{};  // loss reinforce (its importance option must be none)
 };
-
-namespace detail {
-
-// The options as the passes' plain values (validate them first).
-inline terms::rollout_correction_params rollout_params_of(const rollout_correction_options& o) {
-  terms::rollout_correction_params p;
-  p.is_level = o.is_level == rollout_is_level::none    ? 0
-               : o.is_level == rollout_is_level::token ? 1
-                                                       : 2;
-  p.icepop = o.is_lower.has_value();
-  p.is_upper = o.is_upper;
-  p.is_lower = p.icepop ? *o.is_lower : 1.0 / o.is_upper;
-  p.criteria = static_cast<int>(o.rejection_count);
-  for (std::size_t c = 0; c < o.rejection_count; ++c) {
-    const rollout_rs_criterion& r = o.rejection[c];
-    p.level[c] = static_cast<int>(r.level);
-    p.statistic[c] = static_cast<int>(r.statistic);
-    p.two_sided[c] = r.statistic == rollout_rs_statistic::k1;
-    p.low[c] = p.two_sided[c] ? std::log(r.lower) : 0.0;
-    p.high[c] = p.two_sided[c] ? std::log(r.upper) : r.upper;
-  }
-  return p;
-}
-
-}  // namespace detail
 
 }  // namespace cascade_rl

@@ -1,21 +1,19 @@
 #pragma once
-// The options of the policy-gradient losses (policy_loss.hpp), apart from the
-// algorithms, so that the CUDA kernels and their launch layer take them without the
-// host implementations. Each loss's options describe themselves (detail::config_fields,
-// options/described.hpp): their name (veRL's loss_mode where veRL has the loss) and
-// their fields, which the engine's update rule, its JSON and its error paths are derived
-// from; the aggregation is described apart, since a stage sets it once for every rule.
+// The options of the policy-gradient losses (algorithms/policy_loss.hpp,
+// sequence_ratio_losses.hpp, covariance_losses.hpp): plain values that the token terms,
+// every executor's driver and the kernels take as they are. Each loss's options describe
+// themselves (detail::config_fields, options/described.hpp): their name (veRL's
+// loss_mode where veRL has the loss) and their fields, which the engine's update rule,
+// its JSON and its error paths are derived from; the aggregation is described apart,
+// since a stage sets it once for every rule.
 
 #include <optional>
 #include <string_view>
 #include <tuple>
 
 #include "cascade_rl/options/described.hpp"
-#include "cascade_rl/terms/aggregation_weight.hpp"
-#include "cascade_rl/terms/covariance_tokens.hpp"
-#include "cascade_rl/terms/importance_weight.hpp"
-#include "cascade_rl/terms/policy_gradient_tokens.hpp"
-#include "cascade_rl/terms/ratio_loss_tokens.hpp"
+#include "cascade_rl/options/importance.hpp"
+#include "cascade_rl/options/loss_normalizer.hpp"
 
 namespace cascade_rl {
 
@@ -77,6 +75,10 @@ struct dro_options {
   loss_aggregation aggregation = loss_aggregation::token_mean;
 };
 
+// DPPO's trust region: the total variation p - p_old of the sampled token's probability,
+// or the binary KL of Bernoulli(p_old) from Bernoulli(p).
+enum class dppo_divergence { total_variation, binary_kl };
+
 // DPPO-Binary-TV / -KL: the ratio to the old policy truncated at `truncation` as a
 // stop-gradient weight on -A * logp, the token dropped (weight 0) where the policy left
 // the trust region on its advantage's side: for A > 0 a divergence above clip_high, for
@@ -84,7 +86,7 @@ struct dro_options {
 // binary KL: only moves toward the advantage count). The thresholds are divergences, not
 // ratio ranges, though veRL reads them from clip_ratio_low / clip_ratio_high.
 struct dppo_options {
-  terms::dppo_divergence divergence = terms::dppo_divergence::total_variation;
+  dppo_divergence divergence = dppo_divergence::total_variation;
   double clip_low = 0.2;   // >= 0
   double clip_high = 0.2;  // >= 0
   // c > 0: the weight is min(r, c) (the DPPO paper's truncated IS, a large c recommended;
@@ -95,14 +97,6 @@ struct dppo_options {
 };
 
 namespace detail {
-
-template <>
-struct config_fields<importance_options> {
-  using T = importance_options;
-  static constexpr std::tuple list{config_field{"mode", &T::mode}, config_field{"cap", &T::cap},
-                                   config_field{"band_low", &T::band_low},
-                                   config_field{"band_high", &T::band_high}};
-};
 
 template <>
 struct config_fields<ppo_clip_options> {
@@ -175,46 +169,7 @@ struct config_fields<dppo_options> {
                          .band_high = band_high}};
 }
 
-namespace detail {
-
-// The options as the plain values terms::ppo_clip_token takes.
-inline terms::ppo_clip_params ppo_params_of(const ppo_clip_options& options) {
-  return {options.clip_low, options.clip_high, options.dual_clip ? *options.dual_clip : 0.0,
-          options.log_ratio_clamp};
-}
-
-// The ratio losses' options as their token function (terms/ratio_loss_tokens.hpp), handed
-// to f: every executor's driver is written once over the token type. DPPO's divergence
-// picks one of two instantiations, so the token loop stays free of branches.
-template <class F>
-decltype(auto) visit_ratio_token(const cispo_options& o, F&& f) {
-  return f(terms::cispo_ratio_token{{o.clip_low, o.clip_high, o.log_ratio_clamp}});
-}
-template <class F>
-decltype(auto) visit_ratio_token(const dppo_options& o, F&& f) {
-  const terms::dppo_params params{o.clip_low, o.clip_high, o.truncation, o.log_ratio_clamp};
-  if (o.divergence == terms::dppo_divergence::binary_kl)
-    return f(terms::dppo_ratio_token<terms::dppo_divergence::binary_kl>{params});
-  return f(terms::dppo_ratio_token<terms::dppo_divergence::total_variation>{params});
-}
-template <class F>
-decltype(auto) visit_ratio_token(const dro_options& o, F&& f) {
-  return f(terms::dro_ratio_token{o.beta});
-}
-template <class F>
-decltype(auto) visit_ratio_token(const sapo_options& o, F&& f) {
-  return f(terms::sapo_ratio_token{{o.tau_pos, o.tau_neg, o.log_ratio_clamp}});
-}
-
-}  // namespace detail
-
-}  // namespace cascade_rl
-
 // ---- the sequence-level ratio losses (algorithms/sequence_ratio_losses.hpp) ----------
-
-#include "cascade_rl/terms/sequence_ratio_tokens.hpp"
-
-namespace cascade_rl {
 
 // GSPO: PPO's clip on the sequence's ratio s = exp(mean log-ratio over its valid tokens)
 // instead of the token's (arXiv 2507.18071 recommends tiny ranges, 3e-4 / 4e-4; veRL's
@@ -269,21 +224,7 @@ struct config_fields<geo_mean_options> {
 
 }  // namespace detail
 
-namespace detail {
-
-inline terms::gspo_params gspo_params_of(const gspo_options& o) {
-  return {o.clip_low, o.clip_high, o.log_ratio_bound};
-}
-
-inline terms::geo_mean_params geo_mean_params_of(const geo_mean_options& o) {
-  return {o.clip_low, o.clip_high};
-}
-
-}  // namespace detail
-
-}  // namespace cascade_rl
-
-namespace cascade_rl {
+// ---- the covariance-selected losses (algorithms/covariance_losses.hpp) ----------------
 
 // Clip-Cov (veRL compute_policy_loss_clip_cov): PPO's clipped surrogate (no dual clip, no
 // log-ratio clamp) whose gradient is stopped on clip_cov_ratio of the valid tokens, drawn
@@ -313,10 +254,6 @@ struct config_fields<clip_cov_options> {
   static constexpr auto aggregation = &T::aggregation;
 };
 }  // namespace detail
-
-}  // namespace cascade_rl
-
-namespace cascade_rl {
 
 // KL-Cov (veRL compute_policy_loss_kl_cov): the unclipped surrogate -A r, plus
 // ppo_kl_coef |logp - old_logp| on the kl_cov_ratio of the valid tokens of largest

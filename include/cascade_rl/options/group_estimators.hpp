@@ -1,22 +1,21 @@
 #pragma once
-// The options of the group estimators (group_statistics.hpp, grpo_advantages.hpp,
-// rloo_advantages.hpp, reinforce_plus_plus.hpp, gae_advantages.hpp, remax_advantages.hpp,
-// opo_advantages.hpp, gpg_advantages.hpp, grpo_passk_advantages.hpp) and of the
-// zero-variance filter (group_filters.hpp), the statistic a group reduces to, and the
-// plain terms::group_params each estimator's options become: one place that turns options
-// into per-group decisions (terms/group_advantage.hpp) for the host, the portable path
-// and the kernels. Apart from the algorithms, so that the CUDA kernels and their launch
-// layer take them without the host implementations.
+// The options of the group estimators (algorithms/group_statistics.hpp,
+// grpo_advantages.hpp, rloo_advantages.hpp, reinforce_plus_plus.hpp, gae_advantages.hpp,
+// remax_advantages.hpp, opo_advantages.hpp, gpg_advantages.hpp, grpo_passk_advantages.hpp,
+// gdpo_advantages.hpp, optimal_token_baseline.hpp), of the zero-variance filter
+// (group_filters.hpp) and the statistic a group reduces to: plain values that the terms,
+// every executor's driver and the kernels take as they are
+// (terms/group_advantage.hpp turns them into per-group decisions).
 
 #include <cstddef>
 
-#include "cascade_rl/core/host_device.hpp"
-#include "cascade_rl/terms/advantage_options.hpp"
-#include "cascade_rl/terms/discounted_return.hpp"
-#include "cascade_rl/terms/group_advantage.hpp"
-#include "cascade_rl/terms/passk_advantage.hpp"
+#include "cascade_rl/options/advantage_conventions.hpp"
 
 namespace cascade_rl {
+
+// A masked token inside a sequence (a tool observation in a multi-turn rollout):
+// REINFORCE++'s return carries across it or is cut there (terms/discounted_return.hpp).
+enum class masked_token_return { carry, cut };
 
 // What group_statistics writes per group.
 struct group_statistic {
@@ -149,75 +148,4 @@ struct zero_variance_filter_options {
   nonfinite_rule nonfinite = nonfinite_rule::error;
 };
 
-namespace detail {
-
-// A group's statistic from its moments (host, portable path and kernels alike).
-CASCADE_RL_HD inline group_statistic statistic_of(const terms::group_moments& m, std_estimator estimator) {
-  group_statistic s;
-  s.mean = m.mean;
-  s.std = terms::group_std(m, estimator);
-  s.min = m.min;
-  s.max = m.max;
-  s.count = m.count;
-  s.zero_variance = m.zero_variance;
-  return s;
-}
-
-inline terms::group_params group_params_of(const group_statistics_options& o) {
-  terms::group_params p;
-  p.kind = terms::group_kind::statistics;
-  p.estimator = o.estimator;
-  p.accumulation = o.accumulation;
-  p.nonfinite = nonfinite_rule::error;
-  return p;
-}
-
-inline terms::group_params group_params_of(const leave_one_out_options& o) {
-  terms::group_params p;
-  p.kind = terms::group_kind::leave_one_out;
-  p.estimator = o.estimator;
-  p.nonfinite = nonfinite_rule::error;
-  p.refuse_singletons = true;  // leave_one_out_statistics always needs two
-  return p;
-}
-
-inline terms::group_params group_params_of(const grpo_options& o) {
-  const bool needs_two = o.scale_by_std && o.estimator == std_estimator::unbiased;
-  return {terms::group_kind::grpo, o.scale_by_std, o.epsilon_at, o.estimator, o.singleton,
-          o.nonfinite, o.accumulation, o.epsilon,
-          needs_two && o.singleton == singleton_rule::error};
-}
-
-// RLOO and REINFORCE++-baseline: a mean baseline whose group of one follows `singleton`.
-inline terms::group_params mean_baseline_params(terms::group_kind kind, singleton_rule singleton,
-                                                nonfinite_rule nonfinite,
-                                                mean_accumulation accumulation) {
-  terms::group_params p;
-  p.kind = kind;
-  p.singleton = singleton;
-  p.nonfinite = nonfinite;
-  p.accumulation = accumulation;
-  p.refuse_singletons = singleton == singleton_rule::error;
-  return p;
-}
-
-inline terms::passk_params passk_params_of(const grpo_passk_options& o) {
-  terms::passk_params p;
-  p.scale_by_std = o.scale_by_std;
-  p.estimator = o.estimator;
-  p.epsilon = o.epsilon;
-  p.epsilon_at = o.epsilon_at;
-  p.accumulation = o.accumulation;
-  return p;
-}
-
-inline terms::group_params group_params_of(const rloo_options& o) {
-  return mean_baseline_params(terms::group_kind::rloo, o.singleton, o.nonfinite, o.accumulation);
-}
-
-inline terms::group_params group_params_of(const reinforce_plus_plus_baseline_options& o) {
-  return mean_baseline_params(terms::group_kind::baseline, o.singleton, o.nonfinite, o.accumulation);
-}
-
-}  // namespace detail
 }  // namespace cascade_rl

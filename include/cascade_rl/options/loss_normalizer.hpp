@@ -1,13 +1,36 @@
 #pragma once
-// What local_loss_counts (loss_aggregation.hpp) returns, apart from the algorithm, for
-// the CUDA kernels' launch layer.
+// How a step's token losses are aggregated (loss_aggregation), the divisors of one
+// optimizer step (loss_normalizer) and the counts they are made from (loss_counts, what
+// local_loss_counts in algorithms/loss_aggregation.hpp returns): plain values that the
+// terms, every executor's driver and the kernels take as they are.
 
 #include <cstddef>
 
 #include "cascade_rl/core/error.hpp"
-#include "cascade_rl/terms/aggregation_weight.hpp"
 
 namespace cascade_rl {
+
+enum class loss_aggregation {
+  token_mean,
+  token_sum,
+  seq_mean_token_sum,
+  seq_mean_token_mean,
+  seq_mean_token_sum_norm,
+};
+
+// The divisors of one optimizer step, made for one aggregation mode: a loss refuses a
+// normaliser of another mode (a divisor that means something else). `tokens` and
+// `sequences` are totals over every micro-batch and rank that contributes to the step
+// (all-reduce local_loss_counts, then loss_counts::normalizer(mode)); `scale` is
+// seq-mean-token-sum-norm's constant (veRL: the padded response length), which has no
+// default: that mode refuses a normaliser without one. Only the fields the mode uses are
+// read.
+struct loss_normalizer {
+  loss_aggregation mode = loss_aggregation::token_mean;
+  double tokens = 0;
+  double sequences = 0;
+  double scale = 0;
+};
 
 // Counts of one slice of a step. Sum them over slices (operator+=) or all-reduce them,
 // then turn the total into a loss_normalizer.
