@@ -21,8 +21,7 @@ CASCADE_RL_HD constexpr T max_of(T a, T b) { return a < b ? b : a; }
 
 // ---- group advantages ---------------------------------------------------------------
 // The formulas are terms/group_moments.hpp, the per-group decisions
-// terms/group_advantage.hpp; the options become group_params in
-// algorithms/group_estimator_options.hpp.
+// terms/group_advantage.hpp, where the options become group_params.
 
 using cascade_rl::detail::group_params_of;
 using cascade_rl::detail::statistic_of;
