@@ -27,6 +27,18 @@ function(_cascade_rl_cuda_test target)
 endfunction()
 
 if(CASCADE_RL_CCCL_INCLUDE_DIR)
+  # Each operation of the portable path compiles alone (portable_headers_alone.cmake;
+  # a syntax check, the same in every build: the sanitize build skips it).
+  if(NOT CMAKE_CXX_FLAGS MATCHES "-fsanitize=")
+    list(GET CUDAToolkit_INCLUDE_DIRS 0 _cuda_include)
+    add_test(NAME cuda_portable_headers_alone
+             COMMAND "${CMAKE_COMMAND}" "-DROOT=${PROJECT_SOURCE_DIR}"
+                     "-DCXX=${CMAKE_CXX_COMPILER}" "-DCCCL=${CASCADE_RL_CCCL_INCLUDE_DIR}"
+                     "-DCUDA_INCLUDE=${_cuda_include}"
+                     "-DWORK=${CMAKE_CURRENT_BINARY_DIR}/portable_headers_alone"
+                     -P "${_cuda_tests_dir}/portable_headers_alone.cmake")
+    set_tests_properties(cuda_portable_headers_alone PROPERTIES LABELS cuda TIMEOUT 600)
+  endif()
   foreach(system IN ITEMS CPP OMP)
     if(system STREQUAL "OMP" AND NOT OpenMP_CXX_FOUND)
       continue()
