@@ -1,8 +1,8 @@
 #pragma once
 // The covariance-selection losses' pieces as the CUDA kernels and the portable Thrust path
 // run them (terms/covariance_tokens.hpp holds the formulas, which the host core calls
-// too): the token terms of Clip-Cov and KL-Cov over a per-token selection mask, and the
-// steps of both selections: canonical block sums of A, logp and the valid count, their
+// too; their token terms over a per-token selection mask are in contextual_tokens.hpp):
+// the steps of both selections: canonical block sums of A, logp and the valid count, their
 // totals in block order, each token's key (Clip-Cov: its seeded key where a candidate;
 // KL-Cov: terms::covariance_key where valid; terms::not_a_candidate elsewhere), and after
 // a stable sort by key the marking of the first selection_count tokens that hold a key.
@@ -13,70 +13,13 @@
 
 #include "cascade_rl/core/canonical_sum.hpp"
 #include "cascade_rl/core/host_device.hpp"
+#include "cascade_rl/cuda/detail/contextual_tokens.hpp"
 #include "cascade_rl/cuda/detail/math.hpp"
 #include "cascade_rl/cuda/detail/token_terms.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/terms/covariance_tokens.hpp"
 
 namespace cascade_rl::cuda::detail {
-
-// Clip-Cov's token term, as clip_cov_loss of the host core runs it: `selected` holds one
-// byte per token (non-zero: the token's gradient is stopped).
-template <class T>
-struct clip_cov_term {
-  const T* log_probs;
-  const T* old_log_probs;
-  const T* advantages;
-  const T* rollout_is_weights;  // null: none
-  const std::uint8_t* selected;
-  clip_cov_options params;
-
-  CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
-    const terms::ppo_clip_token_result r = terms::clip_cov_token(
-        static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
-        static_cast<double>(advantages[t]), selected[t] != 0, params);
-    terms::count_clips(r, tally.metrics);
-    tally.metrics.approx_kl_sum += r.approx_kl;
-    return given_weighted(terms::token_loss{r.value, r.grad}, rollout_is_weights, t);
-  }
-  CASCADE_RL_HD void on_masked(std::size_t) const {}
-  static constexpr std::array<const char*, 4> arguments = ratio_loss_arguments::arguments;
-  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
-    nonfinite_hit hit;
-    hit.check(0, log_probs[t]) || hit.check(1, old_log_probs[t]) || hit.check(2, advantages[t]) ||
-        (rollout_is_weights != nullptr && hit.check(3, rollout_is_weights[t]));
-    return hit;
-  }
-};
-
-// KL-Cov's token term over a selection mask (non-zero: the KL penalty applies), as
-// kl_cov_loss of the host core runs it.
-template <class T>
-struct kl_cov_term {
-  const T* log_probs;
-  const T* old_log_probs;
-  const T* advantages;
-  const T* rollout_is_weights;  // null: none
-  const std::uint8_t* selected;
-  double ppo_kl_coef;
-
-  CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
-    const terms::ppo_clip_token_result r = terms::kl_cov_token(
-        static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
-        static_cast<double>(advantages[t]), selected[t] != 0, ppo_kl_coef);
-    terms::count_clips(r, tally.metrics);
-    tally.metrics.approx_kl_sum += r.approx_kl;
-    return given_weighted(terms::token_loss{r.value, r.grad}, rollout_is_weights, t);
-  }
-  CASCADE_RL_HD void on_masked(std::size_t) const {}
-  static constexpr std::array<const char*, 4> arguments = ratio_loss_arguments::arguments;
-  CASCADE_RL_HD nonfinite_hit first_nonfinite(std::size_t t) const {
-    nonfinite_hit hit;
-    hit.check(0, log_probs[t]) || hit.check(1, old_log_probs[t]) || hit.check(2, advantages[t]) ||
-        (rollout_is_weights != nullptr && hit.check(3, rollout_is_weights[t]));
-    return hit;
-  }
-};
 
 // Per block of reduce_block_size tokens: the canonical sums of A, logp and the valid count
 // over its valid tokens (sums[3b], sums[3b + 1], sums[3b + 2]).

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstddef>
+#include <type_traits>
 
 #include "cascade_rl/core/host_device.hpp"
 #include "cascade_rl/options/loss_normalizer.hpp"
@@ -165,8 +166,27 @@ struct ratio_loss_arguments {
                                                         "rollout_is_weights"};
 };
 
-// The ratio losses (CISPO, DPPO, DRO, SAPO): Token is one of terms/ratio_loss_tokens.hpp,
-// as detail::policy_ratio_loss of the host core runs it.
+// Whether a ratio loss's token reads its index t (a value of t's sequence, a selection
+// byte): token(t, logp, old_logp, A, metrics); else token(logp, old_logp, A, metrics).
+template <class Token>
+inline constexpr bool reads_token_index =
+    std::is_invocable_v<const Token&, std::size_t, double, double, double, policy_loss_metrics&>;
+
+// Whether the given weights (rollout_is_weights) scale a ratio loss's token loss: yes,
+// unless its Token says applies_given_weights = false (GMPO's row loss holds them already).
+// (A variable, not a constexpr function: nvcc refuses a host constexpr call in device
+// code without --expt-relaxed-constexpr.)
+template <class Token>
+inline constexpr bool applies_given_weights = true;
+template <class Token>
+  requires requires { Token::applies_given_weights; }
+inline constexpr bool applies_given_weights<Token> = Token::applies_given_weights;
+
+// Every loss of the ratio to the old policy (CISPO, DPPO, DRO, SAPO, GSPO, GMPO, Clip-Cov,
+// KL-Cov): the four inputs they read and Token, the loss's own token function, as the
+// host core's driver runs it. Token is one of terms/ratio_loss_tokens.hpp, or a
+// contextual_token (contextual_tokens.hpp) that reads a value of its token's index; it
+// counts the token's clips into the metrics and returns its loss, d/dlogp and approx_kl.
 template <class T, class Token>
 struct ratio_term {
   const T* log_probs;
@@ -176,11 +196,20 @@ struct ratio_term {
   Token token;
 
   CASCADE_RL_HD terms::token_loss operator()(std::size_t t, loss_tally& tally) const {
-    const terms::token_loss_with_kl r =
-        token(static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
-              static_cast<double>(advantages[t]), tally.metrics);
+    const double logp = static_cast<double>(log_probs[t]);
+    const double old_logp = static_cast<double>(old_log_probs[t]);
+    const double advantage = static_cast<double>(advantages[t]);
+    terms::token_loss_with_kl r;
+    if constexpr (reads_token_index<Token>)
+      r = token(t, logp, old_logp, advantage, tally.metrics);
+    else
+      r = token(logp, old_logp, advantage, tally.metrics);
     tally.metrics.approx_kl_sum += r.approx_kl;
-    return given_weighted(terms::token_loss{r.value, r.grad}, rollout_is_weights, t);
+    const terms::token_loss l{r.value, r.grad};
+    if constexpr (applies_given_weights<Token>)
+      return given_weighted(l, rollout_is_weights, t);
+    else
+      return l;
   }
   CASCADE_RL_HD void on_masked(std::size_t) const {}
   static constexpr std::array<const char*, 4> arguments = ratio_loss_arguments::arguments;

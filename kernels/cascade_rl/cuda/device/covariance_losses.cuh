@@ -132,9 +132,8 @@ cudaError_t clip_cov_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                           T* d_grad_out, const loss_normalizer& normalizer,
                           const clip_cov_options& options, loss_tally* d_result,
                           cudaStream_t stream = nullptr) {
-  const detail::clip_cov_term<T> term{d_log_probs,  d_old_log_probs,
-                                      d_advantages, d_rollout_is_weights,
-                                      d_selected,   options};
+  const detail::clip_cov_term<T> term{d_log_probs, d_old_log_probs, d_advantages,
+                                      d_rollout_is_weights, {d_selected, options}};
   return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
                             options.aggregation, normalizer, d_result, stream);
 }
@@ -149,8 +148,8 @@ cudaError_t kl_cov_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                         T* d_grad_out, const loss_normalizer& normalizer,
                         const kl_cov_options& options, loss_tally* d_result,
                         cudaStream_t stream = nullptr) {
-  const detail::kl_cov_term<T> term{d_log_probs,          d_old_log_probs, d_advantages,
-                                    d_rollout_is_weights, d_selected,      options.ppo_kl_coef};
+  const detail::kl_cov_term<T> term{d_log_probs, d_old_log_probs, d_advantages,
+                                    d_rollout_is_weights, {d_selected, options}};
   return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
                             options.aggregation, normalizer, d_result, stream);
 }

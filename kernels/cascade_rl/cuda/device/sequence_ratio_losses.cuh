@@ -2,7 +2,7 @@
 // The CUB-shaped layer of the sequence-level ratio losses (GSPO, GMPO): the pre-pass kernel
 // (kernel/sequence_ratio_losses.cuh) writes each sequence's quantity into the temporary
 // storage, then the token losses' launches (device/token_losses.cuh's
-// run_tokens_after_sequence_pass) run the token term (detail/sequence_ratio_terms.hpp) in the
+// run_tokens_after_sequence_pass) run the token term (detail/contextual_tokens.hpp) in the
 // canonical order. Size query with
 // d_temp_storage == nullptr, then the run; the result (loss and metrics: loss_tally) is
 // written to d_result in device memory. The temporary storage starts with the
@@ -14,7 +14,7 @@
 #include <type_traits>
 
 #include "cascade_rl/cuda/detail/device.cuh"
-#include "cascade_rl/cuda/detail/sequence_ratio_terms.hpp"
+#include "cascade_rl/cuda/detail/contextual_tokens.hpp"
 #include "cascade_rl/cuda/detail/token_terms.hpp"
 #include "cascade_rl/cuda/device/token_losses.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
@@ -44,13 +44,8 @@ cudaError_t gspo_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                               d_old_log_probs, means, report);
       },
       [&](const double* means) {
-        return detail::gspo_term<T>{d_log_probs,
-                                    d_old_log_probs,
-                                    d_advantages,
-                                    d_rollout_is_weights,
-                                    means,
-                                    layout,
-                                    options};
+        return detail::gspo_term<T>{d_log_probs, d_old_log_probs, d_advantages,
+                                    d_rollout_is_weights, {means, layout, options}};
       },
       d_grad_out, options.aggregation, normalizer, d_result, stream);
 }
@@ -72,9 +67,8 @@ cudaError_t geo_mean_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                               report);
       },
       [&](const double* losses) {
-        return detail::geo_mean_term<T>{
-            d_log_probs, d_old_log_probs, d_advantages, d_rollout_is_weights,
-            losses,      layout,          options};
+        return detail::geo_mean_term<T>{d_log_probs, d_old_log_probs, d_advantages,
+                                        d_rollout_is_weights, {losses, layout, options}};
       },
       d_grad_out, options.aggregation, normalizer, d_result, stream);
 }

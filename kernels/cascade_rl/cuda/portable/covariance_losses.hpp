@@ -66,13 +66,8 @@ void clip_cov_loss(ExecPolicy&& exec, const device_token_layout& layout, const T
                    const T* old_log_probs, const T* advantages, const T* rollout_is_weights,
                    const std::uint8_t* selected, T* grad_out, const loss_normalizer& normalizer,
                    const clip_cov_options& options, loss_tally* scratch) {
-  const detail::clip_cov_term<T> term{
-      log_probs,
-      old_log_probs,
-      advantages,
-      rollout_is_weights,
-      selected,
-      options};
+  const detail::clip_cov_term<T> term{log_probs, old_log_probs, advantages, rollout_is_weights,
+                                      {selected, options}};
   detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
 }
 
@@ -97,8 +92,8 @@ void kl_cov_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* 
                  const T* old_log_probs, const T* advantages, const T* rollout_is_weights,
                  const std::uint8_t* selected, T* grad_out, const loss_normalizer& normalizer,
                  const kl_cov_options& options, loss_tally* scratch) {
-  const detail::kl_cov_term<T> term{log_probs,          old_log_probs, advantages,
-                                    rollout_is_weights, selected,      options.ppo_kl_coef};
+  const detail::kl_cov_term<T> term{log_probs, old_log_probs, advantages, rollout_is_weights,
+                                    {selected, options}};
   detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
 }
 

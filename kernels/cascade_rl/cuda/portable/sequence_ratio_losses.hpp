@@ -2,7 +2,7 @@
 // The sequence-level ratio losses (GSPO, GMPO; algorithms/sequence_ratio_losses.hpp) on
 // the portable path: a pre-pass per sequence, then the token pass.
 
-#include "cascade_rl/cuda/detail/sequence_ratio_terms.hpp"
+#include "cascade_rl/cuda/detail/contextual_tokens.hpp"
 #include "cascade_rl/cuda/portable/common.hpp"
 #include "cascade_rl/cuda/portable/token_reduction.hpp"
 #include "cascade_rl/terms/sequence_ratio_tokens.hpp"
@@ -37,13 +37,8 @@ void gspo_loss(ExecPolicy&& exec, const device_token_layout& layout, const T* lo
   detail::for_each_index(
       exec, layout.sequences,
       detail::sequence_log_ratio_functor<T>{layout, log_probs, old_log_probs, sequence_scratch});
-  const detail::gspo_term<T> term{log_probs,
-                                  old_log_probs,
-                                  advantages,
-                                  rollout_is_weights,
-                                  sequence_scratch,
-                                  layout,
-                                  options};
+  const detail::gspo_term<T> term{log_probs, old_log_probs, advantages, rollout_is_weights,
+                                  {sequence_scratch, layout, options}};
   detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
 }
 
@@ -78,8 +73,8 @@ void geo_mean_loss(ExecPolicy&& exec, const device_token_layout& layout, const T
       exec, layout.sequences,
       detail::geo_mean_sequence_functor<T>{layout, log_probs, old_log_probs, advantages,
                                            rollout_is_weights, options, sequence_scratch});
-  const detail::geo_mean_term<T> term{
-      log_probs, old_log_probs, advantages, rollout_is_weights, sequence_scratch, layout, options};
+  const detail::geo_mean_term<T> term{log_probs, old_log_probs, advantages, rollout_is_weights,
+                                      {sequence_scratch, layout, options}};
   detail::reduce_tokens(exec, layout, term, grad_out, options.aggregation, normalizer, scratch);
 }
 
