@@ -274,14 +274,13 @@ double ratio_loss_slack(const v2_case<T>& c, const Options& options,
                                   normalizer, options.aggregation);
   std::vector<double> terms, units;
   cascade_rl::detail::visit_ratio_token(options, [&](const auto& token) {
-    cascade_rl::policy_loss_metrics unused;
     for (std::size_t t = 0; t < layout.tokens(); ++t) {
       if (!layout.valid(t)) continue;
       const double logp = static_cast<double>(c.log_probs[t]);
       const double old = static_cast<double>(c.old_log_probs[t]);
       const double given = c.rollout_is_weights.empty() ? 1.0 : c.rollout_is_weights[t];
       terms.push_back(weights[t] * given *
-                      token(logp, old, static_cast<double>(c.advantages[t]), unused).value);
+                      token(logp, old, static_cast<double>(c.advantages[t])).value);
       units.push_back(cascade_rl::testing::ratio_term_units_of_u(logp - old));
     }
   });

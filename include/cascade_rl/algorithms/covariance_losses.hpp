@@ -260,29 +260,13 @@ policy_loss_result kl_cov_passes(const Policy& policy, const token_layout& layou
                                  const policy_ratio_inputs<T>& inputs,
                                  const std::vector<std::uint8_t>& selected, std::span<T> grad_out,
                                  const loss_normalizer& normalizer, const kl_cov_options& options) {
-  const std::span<const T> log_probs = inputs.log_probs;
-  const std::span<const T> old_log_probs = inputs.old_log_probs;
-  const std::span<const T> advantages = inputs.advantages;
   const double coef = options.ppo_kl_coef;
-  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) CASCADE_RL_ALWAYS_INLINE {
-    ++m.valid_tokens;
-    const terms::ppo_clip_token_result r = terms::kl_cov_token(
-        static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
-        static_cast<double>(advantages[t]), selected[t] != 0, coef);
-    terms::count_clips(r, m);
-    return token_loss_with_kl(r);
-  };
-  return policy_loss_passes(
-      policy, layout,
-      std::array{token_input<T>{log_probs, "log_probs"},
-                 token_input<T>{old_log_probs, "old_log_probs"},
-                 token_input<T>{advantages, "advantages"}},
-      inputs.rollout_is_weights, no_correction{}, grad_out, normalizer, options.aggregation,
-      [&](std::size_t t) {
-        return nonfinite_at(log_probs, t) | nonfinite_at(old_log_probs, t) |
-               nonfinite_at(advantages, t);
-      },
-      unweighted);
+  return old_policy_passes(
+      policy, layout, inputs, inputs.rollout_is_weights, grad_out, normalizer,
+      options.aggregation,
+      [&](std::size_t t, double logp, double old_logp, double advantage) CASCADE_RL_ALWAYS_INLINE {
+        return terms::kl_cov_token(logp, old_logp, advantage, selected[t] != 0, coef);
+      });
 }
 
 }  // namespace detail
@@ -324,26 +308,12 @@ policy_loss_result clip_cov_loss(const Policy& policy, const token_layout& layou
   const std::vector<std::uint8_t> selected =
       detail::clip_cov_selection_mask(policy, layout, inputs, selection, options, selected_out);
   const clip_cov_options params = options;  // a local copy: stores cannot alias it
-  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) CASCADE_RL_ALWAYS_INLINE {
-    ++m.valid_tokens;
-    const terms::ppo_clip_token_result r = terms::clip_cov_token(
-        static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
-        static_cast<double>(advantages[t]), selected[t] != 0, params);
-    terms::count_clips(r, m);
-    return detail::token_loss_with_kl(r);
-  };
-  return detail::policy_loss_passes(
-      policy, layout,
-      std::array{detail::token_input<T>{log_probs, "log_probs"},
-                 detail::token_input<T>{old_log_probs, "old_log_probs"},
-                 detail::token_input<T>{advantages, "advantages"}},
-      inputs.rollout_is_weights, detail::no_correction{}, output_span(grad_out), normalizer,
+  return detail::old_policy_passes(
+      policy, layout, inputs, inputs.rollout_is_weights, output_span(grad_out), normalizer,
       options.aggregation,
-      [&](std::size_t t) {
-        return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
-               detail::nonfinite_at(advantages, t);
-      },
-      unweighted);
+      [&](std::size_t t, double logp, double old_logp, double advantage) CASCADE_RL_ALWAYS_INLINE {
+        return terms::clip_cov_token(logp, old_logp, advantage, selected[t] != 0, params);
+      });
 }
 
 // KL-Cov's selection (see the top of this file), in increasing index order: for logging,

@@ -222,38 +222,80 @@ policy_loss_result policy_loss_passes(const Policy& policy, const token_layout& 
   }
 }
 
-// The ratio losses (CISPO, DPPO, DRO, SAPO) in one driver: the options' token function
-// (visit_ratio_token) over log_probs, old_log_probs and advantages, scaled by
-// inputs.rollout_is_weights when given; no behaviour log-probs, no importance option.
-template <class Policy, std::floating_point T, class Options>
-policy_loss_result policy_ratio_loss(const Policy& policy, const token_layout& layout,
-                                     const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
-                                     const loss_normalizer& normalizer, const Options& options) {
-  validate_ratio_options(options);
+// A token formula of a loss that reads log_probs, old_log_probs and advantages (every loss
+// of the ratio to the old policy), in one of three forms, as the device's ratio_term takes
+// them: formula(logp, old_logp, A) (terms/ratio_loss_tokens.hpp); formula(t, logp,
+// old_logp, A) when it reads a value of token t (a selection byte); formula(of_sequence{s},
+// logp, old_logp, A) when it reads a value of t's sequence s (a pre-pass's: the token pass
+// hands s over, no search). It returns the token's loss, d/dlogp, approx_kl and its clips
+// where it has any.
+struct of_sequence {
+  std::size_t index;
+};
+
+// The token pass of such a loss: the formula on every valid token, its clips counted,
+// its loss scaled by given_weights when given (GMPO passes none: its row loss holds them),
+// the three inputs' finiteness riding along. No behaviour log-probs, no importance option.
+template <class Policy, std::floating_point T, class Formula>
+policy_loss_result old_policy_passes(const Policy& policy, const token_layout& layout,
+                                     const policy_ratio_inputs<T>& inputs,
+                                     std::span<const T> given_weights, std::span<T> grad_out,
+                                     const loss_normalizer& normalizer,
+                                     loss_aggregation aggregation, const Formula& formula) {
   const std::span<const T> log_probs = inputs.log_probs;
   const std::span<const T> old_log_probs = inputs.old_log_probs;
   const std::span<const T> advantages = inputs.advantages;
-  return visit_ratio_token(options, [&](const auto& token) {
-    // Always inlined, as the sequence and selection losses' terms are: GCC 12 otherwise
-    // calls SAPO's and DPPO's term out of line (two or three exps make it too big for
-    // its own inliner), and their token loops stay scalar, 7 to 11 times slower at 1M
-    // tokens. (PPO's term is left to the compiler: forced, its loops lost their vectors.)
-    const auto unweighted = [&](std::size_t t, policy_loss_metrics& m) CASCADE_RL_ALWAYS_INLINE {
-      ++m.valid_tokens;
-      return token(static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
-                   static_cast<double>(advantages[t]), m);
-    };
+  const auto counted = [](policy_loss_metrics& m, const auto& r) CASCADE_RL_ALWAYS_INLINE {
+    ++m.valid_tokens;
+    terms::count_clips_if_any(r, m);
+    return token_loss_with_kl(r);
+  };
+  const auto passes = [&](const auto& unweighted) {
     return policy_loss_passes(
         policy, layout,
         std::array{token_input<T>{log_probs, "log_probs"},
                    token_input<T>{old_log_probs, "old_log_probs"},
                    token_input<T>{advantages, "advantages"}},
-        inputs.rollout_is_weights, no_correction{}, grad_out, normalizer, options.aggregation,
+        given_weights, no_correction{}, grad_out, normalizer, aggregation,
         [&](std::size_t t) {
           return nonfinite_at(log_probs, t) | nonfinite_at(old_log_probs, t) |
                  nonfinite_at(advantages, t);
         },
         unweighted);
+  };
+  // Always inlined, every layer: GCC 12 otherwise calls SAPO's and DPPO's formula out of
+  // line (two or three exps make it too big for its own inliner), and their token loops
+  // stay scalar, 7 to 11 times slower at 1M tokens.
+  if constexpr (std::is_invocable_v<const Formula&, of_sequence, double, double, double>)
+    return passes([&](std::size_t t, policy_loss_metrics& m, std::size_t s) CASCADE_RL_ALWAYS_INLINE {
+      return counted(m, formula(of_sequence{s}, static_cast<double>(log_probs[t]),
+                                static_cast<double>(old_log_probs[t]),
+                                static_cast<double>(advantages[t])));
+    });
+  else if constexpr (std::is_invocable_v<const Formula&, std::size_t, double, double, double>)
+    return passes([&](std::size_t t, policy_loss_metrics& m) CASCADE_RL_ALWAYS_INLINE {
+      return counted(m, formula(t, static_cast<double>(log_probs[t]),
+                                static_cast<double>(old_log_probs[t]),
+                                static_cast<double>(advantages[t])));
+    });
+  else
+    return passes([&](std::size_t t, policy_loss_metrics& m) CASCADE_RL_ALWAYS_INLINE {
+      return counted(m, formula(static_cast<double>(log_probs[t]),
+                                static_cast<double>(old_log_probs[t]),
+                                static_cast<double>(advantages[t])));
+    });
+}
+
+// The ratio losses (CISPO, DPPO, DRO, SAPO) in one driver: the options' token function
+// (visit_ratio_token), scaled by inputs.rollout_is_weights when given.
+template <class Policy, std::floating_point T, class Options>
+policy_loss_result policy_ratio_loss(const Policy& policy, const token_layout& layout,
+                                     const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
+                                     const loss_normalizer& normalizer, const Options& options) {
+  validate_ratio_options(options);
+  return visit_ratio_token(options, [&](const auto& token) {
+    return old_policy_passes(policy, layout, inputs, inputs.rollout_is_weights, grad_out,
+                             normalizer, options.aggregation, token);
   });
 }
 

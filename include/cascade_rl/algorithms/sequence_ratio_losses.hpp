@@ -88,33 +88,18 @@ policy_loss_result gspo_loss(const Policy& policy, const token_layout& layout,
   detail::validate_gspo_options(options);
   const std::span<const T> log_probs = inputs.log_probs;
   const std::span<const T> old_log_probs = inputs.old_log_probs;
-  const std::span<const T> advantages = inputs.advantages;
   detail::require_size(log_probs.size(), layout.tokens(), "log_probs", "one per token");
   detail::require_size(old_log_probs.size(), layout.tokens(), "old_log_probs", "one per token");
   const std::vector<double> sequence_log_ratio =
       detail::sequence_log_ratios(policy, layout, log_probs, old_log_probs);
   const gspo_options params = options;  // a local copy: stores to grad_out cannot alias it
-  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m,
-                              std::size_t s) CASCADE_RL_ALWAYS_INLINE {
-    ++m.valid_tokens;
-    const terms::ppo_clip_token_result r = terms::gspo_token(
-        sequence_log_ratio[s], static_cast<double>(log_probs[t]),
-        static_cast<double>(old_log_probs[t]), static_cast<double>(advantages[t]), params);
-    terms::count_clips(r, m);
-    return detail::token_loss_with_kl(r);
-  };
-  return detail::policy_loss_passes(
-      policy, layout,
-      std::array{detail::token_input<T>{log_probs, "log_probs"},
-                 detail::token_input<T>{old_log_probs, "old_log_probs"},
-                 detail::token_input<T>{advantages, "advantages"}},
-      inputs.rollout_is_weights, detail::no_correction{}, output_span(grad_out), normalizer,
+  return detail::old_policy_passes(
+      policy, layout, inputs, inputs.rollout_is_weights, output_span(grad_out), normalizer,
       options.aggregation,
-      [&](std::size_t t) {
-        return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
-               detail::nonfinite_at(advantages, t);
-      },
-      unweighted);
+      [&](detail::of_sequence s, double logp, double old_logp,
+          double advantage) CASCADE_RL_ALWAYS_INLINE {
+        return terms::gspo_token(sequence_log_ratio[s.index], logp, old_logp, advantage, params);
+      });
 }
 
 namespace detail {
@@ -168,28 +153,14 @@ policy_loss_result geo_mean_loss(const Policy& policy, const token_layout& layou
             layout.begin(s), layout.end(s), params);
       },
       /*min_parallel=*/64);
-  const auto unweighted = [&](std::size_t t, policy_loss_metrics& m,
-                              std::size_t s) CASCADE_RL_ALWAYS_INLINE {
-    ++m.valid_tokens;
-    const terms::ppo_clip_token_result r = terms::geo_mean_token(
-        sequence_loss[s], static_cast<double>(log_probs[t]), static_cast<double>(old_log_probs[t]),
-        static_cast<double>(advantages[t]), params);
-    terms::count_clips(r, m);
-    return detail::token_loss_with_kl(r);
-  };
   // The weights are in the row's loss already (their geometric mean), not a token factor.
-  return detail::policy_loss_passes(
-      policy, layout,
-      std::array{detail::token_input<T>{log_probs, "log_probs"},
-                 detail::token_input<T>{old_log_probs, "old_log_probs"},
-                 detail::token_input<T>{advantages, "advantages"}},
-      std::span<const T>{}, detail::no_correction{}, output_span(grad_out), normalizer,
+  return detail::old_policy_passes(
+      policy, layout, inputs, std::span<const T>{}, output_span(grad_out), normalizer,
       options.aggregation,
-      [&](std::size_t t) {
-        return detail::nonfinite_at(log_probs, t) | detail::nonfinite_at(old_log_probs, t) |
-               detail::nonfinite_at(advantages, t);
-      },
-      unweighted);
+      [&](detail::of_sequence s, double logp, double old_logp,
+          double advantage) CASCADE_RL_ALWAYS_INLINE {
+        return terms::geo_mean_token(sequence_loss[s.index], logp, old_logp, advantage, params);
+      });
 }
 
 }  // namespace cascade_rl

@@ -30,6 +30,7 @@
 //                    dl/dlogp = -A * min(r, c) * m.
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cascade_rl/core/elementary_functions.hpp"
 #include "cascade_rl/core/host_device.hpp"
@@ -217,6 +218,13 @@ CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline void count_clips(const ppo_clip_to
                                                                policy_loss_metrics& metrics) {
   metrics.clipped += r.clipped;
   metrics.dual_clipped += r.dual_clipped;
+}
+
+// The same for any token result: a loss whose result has no clips counts none.
+template <class R>
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline void count_clips_if_any(const R& r,
+                                                                      policy_loss_metrics& metrics) {
+  if constexpr (std::is_base_of_v<ppo_clip_token_result, R>) count_clips(r, metrics);
 }
 
 }  // namespace cascade_rl::terms

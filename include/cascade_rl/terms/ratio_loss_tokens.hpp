@@ -1,43 +1,40 @@
 #pragma once
 // The ratio losses (CISPO, DPPO-TV/KL, DRO, SAPO) as one callable shape, so that one host
-// driver (detail::policy_ratio_loss) and one device term (cuda::detail::ratio_term) serve
-// them all: token(logp, old_logp, A, metrics) returns the token's loss, d/dlogp and its
-// approx_kl share, and counts the token's clips into the metrics. Each wraps its formula
-// in policy_gradient_tokens.hpp; nothing here computes.
+// driver (detail::old_policy_passes) and one device term (cuda::detail::ratio_term) serve
+// them all: token(logp, old_logp, A) returns the token's loss, d/dlogp and approx_kl share,
+// and its clips where it has any (a ppo_clip_token_result: the drivers count them,
+// terms::count_clips_if_any). Each wraps its formula in policy_gradient_tokens.hpp;
+// nothing here computes.
 
 #include "cascade_rl/core/host_device.hpp"
 #include "cascade_rl/terms/policy_gradient_tokens.hpp"
-#include "cascade_rl/terms/policy_loss_metrics.hpp"
 #include "cascade_rl/terms/token_loss.hpp"
 
 namespace cascade_rl::terms {
 
 struct cispo_ratio_token {
   cispo_options params;
-  CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE token_loss_with_kl
-  operator()(double logp, double old_logp, double advantage, policy_loss_metrics& metrics) const {
-    const ppo_clip_token_result r = cispo_token(logp, old_logp, advantage, params);
-    count_clips(r, metrics);
-    return r;
+  CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE ppo_clip_token_result operator()(double logp,
+                                                                         double old_logp,
+                                                                         double advantage) const {
+    return cispo_token(logp, old_logp, advantage, params);
   }
 };
 
 template <dppo_divergence D>
 struct dppo_ratio_token {
   dppo_options params;
-  CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE token_loss_with_kl
-  operator()(double logp, double old_logp, double advantage, policy_loss_metrics& metrics) const {
-    const ppo_clip_token_result r = dppo_token<D>(logp, old_logp, advantage, params);
-    count_clips(r, metrics);
-    return r;
+  CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE ppo_clip_token_result operator()(double logp,
+                                                                         double old_logp,
+                                                                         double advantage) const {
+    return dppo_token<D>(logp, old_logp, advantage, params);
   }
 };
 
 struct dro_ratio_token {
   double beta = 0;
   CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE token_loss_with_kl operator()(double logp, double old_logp,
-                                                                       double advantage,
-                                                                       policy_loss_metrics&) const {
+                                                                       double advantage) const {
     return dro_token(logp, old_logp, advantage, beta);
   }
 };
@@ -45,8 +42,7 @@ struct dro_ratio_token {
 struct sapo_ratio_token {
   sapo_options params;
   CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE token_loss_with_kl operator()(double logp, double old_logp,
-                                                                       double advantage,
-                                                                       policy_loss_metrics&) const {
+                                                                       double advantage) const {
     return sapo_token(logp, old_logp, advantage, params);
   }
 };

@@ -75,8 +75,7 @@ CASCADE_RL_HD inline terms::ppo_clip_token_result formula_at(bool selected, doub
   return terms::kl_cov_token(logp, old_logp, advantage, selected, p.ppo_kl_coef);
 }
 
-// The token function of such a loss for ratio_term: its formula at the token's context,
-// the clips counted into the metrics.
+// The token function of such a loss for ratio_term: its formula at the token's context.
 template <class Options, class Context>
 struct contextual_token {
   // GMPO's given weights are in its row loss: ratio_term does not apply them again.
@@ -84,13 +83,9 @@ struct contextual_token {
   Context context;
   Options params;
 
-  CASCADE_RL_HD terms::token_loss_with_kl operator()(std::size_t t, double logp, double old_logp,
-                                                     double advantage,
-                                                     policy_loss_metrics& metrics) const {
-    const terms::ppo_clip_token_result r =
-        formula_at(context(t), logp, old_logp, advantage, params);
-    terms::count_clips(r, metrics);
-    return r;
+  CASCADE_RL_HD terms::ppo_clip_token_result operator()(std::size_t t, double logp,
+                                                        double old_logp, double advantage) const {
+    return formula_at(context(t), logp, old_logp, advantage, params);
   }
 };
 

@@ -167,10 +167,19 @@ struct ratio_loss_arguments {
 };
 
 // Whether a ratio loss's token reads its index t (a value of t's sequence, a selection
-// byte): token(t, logp, old_logp, A, metrics); else token(logp, old_logp, A, metrics).
+// byte): token(t, logp, old_logp, A); else token(logp, old_logp, A).
 template <class Token>
 inline constexpr bool reads_token_index =
-    std::is_invocable_v<const Token&, std::size_t, double, double, double, policy_loss_metrics&>;
+    std::is_invocable_v<const Token&, std::size_t, double, double, double>;
+
+template <class Token>
+CASCADE_RL_HD auto token_result(const Token& token, std::size_t t, double logp, double old_logp,
+                                double advantage) {
+  if constexpr (reads_token_index<Token>)
+    return token(t, logp, old_logp, advantage);
+  else
+    return token(logp, old_logp, advantage);
+}
 
 // Whether the given weights (rollout_is_weights) scale a ratio loss's token loss: yes,
 // unless its Token says applies_given_weights = false (GMPO's row loss holds them already).
@@ -186,7 +195,7 @@ inline constexpr bool applies_given_weights<Token> = Token::applies_given_weight
 // KL-Cov): the four inputs they read and Token, the loss's own token function, as the
 // host core's driver runs it. Token is one of terms/ratio_loss_tokens.hpp, or a
 // contextual_token (contextual_tokens.hpp) that reads a value of its token's index; it
-// counts the token's clips into the metrics and returns its loss, d/dlogp and approx_kl.
+// returns the token's loss, d/dlogp, approx_kl and its clips where it has any.
 template <class T, class Token>
 struct ratio_term {
   const T* log_probs;
@@ -199,11 +208,8 @@ struct ratio_term {
     const double logp = static_cast<double>(log_probs[t]);
     const double old_logp = static_cast<double>(old_log_probs[t]);
     const double advantage = static_cast<double>(advantages[t]);
-    terms::token_loss_with_kl r;
-    if constexpr (reads_token_index<Token>)
-      r = token(t, logp, old_logp, advantage, tally.metrics);
-    else
-      r = token(logp, old_logp, advantage, tally.metrics);
+    const auto r = token_result(token, t, logp, old_logp, advantage);
+    terms::count_clips_if_any(r, tally.metrics);
     tally.metrics.approx_kl_sum += r.approx_kl;
     const terms::token_loss l{r.value, r.grad};
     if constexpr (applies_given_weights<Token>)
