@@ -51,9 +51,9 @@ struct sapo_ratio_token {
 
 namespace cascade_rl::detail {
 
-// The ratio losses' options as their token function (terms/ratio_loss_tokens.hpp), handed
-// to f: every executor's driver is written once over the token type. DPPO's divergence
-// picks one of two instantiations, so the token loop stays free of branches.
+// The ratio losses' options as their token function (above), handed to f: every
+// executor's driver is written once over the token type. DPPO's divergence picks one of
+// two instantiations, so the token loop stays free of branches.
 template <class F>
 decltype(auto) visit_ratio_token(const cispo_options& o, F&& f) {
   return f(terms::cispo_ratio_token{o});
