@@ -113,8 +113,11 @@ CASCADE_RL_HD inline geo_mean_log_ratio geo_mean_log_ratio_of(double logp, doubl
 
 // The pre-pass over the tokens [first, last) of one sequence (mask: one byte per token,
 // non-zero keeps it, or null; weights: veRL's rollout_is_weights, or null): sums in index
-// order, in double; a sequence without valid tokens gets 0.
-template <class T>
+// order, in double; a sequence without valid tokens gets 0. The tokens' clipped
+// log-ratios and the weights' logs are computed Batch at a time first, in loops of their
+// own that the host's compiler vectorises (the device runs Batch = 1); the sums then run
+// in index order as before, so every Batch gives the same bits.
+template <std::size_t Batch = 1, class T>
 CASCADE_RL_HD double geo_mean_sequence_loss(const T* log_probs, const T* old_log_probs,
                                             const T* advantages, const T* weights,
                                             const std::uint8_t* mask, std::size_t first,
@@ -123,15 +126,26 @@ CASCADE_RL_HD double geo_mean_sequence_loss(const T* log_probs, const T* old_log
   double advantage_sum = 0;
   double log_weight_sum = 0;
   std::size_t n = 0;
-  for (std::size_t t = first; t < last; ++t) {
-    if (mask != nullptr && mask[t] == 0) continue;
-    log_ratio_sum += geo_mean_log_ratio_of(static_cast<double>(log_probs[t]),
-                                           static_cast<double>(old_log_probs[t]),
-                                           static_cast<double>(advantages[t]), p)
-                         .value;
-    advantage_sum += static_cast<double>(advantages[t]);
-    if (weights != nullptr) log_weight_sum += math::log(static_cast<double>(weights[t]) + 1e-10);
-    ++n;
+  for (std::size_t base = first; base < last; base += Batch) {
+    const std::size_t stop = last - base > Batch ? base + Batch : last;
+    // Masked tokens too (their values go unread), so that the loops have no branch.
+    double k[Batch];
+    double log_weight[Batch] = {};  // read only where weights are given
+    for (std::size_t t = base; t < stop; ++t)
+      k[t - base] = geo_mean_log_ratio_of(static_cast<double>(log_probs[t]),
+                                          static_cast<double>(old_log_probs[t]),
+                                          static_cast<double>(advantages[t]), p)
+                        .value;
+    if (weights != nullptr)
+      for (std::size_t t = base; t < stop; ++t)
+        log_weight[t - base] = math::log(static_cast<double>(weights[t]) + 1e-10);
+    for (std::size_t t = base; t < stop; ++t) {
+      if (mask != nullptr && mask[t] == 0) continue;
+      log_ratio_sum += k[t - base];
+      advantage_sum += static_cast<double>(advantages[t]);
+      log_weight_sum += log_weight[t - base];  // +0.0 when no weights: the sum stays +0.0
+      ++n;
+    }
   }
   const double count = static_cast<double>(n > 0 ? n : 1);
   const double loss = -(advantage_sum / count) * math::exp(log_ratio_sum / count);
