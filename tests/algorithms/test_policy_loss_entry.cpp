@@ -14,6 +14,7 @@
 #include "cascade_rl/algorithms/covariance_losses.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
 #include "cascade_rl/algorithms/policy_loss_entry.hpp"
+#include "cascade_rl/algorithms/rollout_correction.hpp"
 #include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "support/expect_error.hpp"
@@ -222,6 +223,29 @@ TEST_F(PolicyLossEntry, ReplayedSelectionRefusedWhereNoTokensAreSelected) {
   cr::testing::expect_error_naming(
       [&] { (void)through_entry(b, weights, normalizer, cr::dro_options{}); }, "options.beta");
 }
+
+// The specs (policy_loss_spec.hpp): every loss's options have one, other types none, and
+// what they say about the selection holds whatever the qualifiers (the engine asks of
+// decltype(a const local): before the spec, its Clip-Cov seed was 0 in every mini-batch).
+static_assert(cr::policy_loss_options<cr::reinforce_options> &&
+              cr::policy_loss_options<cr::ppo_clip_options> &&
+              cr::policy_loss_options<cr::cispo_options> &&
+              cr::policy_loss_options<cr::dppo_options> &&
+              cr::policy_loss_options<cr::dro_options> &&
+              cr::policy_loss_options<cr::sapo_options> &&
+              cr::policy_loss_options<cr::gspo_options> &&
+              cr::policy_loss_options<cr::geo_mean_options> &&
+              cr::policy_loss_options<cr::clip_cov_options> &&
+              cr::policy_loss_options<cr::kl_cov_options>);
+static_assert(!cr::policy_loss_options<cr::bypass_mode_options> &&
+              !cr::policy_loss_options<cr::importance_options> && !cr::policy_loss_options<int>);
+static_assert(cr::draws_token_selection<cr::clip_cov_options> &&
+              cr::draws_token_selection<const cr::clip_cov_options> &&
+              cr::draws_token_selection<const cr::clip_cov_options&>);
+static_assert(!cr::draws_token_selection<cr::kl_cov_options> &&
+              !cr::draws_token_selection<const cr::cispo_options> &&
+              !cr::draws_token_selection<cr::reinforce_options>);
+static_assert(cr::policy_loss_spec<cr::kl_cov_options>::selection == cr::selection_use::replayable);
 
 }  // namespace policy_loss_entry_cases
 }  // namespace

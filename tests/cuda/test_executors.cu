@@ -1805,4 +1805,122 @@ TEST_F(Gpu, CovarianceLossesRefuseAMaskedSelectedToken) {
   EXPECT_GT(r.metrics.clipped, 0u);
 }
 
+// The device's entry point (cuda/policy_loss.cuh) runs every loss's spec on the device
+// layer: the host entry's bits for each loss's options (CUDA and host alike take every
+// input; each loss reads its own), for Clip-Cov's seeded draw and a replay, KL-Cov's own
+// selection and a replay, and a preset-style variant; it refuses what the host entry refuses.
+TEST_F(Gpu, PolicyLossEntryMatchesHostEntry) {
+  const auto b = cr::testing::make_random_batch<float>(53, {.sequences = 300, .max_length = 90});
+  const auto layout = b.layout();
+  const std::size_t n = b.tokens();
+  device_vector<std::int64_t> offsets(b.offsets);
+  device_vector<std::uint8_t> mask(b.mask);
+  const device_token_layout d_layout{offsets.data(), mask.data(), b.offsets.size() - 1, n};
+  const auto weights = cr::testing::rollout_is_weights_of(b);
+  device_vector<float> logp(b.log_probs), old(b.old_log_probs), adv(b.advantages),
+      behaviour(b.behaviour_log_probs), w(weights), grad(n);
+  const cr::policy_loss_inputs<float> host_inputs{.log_probs = b.log_probs,
+                                                  .old_log_probs = b.old_log_probs,
+                                                  .advantages = b.advantages,
+                                                  .behaviour_log_probs = b.behaviour_log_probs,
+                                                  .rollout_is_weights = weights};
+  const cr::policy_loss_inputs<float> device_inputs{.log_probs = logp.cspan(),
+                                                    .old_log_probs = old.cspan(),
+                                                    .advantages = adv.cspan(),
+                                                    .behaviour_log_probs = behaviour.cspan(),
+                                                    .rollout_is_weights = w.cspan()};
+  const auto normalizer = cr::local_loss_counts(cr::exec::seq, layout)
+                              .normalizer(cr::loss_aggregation::seq_mean_token_mean);
+  std::vector<float> want(n);
+  const auto expect_entries_agree = [&](const auto& options, cr::token_selection selection,
+                                        const std::string& what) {
+    SCOPED_TRACE(what);
+    auto hin = host_inputs;
+    auto din = device_inputs;
+    hin.selection = din.selection = selection;
+    const cr::policy_loss_result h =
+        cr::policy_loss(cr::exec::seq, layout, hin, std::span<float>(want), normalizer, options);
+    const cr::policy_loss_result d =
+        cr::policy_loss(cr::exec::cuda{}, d_layout, din, grad.span(), normalizer, options);
+    expect_same_sum(d.loss, h.loss, "loss");
+    EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
+    EXPECT_EQ(d.metrics.clipped, h.metrics.clipped);
+    EXPECT_EQ(d.metrics.dual_clipped, h.metrics.dual_clipped);
+    EXPECT_EQ(d.metrics.importance_masked, h.metrics.importance_masked);
+    EXPECT_EQ(d.metrics.importance_truncated, h.metrics.importance_truncated);
+    expect_same_sum(d.metrics.approx_kl_sum, h.metrics.approx_kl_sum, "approx_kl_sum");
+    expect_same_bits(grad.host(), want, "grad");
+    return h;
+  };
+  const auto seeded = cr::token_selection::seeded(17);
+  const auto mean = cr::loss_aggregation::seq_mean_token_mean;
+  cr::reinforce_options reinforce{.aggregation = mean};
+  reinforce.importance.mode = cr::importance_sampling::truncated;
+  expect_entries_agree(reinforce, seeded, "reinforce, truncated importance");
+  cr::ppo_clip_options ppo{.clip_high = 0.28, .dual_clip = 3.0, .aggregation = mean};
+  expect_entries_agree(ppo, seeded, "ppo_clip, dual clip");
+  expect_entries_agree(cr::cispo_options{.aggregation = mean}, seeded, "cispo");
+  expect_entries_agree(cr::dppo_options{.aggregation = mean}, seeded, "dppo tv");
+  expect_entries_agree(
+      cr::dppo_options{.divergence = cr::dppo_divergence::binary_kl, .aggregation = mean}, seeded,
+      "dppo kl");
+  expect_entries_agree(cr::dro_options{.beta = 0.1, .aggregation = mean}, seeded, "dro");
+  expect_entries_agree(cr::sapo_options{.aggregation = mean}, seeded, "sapo");
+  expect_entries_agree(cr::gspo_options{.aggregation = mean}, seeded, "gspo");
+  expect_entries_agree(cr::geo_mean_options{.aggregation = mean}, seeded, "geo_mean");
+  const cr::clip_cov_options clip_cov{.clip_high = 0.28,
+                                      .clip_cov_ratio = 0.01,
+                                      .clip_cov_lb = 0.05,
+                                      .clip_cov_ub = 5.0,
+                                      .aggregation = mean};
+  const auto drawn = expect_entries_agree(clip_cov, seeded, "clip_cov seeded");
+  EXPECT_GT(drawn.metrics.clipped, 0u);
+  std::vector<std::size_t> replayed;  // every fifth valid token
+  for (std::size_t t = 0; t < n; ++t)
+    if (b.mask[t] != 0 && t % 5 == 0) replayed.push_back(t);
+  const auto replay = cr::token_selection::replay(replayed);
+  EXPECT_EQ(expect_entries_agree(clip_cov, replay, "clip_cov replayed").metrics.clipped,
+            replayed.size());
+  const cr::kl_cov_options kl_cov{.kl_cov_ratio = 0.02, .ppo_kl_coef = 0.4, .aggregation = mean};
+  EXPECT_GT(expect_entries_agree(kl_cov, seeded, "kl_cov own selection").metrics.clipped, 0u);
+  EXPECT_EQ(expect_entries_agree(kl_cov, replay, "kl_cov replayed").metrics.clipped,
+            replayed.size());
+  // A preset's variant runs the loss it holds, through the host header's variant overload.
+  const std::variant<cr::cispo_options, cr::kl_cov_options> held = kl_cov;
+  {
+    auto din = device_inputs;
+    din.selection = replay;
+    const auto d = cr::policy_loss(cr::exec::cuda{}, d_layout, din, grad.span(), normalizer, held);
+    EXPECT_EQ(d.metrics.clipped, replayed.size());
+  }
+  // Refusals, named as the host names them.
+  auto din = device_inputs;
+  din.selection = replay;
+  cr::testing::expect_error_naming(
+      [&] {
+        (void)cr::policy_loss(cr::exec::cuda{}, d_layout, din, grad.span(), normalizer,
+                              cr::cispo_options{.aggregation = mean});
+      },
+      "inputs.selection", "cispo selects none");
+  const std::vector<std::size_t> beyond{replayed[0], n};
+  din.selection = cr::token_selection::replay(beyond);
+  cr::testing::expect_error_naming(
+      [&] { (void)cr::policy_loss(cr::exec::cuda{}, d_layout, din, grad.span(), normalizer, kl_cov); },
+      "selection.tokens[1]", "beyond the");
+  const std::vector<std::size_t> repeated{replayed[1], replayed[0], replayed[1]};
+  din.selection = cr::token_selection::replay(repeated);
+  cr::testing::expect_error_naming(
+      [&] {
+        (void)cr::policy_loss(cr::exec::cuda{}, d_layout, din, grad.span(), normalizer, clip_cov);
+      },
+      "selection.tokens[2]", "repeats token");
+  std::size_t first_masked = 0;
+  while (b.mask[first_masked] != 0) ++first_masked;
+  const std::vector<std::size_t> masked{first_masked};
+  din.selection = cr::token_selection::replay(masked);
+  cr::testing::expect_error_naming(
+      [&] { (void)cr::policy_loss(cr::exec::cuda{}, d_layout, din, grad.span(), normalizer, kl_cov); },
+      "selected[" + std::to_string(first_masked) + "]", "which the mask leaves out");
+}
+
 }  // namespace

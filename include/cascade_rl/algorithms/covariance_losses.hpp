@@ -57,6 +57,7 @@
 
 #include "cascade_rl/algorithms/loss_inputs.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/algorithms/policy_loss_spec.hpp"
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/core/parallel.hpp"
@@ -65,18 +66,6 @@
 #include "cascade_rl/terms/covariance_tokens.hpp"
 
 namespace cascade_rl {
-
-// Which tokens a covariance loss selects (see the top of this file).
-struct token_selection {
-  std::span<const std::size_t> tokens{};  // replay only
-  std::uint64_t seed = 0;                 // seeded only
-  bool replayed = false;
-
-  [[nodiscard]] static token_selection replay(std::span<const std::size_t> tokens) {
-    return {tokens, 0, true};
-  }
-  [[nodiscard]] static token_selection seeded(std::uint64_t seed) { return {{}, seed, false}; }
-};
 
 namespace detail {
 
@@ -187,21 +176,26 @@ std::vector<std::size_t> top_covariance_selection(const Policy& policy, const to
   return smallest_keyed_tokens(keys, terms::selection_count(ratio, means.valid));
 }
 
-// A replayed selection checked (in range, valid, not repeated) into a per-token mask.
-inline void replay_selection(const token_layout& layout, std::span<const std::size_t> tokens,
-                             std::vector<std::uint8_t>& selected) {
-  const std::size_t n = layout.tokens();
+// A replayed selection checked (in range, valid(t), not repeated) into a mask of n tokens.
+// The device layer passes a valid that accepts every token: its layout is in device
+// memory, and the device checks the mask against it before the loss runs.
+template <class Valid>
+std::vector<std::uint8_t> replayed_selection_mask(std::size_t n,
+                                                  std::span<const std::size_t> tokens,
+                                                  const Valid& valid) {
+  std::vector<std::uint8_t> selected(n, 0);
   for (std::size_t k = 0; k < tokens.size(); ++k) {
     const std::size_t t = tokens[k];
     if (t >= n)
       fail_at("selection.tokens", k,
               "is token " + std::to_string(t) + ", beyond the " + std::to_string(n) + " tokens");
-    if (!layout.valid(t))
+    if (!valid(t))
       fail_at("selection.tokens", k,
               "is token " + std::to_string(t) + ", which the mask leaves out");
     if (selected[t] != 0) fail_at("selection.tokens", k, "repeats token " + std::to_string(t));
     selected[t] = 1;
   }
+  return selected;
 }
 
 // The selection as a per-token mask: the replayed tokens (checked) or draw()'s, reported
@@ -210,12 +204,14 @@ template <class Draw>
 std::vector<std::uint8_t> selection_mask(const token_layout& layout,
                                          const token_selection& selection, const Draw& draw,
                                          std::span<std::size_t> selected_out) {
-  std::vector<std::uint8_t> selected(layout.tokens(), 0);
+  std::vector<std::uint8_t> selected;
   std::size_t count = 0;
   if (selection.replayed) {
-    replay_selection(layout, selection.tokens, selected);
+    selected = replayed_selection_mask(layout.tokens(), selection.tokens,
+                                       [&](std::size_t t) { return layout.valid(t); });
     count = selection.tokens.size();
   } else {
+    selected.assign(layout.tokens(), 0);
     const std::vector<std::size_t> drawn = draw();
     for (const std::size_t t : drawn) selected[t] = 1;
     count = drawn.size();
@@ -252,6 +248,14 @@ inline void validate_kl_cov_options(const kl_cov_options& options) {
   if (!(options.ppo_kl_coef >= 0 && std::isfinite(options.ppo_kl_coef)))
     fail("options.ppo_kl_coef",
          "is " + std::to_string(options.ppo_kl_coef) + ", expected a finite value >= 0");
+}
+
+// KL-Cov's overloads with a selection take a replay only (every executor).
+inline void require_replayed_kl_cov(const token_selection& selection) {
+  if (!selection.replayed)
+    fail("selection",
+         "is seeded; KL-Cov selects deterministically: pass token_selection::replay(tokens), or "
+         "call kl_cov_loss without a selection");
 }
 
 // KL-Cov's shared policy passes over a selection mask.
@@ -344,11 +348,7 @@ policy_loss_result kl_cov_loss(const Policy& policy, const token_layout& layout,
                                std::span<std::size_t> selected_out = {}) {
   using T = output_value_t<Out>;
   detail::validate_kl_cov_options(options);
-  if (!selection.replayed)
-    detail::fail(
-        "selection",
-        "is seeded; KL-Cov selects deterministically: pass token_selection::replay(tokens), or "
-        "call kl_cov_loss without a selection");
+  detail::require_replayed_kl_cov(selection);
   const std::span<const T> log_probs = inputs.log_probs;
   const std::span<const T> old_log_probs = inputs.old_log_probs;
   const std::span<const T> advantages = inputs.advantages;
@@ -384,5 +384,36 @@ policy_loss_result kl_cov_loss(const Policy& policy, const token_layout& layout,
   return detail::kl_cov_passes(policy, layout, inputs, selected, output_span(grad_out), normalizer,
                                options);
 }
+
+// ---- the specs (policy_loss_spec.hpp) --------------------------------------------------
+
+template <>
+struct policy_loss_spec<clip_cov_options> {
+  static constexpr selection_use selection = selection_use::drawn;
+  static void validate(const clip_cov_options& o) { detail::validate_clip_cov_options(o); }
+  template <class Policy, class Layout, std::floating_point T>
+  static policy_loss_result run(const Policy& policy, const Layout& layout,
+                                const policy_loss_inputs<T>& in, std::span<T> grad_out,
+                                const loss_normalizer& normalizer, const clip_cov_options& o) {
+    return clip_cov_loss(policy, layout, detail::ratio_inputs_of(in), in.selection, grad_out,
+                         normalizer, o);
+  }
+};
+
+// KL-Cov selects by its own rule; inputs.selection may replay veRL's tokens instead.
+template <>
+struct policy_loss_spec<kl_cov_options> {
+  static constexpr selection_use selection = selection_use::replayable;
+  static void validate(const kl_cov_options& o) { detail::validate_kl_cov_options(o); }
+  template <class Policy, class Layout, std::floating_point T>
+  static policy_loss_result run(const Policy& policy, const Layout& layout,
+                                const policy_loss_inputs<T>& in, std::span<T> grad_out,
+                                const loss_normalizer& normalizer, const kl_cov_options& o) {
+    if (in.selection.replayed)
+      return kl_cov_loss(policy, layout, detail::ratio_inputs_of(in), in.selection, grad_out,
+                         normalizer, o);
+    return kl_cov_loss(policy, layout, detail::ratio_inputs_of(in), grad_out, normalizer, o);
+  }
+};
 
 }  // namespace cascade_rl

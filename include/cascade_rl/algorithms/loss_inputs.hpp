@@ -12,6 +12,8 @@
 // (core/contiguous_ranges.hpp); an input of another type does not convert.
 
 #include <concepts>
+#include <cstddef>
+#include <cstdint>
 #include <span>
 
 namespace cascade_rl {
@@ -49,6 +51,36 @@ struct policy_ratio_inputs {
   std::span<const T> old_log_probs;
   std::span<const T> advantages;
   std::span<const T> rollout_is_weights = {};
+};
+
+// Which tokens a covariance loss (Clip-Cov, KL-Cov) selects: see
+// algorithms/covariance_losses.hpp.
+struct token_selection {
+  std::span<const std::size_t> tokens{};  // replay only
+  std::uint64_t seed = 0;                 // seeded only
+  bool replayed = false;
+
+  [[nodiscard]] static token_selection replay(std::span<const std::size_t> tokens) {
+    return {tokens, 0, true};
+  }
+  [[nodiscard]] static token_selection seeded(std::uint64_t seed) { return {{}, seed, false}; }
+};
+
+// The per-token inputs of any policy loss, for the entry point policy_loss
+// (policy_loss_entry.hpp; one entry per token each; an input the loss does not read may be
+// given or left empty).
+//   old_log_probs        the old policy's: every loss but REINFORCE
+//   behaviour_log_probs  the sampler's, for the importance option of REINFORCE and PPO
+//   rollout_is_weights   precomputed correction weights on each token's loss (optional)
+//   selection            Clip-Cov's token draw (seeded or replayed); KL-Cov's replay
+template <std::floating_point T>
+struct policy_loss_inputs {
+  std::span<const T> log_probs;
+  std::span<const T> old_log_probs = {};
+  std::span<const T> advantages;
+  std::span<const T> behaviour_log_probs = {};
+  std::span<const T> rollout_is_weights = {};
+  token_selection selection = token_selection::seeded(0);
 };
 
 // kl_penalty and kl_loss: the policy's log-probs and the reference policy's.

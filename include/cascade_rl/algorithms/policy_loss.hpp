@@ -32,6 +32,7 @@
 #include "cascade_rl/algorithms/importance_weights.hpp"
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/loss_inputs.hpp"
+#include "cascade_rl/algorithms/policy_loss_spec.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/error.hpp"
@@ -286,20 +287,24 @@ policy_loss_result old_policy_passes(const Policy& policy, const token_layout& l
     });
 }
 
-// The ratio losses (CISPO, DPPO, DRO, SAPO) in one driver: the options' token function
-// (visit_ratio_token), scaled by inputs.rollout_is_weights when given.
-template <class Policy, std::floating_point T, class Options>
+}  // namespace detail
+
+// The token-local ratio losses (CISPO, DPPO, DRO, SAPO) in one driver, the loss picked by
+// the options' type: its token function (visit_ratio_token), scaled by
+// inputs.rollout_is_weights when given. cispo_loss, dppo_loss, dro_loss and sapo_loss below
+// are its names per loss.
+template <exec::host_policy Policy, contiguous_output Out, detail::token_ratio_options Options>
 policy_loss_result policy_ratio_loss(const Policy& policy, const token_layout& layout,
-                                     const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
-                                     const loss_normalizer& normalizer, const Options& options) {
-  validate_ratio_options(options);
-  return visit_ratio_token(options, [&](const auto& token) {
-    return old_policy_passes(policy, layout, inputs, inputs.rollout_is_weights, grad_out,
-                             normalizer, options.aggregation, token);
+                                     const policy_ratio_inputs<output_value_t<Out>>& inputs,
+                                     Out&& grad_out, const loss_normalizer& normalizer,
+                                     const Options& options) {
+  detail::validate_ratio_options(options);
+  return detail::visit_ratio_token(options, [&](const auto& token) {
+    return detail::old_policy_passes(policy, layout, inputs, inputs.rollout_is_weights,
+                                     output_span(grad_out), normalizer, options.aggregation,
+                                     token);
   });
 }
-
-}  // namespace detail
 
 // Strictly on-policy REINFORCE: l_t = -w_t * A_t * ratio_t with ratio_t =
 // exp(logp_t - stopgrad(logp_t)) == 1, so dl_t/dlogp_t = -w_t * A_t; no old log-probs.
@@ -389,8 +394,7 @@ policy_loss_result cispo_loss(const Policy& policy, const token_layout& layout,
                               const policy_ratio_inputs<output_value_t<Out>>& inputs,
                               Out&& grad_out, const loss_normalizer& normalizer,
                               const cispo_options& options = {}) {
-  return detail::policy_ratio_loss(policy, layout, inputs, output_span(grad_out), normalizer,
-                                   options);
+  return policy_ratio_loss(policy, layout, inputs, grad_out, normalizer, options);
 }
 
 // DPPO-Binary-TV (options.divergence total_variation) or -KL (binary_kl):
@@ -403,8 +407,7 @@ template <exec::host_policy Policy, contiguous_output Out>
 policy_loss_result dppo_loss(const Policy& policy, const token_layout& layout,
                              const policy_ratio_inputs<output_value_t<Out>>& inputs, Out&& grad_out,
                              const loss_normalizer& normalizer, const dppo_options& options = {}) {
-  return detail::policy_ratio_loss(policy, layout, inputs, output_span(grad_out), normalizer,
-                                   options);
+  return policy_ratio_loss(policy, layout, inputs, grad_out, normalizer, options);
 }
 
 // DRO: l_t = -(logp_t * A_t - beta/2 * (logp_t - old_logp_t)^2), times
@@ -414,8 +417,7 @@ template <exec::host_policy Policy, contiguous_output Out>
 policy_loss_result dro_loss(const Policy& policy, const token_layout& layout,
                             const policy_ratio_inputs<output_value_t<Out>>& inputs, Out&& grad_out,
                             const loss_normalizer& normalizer, const dro_options& options) {
-  return detail::policy_ratio_loss(policy, layout, inputs, output_span(grad_out), normalizer,
-                                   options);
+  return policy_ratio_loss(policy, layout, inputs, grad_out, normalizer, options);
 }
 
 // SAPO: l_t = -A_t * sigmoid(tau_t (r_t - 1)) * 4 / tau_t with r_t = exp(clamp(logp_t -
@@ -427,8 +429,59 @@ template <exec::host_policy Policy, contiguous_output Out>
 policy_loss_result sapo_loss(const Policy& policy, const token_layout& layout,
                              const policy_ratio_inputs<output_value_t<Out>>& inputs, Out&& grad_out,
                              const loss_normalizer& normalizer, const sapo_options& options = {}) {
-  return detail::policy_ratio_loss(policy, layout, inputs, output_span(grad_out), normalizer,
-                                   options);
+  return policy_ratio_loss(policy, layout, inputs, grad_out, normalizer, options);
 }
+
+// ---- the specs (policy_loss_spec.hpp) --------------------------------------------------
+
+template <>
+struct policy_loss_spec<reinforce_options> {
+  static constexpr selection_use selection = selection_use::none;
+  static void validate(const reinforce_options& o) {
+    detail::validate_importance(o.importance, "options.importance");
+  }
+  template <class Policy, class Layout, std::floating_point T>
+  static policy_loss_result run(const Policy& policy, const Layout& layout,
+                                const policy_loss_inputs<T>& in, std::span<T> grad_out,
+                                const loss_normalizer& normalizer, const reinforce_options& o) {
+    return reinforce_loss(policy, layout,
+                          reinforce_inputs<T>{.log_probs = in.log_probs,
+                                              .advantages = in.advantages,
+                                              .behaviour_log_probs = in.behaviour_log_probs,
+                                              .rollout_is_weights = in.rollout_is_weights},
+                          grad_out, normalizer, o);
+  }
+};
+
+template <>
+struct policy_loss_spec<ppo_clip_options> {
+  static constexpr selection_use selection = selection_use::none;
+  static void validate(const ppo_clip_options& o) { detail::validate_ppo_options(o); }
+  template <class Policy, class Layout, std::floating_point T>
+  static policy_loss_result run(const Policy& policy, const Layout& layout,
+                                const policy_loss_inputs<T>& in, std::span<T> grad_out,
+                                const loss_normalizer& normalizer, const ppo_clip_options& o) {
+    return ppo_clip_loss(policy, layout,
+                         ppo_clip_inputs<T>{.log_probs = in.log_probs,
+                                            .old_log_probs = in.old_log_probs,
+                                            .advantages = in.advantages,
+                                            .behaviour_log_probs = in.behaviour_log_probs,
+                                            .rollout_is_weights = in.rollout_is_weights},
+                         grad_out, normalizer, o);
+  }
+};
+
+// CISPO, DPPO, DRO and SAPO: one spec, one driver per executor (policy_ratio_loss).
+template <detail::token_ratio_options Options>
+struct policy_loss_spec<Options> {
+  static constexpr selection_use selection = selection_use::none;
+  static void validate(const Options& o) { detail::validate_ratio_options(o); }
+  template <class Policy, class Layout, std::floating_point T>
+  static policy_loss_result run(const Policy& policy, const Layout& layout,
+                                const policy_loss_inputs<T>& in, std::span<T> grad_out,
+                                const loss_normalizer& normalizer, const Options& o) {
+    return policy_ratio_loss(policy, layout, detail::ratio_inputs_of(in), grad_out, normalizer, o);
+  }
+};
 
 }  // namespace cascade_rl

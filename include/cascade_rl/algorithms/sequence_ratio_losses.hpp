@@ -25,6 +25,7 @@
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
 #include "cascade_rl/algorithms/loss_inputs.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/algorithms/policy_loss_spec.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/error.hpp"
@@ -164,5 +165,31 @@ policy_loss_result geo_mean_loss(const Policy& policy, const token_layout& layou
         return terms::geo_mean_token(sequence_loss[s.index], logp, old_logp, advantage, params);
       });
 }
+
+// ---- the specs (policy_loss_spec.hpp) --------------------------------------------------
+
+template <>
+struct policy_loss_spec<gspo_options> {
+  static constexpr selection_use selection = selection_use::none;
+  static void validate(const gspo_options& o) { detail::validate_gspo_options(o); }
+  template <class Policy, class Layout, std::floating_point T>
+  static policy_loss_result run(const Policy& policy, const Layout& layout,
+                                const policy_loss_inputs<T>& in, std::span<T> grad_out,
+                                const loss_normalizer& normalizer, const gspo_options& o) {
+    return gspo_loss(policy, layout, detail::ratio_inputs_of(in), grad_out, normalizer, o);
+  }
+};
+
+template <>
+struct policy_loss_spec<geo_mean_options> {
+  static constexpr selection_use selection = selection_use::none;
+  static void validate(const geo_mean_options& o) { detail::validate_geo_mean_options(o); }
+  template <class Policy, class Layout, std::floating_point T>
+  static policy_loss_result run(const Policy& policy, const Layout& layout,
+                                const policy_loss_inputs<T>& in, std::span<T> grad_out,
+                                const loss_normalizer& normalizer, const geo_mean_options& o) {
+    return geo_mean_loss(policy, layout, detail::ratio_inputs_of(in), grad_out, normalizer, o);
+  }
+};
 
 }  // namespace cascade_rl

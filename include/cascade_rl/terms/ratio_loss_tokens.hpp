@@ -73,4 +73,15 @@ decltype(auto) visit_ratio_token(const sapo_options& o, F&& f) {
   return f(terms::sapo_ratio_token{o});
 }
 
+// Whether Options is a token-local ratio loss's (visit_ratio_token takes it).
+struct any_ratio_token {
+  template <class Token>
+  int operator()(const Token&) const {
+    return 0;
+  }
+};
+template <class Options>
+concept token_ratio_options =
+    requires(const Options& o) { visit_ratio_token(o, any_ratio_token{}); };
+
 }  // namespace cascade_rl::detail

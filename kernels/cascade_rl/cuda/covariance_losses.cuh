@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "cascade_rl/algorithms/covariance_losses.hpp"
 #include "cascade_rl/cuda/device/covariance_losses.cuh"
@@ -72,6 +73,30 @@ policy_loss_result run_covariance_loss(exec::cuda_policy policy,
       });
 }
 
+// A selection mask in device memory for one call: `tokens` replayed into it (checked on
+// the host for range and repeats, on the device against the layout's mask when the loss
+// runs), else left for the caller's selection kernel to write.
+class device_selection {
+ public:
+  device_selection(exec::cuda_policy policy, const cuda::device_token_layout& layout)
+      : buffer_(layout.tokens, policy.stream),
+        mask_(static_cast<std::uint8_t*>(buffer_.data()), layout.tokens) {}
+  device_selection(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+                   std::span<const std::size_t> tokens)
+      : device_selection(policy, layout) {
+    replayed_ = replayed_selection_mask(layout.tokens, tokens, [](std::size_t) { return true; });
+    cuda::check(cudaMemcpyAsync(mask_.data(), replayed_.data(), replayed_.size(),
+                                cudaMemcpyHostToDevice, policy.stream),
+                "cudaMemcpyAsync");
+  }
+  [[nodiscard]] std::span<std::uint8_t> mask() const { return mask_; }
+
+ private:
+  cuda::detail::device_buffer buffer_;
+  std::span<std::uint8_t> mask_;
+  std::vector<std::uint8_t> replayed_;  // the copy's source, alive until the stream read it
+};
+
 }  // namespace detail
 
 template <std::floating_point T>
@@ -109,6 +134,26 @@ policy_loss_result clip_cov_loss(exec::cuda_policy policy, const cuda::device_to
       });
 }
 
+// Clip-Cov with a token_selection, as the host's overload: our seeded draw
+// (clip_cov_seeded_selection) or the replayed tokens, into a mask of this call's.
+template <std::floating_point T>
+policy_loss_result clip_cov_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+                                 const policy_ratio_inputs<T>& inputs,
+                                 const token_selection& selection, std::span<T> grad_out,
+                                 const loss_normalizer& normalizer,
+                                 const clip_cov_options& options = {}) {
+  detail::validate_clip_cov_options(options);
+  if (selection.replayed) {
+    const detail::device_selection replayed(policy, layout, selection.tokens);
+    return clip_cov_loss(policy, layout, inputs, std::span<const std::uint8_t>(replayed.mask()),
+                         grad_out, normalizer, options);
+  }
+  const detail::device_selection drawn(policy, layout);
+  clip_cov_seeded_selection(policy, layout, inputs, selection.seed, drawn.mask(), options);
+  return clip_cov_loss(policy, layout, inputs, std::span<const std::uint8_t>(drawn.mask()),
+                       grad_out, normalizer, options);
+}
+
 template <std::floating_point T>
 void kl_cov_selection(exec::cuda_policy policy, const cuda::device_token_layout& layout,
                       const policy_ratio_inputs<T>& inputs, std::span<std::uint8_t> selected_out,
@@ -140,6 +185,32 @@ policy_loss_result kl_cov_loss(exec::cuda_policy policy, const cuda::device_toke
                                  selected.data(), grad_out.data(), normalizer, options, result,
                                  policy.stream);
       });
+}
+
+// KL-Cov with replayed tokens (token_selection::replay; a seeded selection is refused, as
+// on the host), or by its own rule (kl_cov_selection) in the overload without one.
+template <std::floating_point T>
+policy_loss_result kl_cov_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+                               const policy_ratio_inputs<T>& inputs,
+                               const token_selection& selection, std::span<T> grad_out,
+                               const loss_normalizer& normalizer,
+                               const kl_cov_options& options = {}) {
+  detail::validate_kl_cov_options(options);
+  detail::require_replayed_kl_cov(selection);
+  const detail::device_selection replayed(policy, layout, selection.tokens);
+  return kl_cov_loss(policy, layout, inputs, std::span<const std::uint8_t>(replayed.mask()),
+                     grad_out, normalizer, options);
+}
+
+template <std::floating_point T>
+policy_loss_result kl_cov_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
+                               const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
+                               const loss_normalizer& normalizer,
+                               const kl_cov_options& options = {}) {
+  const detail::device_selection selected(policy, layout);
+  kl_cov_selection(policy, layout, inputs, selected.mask(), options);
+  return kl_cov_loss(policy, layout, inputs, std::span<const std::uint8_t>(selected.mask()),
+                     grad_out, normalizer, options);
 }
 
 }  // namespace cascade_rl

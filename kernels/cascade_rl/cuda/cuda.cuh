@@ -18,6 +18,7 @@
 #include "cascade_rl/cuda/opo_advantages.cuh"
 #include "cascade_rl/cuda/optimal_token_baseline.cuh"
 #include "cascade_rl/cuda/policy.hpp"
+#include "cascade_rl/cuda/policy_loss.cuh"
 #include "cascade_rl/cuda/portable.hpp"
 #include "cascade_rl/cuda/reinforce_plus_plus.cuh"
 #include "cascade_rl/cuda/remax_advantages.cuh"

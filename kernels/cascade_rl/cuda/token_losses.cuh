@@ -133,16 +133,16 @@ policy_loss_result ppo_clip_loss(exec::cuda_policy policy, const cuda::device_to
       });
 }
 
-// The four ratio losses below share their checks and their call (one throwing driver).
-namespace detail {
-
-template <std::floating_point T, class Options>
-policy_loss_result ratio_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
-                              const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
-                              const loss_normalizer& normalizer, const Options& options) {
+// The token-local ratio losses (CISPO, DPPO, DRO, SAPO) in one driver, the loss picked by
+// the options' type, as the host's policy_ratio_loss; cispo_loss, ... below are its names.
+template <std::floating_point T, detail::token_ratio_options Options>
+policy_loss_result policy_ratio_loss(exec::cuda_policy policy,
+                                     const cuda::device_token_layout& layout,
+                                     const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
+                                     const loss_normalizer& normalizer, const Options& options) {
   const std::span<const T> log_probs = inputs.log_probs, old_log_probs = inputs.old_log_probs;
   const std::span<const T> advantages = inputs.advantages;
-  validate_ratio_options(options);
+  detail::validate_ratio_options(options);
   cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
   cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
   cuda::detail::require_tokens(advantages.size(), layout, "advantages");
@@ -157,35 +157,33 @@ policy_loss_result ratio_loss(exec::cuda_policy policy, const cuda::device_token
       });
 }
 
-}  // namespace detail
-
 template <std::floating_point T>
 policy_loss_result cispo_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
                               const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
                               const loss_normalizer& normalizer,
                               const cispo_options& options = {}) {
-  return detail::ratio_loss(policy, layout, inputs, grad_out, normalizer, options);
+  return policy_ratio_loss(policy, layout, inputs, grad_out, normalizer, options);
 }
 
 template <std::floating_point T>
 policy_loss_result dppo_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
                              const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
                              const loss_normalizer& normalizer, const dppo_options& options = {}) {
-  return detail::ratio_loss(policy, layout, inputs, grad_out, normalizer, options);
+  return policy_ratio_loss(policy, layout, inputs, grad_out, normalizer, options);
 }
 
 template <std::floating_point T>
 policy_loss_result dro_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
                             const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
                             const loss_normalizer& normalizer, const dro_options& options) {
-  return detail::ratio_loss(policy, layout, inputs, grad_out, normalizer, options);
+  return policy_ratio_loss(policy, layout, inputs, grad_out, normalizer, options);
 }
 
 template <std::floating_point T>
 policy_loss_result sapo_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
                              const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
                              const loss_normalizer& normalizer, const sapo_options& options = {}) {
-  return detail::ratio_loss(policy, layout, inputs, grad_out, normalizer, options);
+  return policy_ratio_loss(policy, layout, inputs, grad_out, normalizer, options);
 }
 
 template <std::floating_point T>
