@@ -4,6 +4,11 @@
 // token, each array counted once as STREAM counts it: the per-sequence pre-pass of GSPO
 // and GMPO reads the log-probs twice, which their fraction shows). The rollout correction
 // reads the two log-probs and writes the weights and a keep byte (13 bytes per token).
+// The covariance losses (Clip-Cov, KL-Cov) read the three arrays and write the gradient
+// (16 bytes per token, each array once: their means and their selection read the inputs
+// again, which their fraction shows). The bypass mode reads the two log-probs and the
+// advantages and writes the weights, the keep byte and the gradient (21 bytes per token).
+// The KL losses (k1, abs, k2, k3) read the two log-probs and write the gradient.
 // The limit is the triad bandwidth fraction_of_triad reports against.
 
 #include <benchmark/benchmark.h>
@@ -17,6 +22,7 @@
 #include <vector>
 
 #include "bandwidth.hpp"
+#include "cascade_rl/algorithms/covariance_losses.hpp"
 #include "cascade_rl/algorithms/entropy_loss.hpp"
 #include "cascade_rl/algorithms/kl_estimators.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
@@ -146,24 +152,38 @@ void geo_mean_loss_seq_mean_token_mean(benchmark::State& state) {
       cr::geo_mean_options{.aggregation = cr::loss_aggregation::seq_mean_token_mean});
 }
 
-// veRL's KL loss with its default estimator, low_var_kl (k3, clamped to +-10), token-mean,
-// and the entropy bonus on per-token entropies: what a trainer adds to its policy loss.
-// The KL loss reads two arrays of floats and writes the gradient; the entropy bonus reads
-// one and writes one.
-void kl_loss_k3_token_mean(benchmark::State& state) {
+// veRL's KL loss (use_kl_loss), token-mean: its default estimator low_var_kl (k3, clamped
+// to +-10) and the others it offers, k1 ("kl"), abs and k2 ("mse"); and the entropy bonus
+// on per-token entropies: what a trainer adds to its policy loss. The KL loss reads two
+// arrays of floats and writes the gradient; the entropy bonus reads one and writes one.
+void kl_loss_token_mean(benchmark::State& state, cr::kl_estimator estimator) {
   const auto n = static_cast<std::size_t>(state.range(0));
   token_batch batch(n);
   const cr::token_layout layout(batch.offsets);
   const cr::loss_normalizer normalizer{.tokens = static_cast<double>(n)};
+  const cr::kl_loss_options options{.kl = {.estimator = estimator}};
   cascade_rl::bench::bandwidth_meter meter(state, cascade_rl::bench::limit::triad);
   for (auto _ : state) {
     const double loss = cr::kl_loss(
         cr::exec::par, layout,
         cr::kl_inputs<float>{.log_probs = batch.log_probs, .ref_log_probs = batch.old_log_probs},
-        std::span<float>(batch.grad), normalizer, cr::kl_loss_options{});
+        std::span<float>(batch.grad), normalizer, options);
     benchmark::DoNotOptimize(loss);
   }
   meter.report(3 * n * sizeof(float));
+}
+
+void kl_loss_k3_token_mean(benchmark::State& state) {
+  kl_loss_token_mean(state, cr::kl_estimator::k3);
+}
+void kl_loss_k1_token_mean(benchmark::State& state) {
+  kl_loss_token_mean(state, cr::kl_estimator::k1);
+}
+void kl_loss_abs_token_mean(benchmark::State& state) {
+  kl_loss_token_mean(state, cr::kl_estimator::abs);
+}
+void kl_loss_k2_token_mean(benchmark::State& state) {
+  kl_loss_token_mean(state, cr::kl_estimator::k2);
 }
 
 void entropy_loss_token_mean(benchmark::State& state) {
@@ -185,18 +205,24 @@ void entropy_loss_token_mean(benchmark::State& state) {
 
 // veRL's rollout correction as its config commonly sets it: sequence-level IS weights
 // truncated at 2 and the seq_mean_k3 rejection (threshold 0.01), with every rollout_corr/*
-// diagnostic. Reads the two log-probs and writes the weights and one keep byte per token
-// (13 bytes per token).
-void rollout_correction_sequence_is_seq_mean_k3(benchmark::State& state) {
-  const auto n = static_cast<std::size_t>(state.range(0));
-  token_batch batch(n);
-  const cr::token_layout layout(batch.offsets);
+// diagnostic.
+cr::rollout_correction_options sequence_is_seq_mean_k3() {
   cr::rollout_correction_options options{.is_level = cr::rollout_is_level::sequence,
                                          .is_upper = 2.0};
   options.rejection[0] = {.level = cr::rollout_rs_level::seq_mean,
                           .statistic = cr::rollout_rs_statistic::k3,
                           .upper = 0.01};
   options.rejection_count = 1;
+  return options;
+}
+
+// The correction alone reads the two log-probs and writes the weights and one keep byte
+// per token (13 bytes per token).
+void rollout_correction_sequence_is_seq_mean_k3(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  token_batch batch(n);
+  const cr::token_layout layout(batch.offsets);
+  const cr::rollout_correction_options options = sequence_is_seq_mean_k3();
   std::vector<std::uint8_t> keep(n);
   cascade_rl::bench::bandwidth_meter meter(state, cascade_rl::bench::limit::triad);
   for (auto _ : state) {
@@ -208,6 +234,83 @@ void rollout_correction_sequence_is_seq_mean_k3(benchmark::State& state) {
     benchmark::DoNotOptimize(metrics);
   }
   meter.report(n * (3 * sizeof(float) + 1));
+}
+
+// veRL's bypass mode (compute_policy_loss_bypass_mode) with its default loss_type ppo_clip:
+// the correction above on (logp, rollout_logp), then PPO's clipped loss (clip-higher 0.28,
+// dual clip 3, veRL's clip_ratio_c) against the rollout log-probs on the rejection-masked
+// tokens, token-mean over the tokens the rejection keeps (veRL's agg_loss counts the
+// modified mask; so does the normaliser, computed from the effective layout). Reads the
+// two log-probs and the advantages, writes the weights, the keep byte and the gradient
+// (21 bytes per token).
+void bypass_mode_ppo_clip_token_mean(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  token_batch batch(n);
+  const cr::token_layout layout(batch.offsets);
+  cr::bypass_mode_options options{.correction = sequence_is_seq_mean_k3(),
+                                  .loss = cr::bypass_loss::ppo_clip};
+  options.ppo = {.clip_low = 0.2, .clip_high = 0.28, .dual_clip = 3.0};
+  const auto normalizer = [](const cr::token_layout& effective) {
+    return cr::local_loss_counts(cr::exec::par, effective)
+        .normalizer(cr::loss_aggregation::token_mean);
+  };
+  std::vector<float> weights(n);
+  std::vector<std::uint8_t> keep(n);
+  cascade_rl::bench::bandwidth_meter meter(state, cascade_rl::bench::limit::triad);
+  for (auto _ : state) {
+    auto result =
+        cr::bypass_mode_loss(cr::exec::par, layout,
+                             cr::bypass_mode_inputs<float>{.log_probs = batch.log_probs,
+                                                           .rollout_log_probs = batch.old_log_probs,
+                                                           .advantages = batch.advantages},
+                             std::span<float>(batch.grad), normalizer, options,
+                             std::span<float>(weights), std::span<std::uint8_t>(keep));
+    benchmark::DoNotOptimize(result);
+  }
+  meter.report(n * (5 * sizeof(float) + 1));
+}
+
+// veRL's covariance losses with its actor.yaml settings: Clip-Cov (clip 0.2 both ways,
+// clip_cov_ratio 2e-4, covariance in (1, 5)) with our seeded draw in place of veRL's
+// torch.randperm, and KL-Cov (kl_cov_ratio 2e-4, ppo_kl_coef 0.1) with its own top-k
+// selection; token-mean. Each reads the three arrays and writes the gradient (16 bytes
+// per token); the batch means and the selection are further passes over the inputs.
+void clip_cov_loss_token_mean(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  token_batch batch(n);
+  const cr::token_layout layout(batch.offsets);
+  const cr::loss_normalizer normalizer{.tokens = static_cast<double>(n)};
+  const cr::clip_cov_options options{};
+  cascade_rl::bench::bandwidth_meter meter(state, cascade_rl::bench::limit::triad);
+  for (auto _ : state) {
+    auto result = cr::clip_cov_loss(
+        cr::exec::par, layout,
+        cr::policy_ratio_inputs<float>{.log_probs = batch.log_probs,
+                                       .old_log_probs = batch.old_log_probs,
+                                       .advantages = batch.advantages},
+        cr::token_selection::seeded(7), std::span<float>(batch.grad), normalizer, options);
+    benchmark::DoNotOptimize(result);
+  }
+  meter.report(4 * n * sizeof(float));
+}
+
+void kl_cov_loss_token_mean(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  token_batch batch(n);
+  const cr::token_layout layout(batch.offsets);
+  const cr::loss_normalizer normalizer{.tokens = static_cast<double>(n)};
+  const cr::kl_cov_options options{.kl_cov_ratio = 0.0002, .ppo_kl_coef = 0.1};
+  cascade_rl::bench::bandwidth_meter meter(state, cascade_rl::bench::limit::triad);
+  for (auto _ : state) {
+    auto result =
+        cr::kl_cov_loss(cr::exec::par, layout,
+                        cr::policy_ratio_inputs<float>{.log_probs = batch.log_probs,
+                                                       .old_log_probs = batch.old_log_probs,
+                                                       .advantages = batch.advantages},
+                        std::span<float>(batch.grad), normalizer, options);
+    benchmark::DoNotOptimize(result);
+  }
+  meter.report(4 * n * sizeof(float));
 }
 
 }  // namespace
@@ -228,3 +331,9 @@ BENCHMARK(dppo_tv_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRe
 BENCHMARK(dppo_kl_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
 BENCHMARK(dro_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
 BENCHMARK(geo_mean_loss_seq_mean_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(kl_loss_k1_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(kl_loss_abs_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(kl_loss_k2_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(clip_cov_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(kl_cov_loss_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();
+BENCHMARK(bypass_mode_ppo_clip_token_mean)->Arg(4096)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime();

@@ -46,6 +46,38 @@ TARGETS = {
     "rloo_advantages_group16": ("copy", 0.6),
     # three passes over the returns (write, statistics, whitening)
     "reinforce_plus_plus_advantages_outcome": ("copy", 0.3),
+    # the other KL estimators of veRL's kl_penalty: k3's shape, no exp
+    "kl_loss_k1_token_mean": ("triad", 0.5),
+    "kl_loss_abs_token_mean": ("triad", 0.5),
+    "kl_loss_k2_token_mean": ("triad", 0.5),
+    # the covariance losses: the batch means of A and logp, the selection's keys (every
+    # valid token is KL-Cov's candidate) and the loss are three passes over the inputs
+    # for the four arrays counted, so half of PPO's target
+    "clip_cov_loss_token_mean": ("triad", 0.25),
+    "kl_cov_loss_token_mean": ("triad", 0.25),
+    # the bypass mode: the rollout correction's passes (row pre-pass, weights and keep
+    # bytes, diagnostics), the count of the kept tokens, then PPO's pass
+    "bypass_mode_ppo_clip_token_mean": ("triad", 0.3),
+    # per-sequence group estimators as GRPO; GPG reads the scores twice (its batch-wide
+    # alpha counts the non-zero scores before the groups' pass)
+    "gpg_advantages_group16": ("copy", 0.45),
+    "grpo_passk_advantages_group16": ("copy", 0.6),
+    # GAE: the backward pass writes advantages and returns, then whitening's three passes
+    # over the advantages, as REINFORCE++
+    "gae_advantages": ("copy", 0.3),
+    # one backward pass per row writing returns and advantages
+    "remax_advantages": ("copy", 0.6),
+    # one pass writing every token from a score per row
+    "opo_advantages_group16": ("copy", 0.6),
+    # a pass writing the tokens, then whitening's three passes over them, for the one
+    # array counted (4 bytes per token): a quarter of the single-pass target
+    "reinforce_plus_plus_baseline_advantages_group16": ("copy", 0.15),
+    "gdpo_advantages_group16_2_components": ("copy", 0.15),
+    # the triad's shape (two arrays read, one written), one subtraction per token
+    "distillation_advantages": ("triad", 0.6),
+    # two passes (per row: returns and the cumulative W in double scratch; per group: the
+    # baselines, reading returns and W again) and one exp per token
+    "optimal_token_baseline_group16": ("copy", 0.3),
 }
 # kernel name prefix -> the run whose data stay in the last-level cache
 IN_CACHE = {
@@ -192,6 +224,9 @@ def main(path):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(0)
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     main(sys.argv[1])
