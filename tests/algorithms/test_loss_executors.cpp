@@ -157,7 +157,7 @@ TYPED_TEST(LossExecutors, ReinforceBitIdentical) {
   }
 }
 
-// The ratio losses (CISPO, DPPO-TV/KL, DRO, SAPO, GSPO, GMPO), each with and without given
+// The ratio losses (CISPO, DPPO-TV/KL, DRO, SAPO, GSPO, GMPO, sequence SAPO), each with and without given
 // weights, under every aggregation mode; options that make the clips and truncations engage.
 TYPED_TEST(LossExecutors, RatioLossesBitIdentical) {
   using T = TypeParam;
@@ -220,6 +220,11 @@ TYPED_TEST(LossExecutors, RatioLossesBitIdentical) {
                     cr::geo_mean_options{.clip_low = 0.1, .clip_high = 0.15, .aggregation = mode})
                     .metrics.dual_clipped,
                 0u);
+      if (!weighted)  // sequence SAPO takes no weights (its gradient is the row's sum)
+        check(
+            "sequence_sapo",
+            [](auto&&... a) { return cr::sequence_sapo_loss(std::forward<decltype(a)>(a)...); },
+            cr::sequence_sapo_options{.aggregation = mode});
     }
   }
 }

@@ -162,7 +162,7 @@ TEST(PartitionInvariance, ReinforceEveryMode) {
   }
 }
 
-// The ratio losses (CISPO, DPPO-TV/KL, DRO, SAPO, GSPO, GMPO) in their global form, every mode over
+// The ratio losses (CISPO, DPPO-TV/KL, DRO, SAPO, GSPO, GMPO, sequence SAPO) in their global form, every mode over
 // the step's normaliser (veRL fixes SAPO's), with and without given weights; a row each.
 TEST(PartitionInvariance, RatioLossesEveryModeWithAndWithoutWeights) {
   namespace cr = cascade_rl;
@@ -218,6 +218,11 @@ TEST(PartitionInvariance, RatioLossesEveryModeWithAndWithoutWeights) {
           "geo_mean",
           [](auto&&... a) { return cr::geo_mean_loss(std::forward<decltype(a)>(a)...); },
           cr::geo_mean_options{.aggregation = mode});
+      if (!weighted)  // sequence SAPO takes no weights (its gradient is the row's sum)
+        check(
+            "sequence_sapo",
+            [](auto&&... a) { return cr::sequence_sapo_loss(std::forward<decltype(a)>(a)...); },
+            cr::sequence_sapo_options{.aggregation = mode});
     }
   }
 }

@@ -1,5 +1,6 @@
 // The sequence-level ratio losses (algorithms/sequence_ratio_losses.hpp): GSPO and GMPO
-// against every v2 case of veRL's compute_policy_loss_gspo / _geo_mean, hand-computed
+// against every v2 case of veRL's compute_policy_loss_gspo / _geo_mean (sequence SAPO
+// against TRL's in test_trl_reference.cpp), hand-computed
 // batches, finite differences of the loss's own forward value, veRL's local forms' lack
 // of partition invariance, and refusals naming argument and index. The global forms'
 // partition invariance and exec::par against exec::seq are rows of the ratio-loss tables
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "cascade_rl/algorithms/loss_aggregation.hpp"
+#include "cascade_rl/algorithms/policy_loss_entry.hpp"
 #include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/presets/verl_losses.hpp"
@@ -478,6 +480,126 @@ TEST(GeoMeanLoss, PresetAndName) {
   const cr::token_layout layout(offsets);
   EXPECT_EQ(verl::geo_mean_normalizer(layout).sequences, 3.0);  // the empty row counts
   EXPECT_EQ(cr::geo_mean_options{}.aggregation, cr::loss_aggregation::token_mean);
+}
+
+// ---- sequence SAPO ----------------------------------------------------------------------
+
+// Two rows by hand, token-sum: row 0's ratio s0 = exp(mean(0.1, 0.5)) with A = 1, -2 (tau
+// 1 and 1.05); row 1 has one valid token of its two. Each token's value is -A g(s), and
+// every valid token of a row carries the row's summed -A g'(s) times s / n.
+TEST(SequenceSapoLoss, HandComputedTwoRows) {
+  const std::vector<std::int64_t> offsets{0, 2, 4};
+  const std::vector<std::uint8_t> mask{1, 1, 0, 1};
+  const cr::token_layout layout(offsets, mask);
+  const std::vector<double> old{-1.0, -1.0, -1.0, -1.0};
+  const std::vector<double> lp{-0.9, -0.5, 5.0, -1.3};
+  const std::vector<double> adv{1.0, -2.0, 9.0, 0.5};
+  std::vector<double> grad(4, -7);
+  const cr::sequence_sapo_options options{
+      .tau_pos = 1.0, .tau_neg = 1.05, .aggregation = cr::loss_aggregation::token_sum};
+  const auto r = cr::sequence_sapo_loss(
+      exec::seq, layout, {.log_probs = lp, .old_log_probs = old, .advantages = adv}, grad,
+      cr::loss_normalizer{.mode = cr::loss_aggregation::token_sum}, options);
+  const auto sigmoid = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
+  const double s0 = std::exp((0.1 + 0.5) / 2), s1 = std::exp(-0.3);
+  const double g0 = sigmoid(1.0 * (s0 - 1)), g1 = sigmoid(1.05 * (s0 - 1));
+  const double g2 = sigmoid(1.0 * (s1 - 1));
+  const double loss0 = -1.0 * g0 * 4 / 1.0, loss1 = 2.0 * g1 * 4 / 1.05;
+  const double loss3 = -0.5 * g2 * 4 / 1.0;
+  EXPECT_NEAR(r.loss, loss0 + loss1 + loss3, 1e-14);
+  const double row0 = (-1.0 * 4 * g0 * (1 - g0) + 2.0 * 4 * g1 * (1 - g1)) * s0 / 2;
+  const double row1 = -0.5 * 4 * g2 * (1 - g2) * s1 / 1;
+  EXPECT_NEAR(grad[0], row0, 1e-14);
+  EXPECT_EQ(grad[1], grad[0]);  // the row's gradient on each of its valid tokens
+  EXPECT_EQ(grad[2], 0.0);      // masked
+  EXPECT_NEAR(grad[3], row1, 1e-14);
+  EXPECT_EQ(r.metrics.valid_tokens, 3u);
+  EXPECT_EQ(r.metrics.clipped, 0u);
+  EXPECT_NEAR(r.metrics.approx_kl_sum, -0.1 - 0.5 + 0.3, 1e-15);
+}
+
+// No stop-gradient anywhere: the token gradients are those of the loss's own forward value
+// in every mode (each row's tokens share one aggregation weight). Central differences in
+// double with per-token advantages of both signs (random_batch's), tolerance 1e-7 as GSPO's.
+TEST(SequenceSapoLoss, FiniteDifferencesOfTheForwardValueEveryMode) {
+  std::uint64_t seed = 31;
+  for (const auto mode : cr::testing::all_aggregation_modes) {
+    const auto batch = cr::testing::make_random_batch<double>(seed++, {.sequences = 12});
+    const auto layout = batch.layout();
+    const auto normalizer = cr::local_loss_counts(exec::seq, layout).normalizer(mode, 9.0);
+    const cr::sequence_sapo_options options{.tau_pos = 0.8, .tau_neg = 1.3, .aggregation = mode};
+    const auto loss_at = [&](const std::vector<double>& lp, std::vector<double>& grad) {
+      return cr::sequence_sapo_loss(
+                 exec::seq, layout,
+                 {.log_probs = lp, .old_log_probs = batch.old_log_probs, .advantages = batch.advantages},
+                 grad, normalizer, options)
+          .loss;
+    };
+    std::vector<double> grad(batch.tokens()), scratch(batch.tokens());
+    (void)loss_at(batch.log_probs, grad);
+    const double h = 1e-6;
+    std::size_t checked = 0;
+    for (std::size_t t = 0; t < batch.tokens(); ++t) {
+      if (!layout.valid(t)) continue;
+      auto up = batch.log_probs, down = batch.log_probs;
+      up[t] += h;
+      down[t] -= h;
+      const double fd = (loss_at(up, scratch) - loss_at(down, scratch)) / (2 * h);
+      EXPECT_NEAR(grad[t], fd, 1e-7) << cr::to_string(mode) << " token " << t;
+      ++checked;
+    }
+    EXPECT_GT(checked, 20u);
+  }
+}
+
+TEST(SequenceSapoLoss, RefusesBadOptionsAndInputsNamingArgumentAndIndex) {
+  const std::vector<std::int64_t> offsets{0, 3, 5};
+  const std::vector<std::uint8_t> mask{1, 1, 0, 1, 1};
+  const cr::token_layout layout(offsets, mask);
+  const std::vector<double> lp{-1, -1, -1, -1, -1}, old{-1.1, -0.9, -1, -1, -1.2},
+      adv{1, 1, 1, -1, -1}, weights(5, 1.0);
+  std::vector<double> grad(5);
+  const auto normalizer =
+      cr::local_loss_counts(exec::seq, layout).normalizer(cr::loss_aggregation::token_mean);
+  const auto run = [&](const cr::policy_ratio_inputs<double>& inputs,
+                       const cr::sequence_sapo_options& options = {}) {
+    (void)cr::sequence_sapo_loss(exec::seq, layout, inputs, grad, normalizer, options);
+  };
+  const cr::policy_ratio_inputs<double> good{
+      .log_probs = lp, .old_log_probs = old, .advantages = adv};
+  using cr::testing::expect_error_naming;
+  expect_error_naming([&] { run(good, {.tau_pos = 0}); }, "options.tau_pos");
+  expect_error_naming([&] { run(good, {.tau_neg = INFINITY}); }, "options.tau_neg");
+  expect_error_naming(
+      [&] {
+        run({.log_probs = lp, .old_log_probs = old, .advantages = adv, .rollout_is_weights = weights});
+      },
+      "inputs.rollout_is_weights", "sequence_sapo takes none");
+  auto bad = adv;
+  bad[3] = NAN;
+  expect_error_naming([&] { run({.log_probs = lp, .old_log_probs = old, .advantages = bad}); },
+                      "advantages[3]", "NaN");
+  bad = lp;
+  bad[2] = NAN;  // masked: never read
+  EXPECT_NO_THROW(run({.log_probs = bad, .old_log_probs = old, .advantages = adv}));
+  // The entry point runs it, and refuses its options as the named function does.
+  std::vector<double> via_entry(5);
+  const auto r = cr::policy_loss(exec::seq, layout, cr::policy_loss_inputs<double>{
+      .log_probs = lp, .old_log_probs = old, .advantages = adv}, via_entry, normalizer,
+      cr::sequence_sapo_options{});
+  run(good);
+  EXPECT_EQ(via_entry, grad);
+  EXPECT_TRUE(std::isfinite(r.loss));
+  expect_error_naming(
+      [&] {
+        (void)cr::policy_loss(exec::seq, layout,
+                              cr::policy_loss_inputs<double>{.log_probs = lp,
+                                                             .old_log_probs = old,
+                                                             .advantages = adv,
+                                                             .rollout_is_weights = weights},
+                              via_entry, normalizer, cr::sequence_sapo_options{});
+      },
+      "inputs.rollout_is_weights");
 }
 
 }  // namespace sequence_ratio_losses_cases

@@ -18,6 +18,7 @@
 
 #include "cascade_rl/algorithms/kl_estimators.hpp"
 #include "cascade_rl/algorithms/policy_loss.hpp"
+#include "cascade_rl/algorithms/policy_loss_entry.hpp"
 #include "cascade_rl/algorithms/sequence_ratio_losses.hpp"
 #include "cascade_rl/core/exec.hpp"
 #include "cascade_rl/presets/trl.hpp"
@@ -146,42 +147,18 @@ void check_case(const nlohmann::json& c, const nlohmann::json& b, const std::str
   const auto policy_layout = trl::policy_layout(config, layout);
   const std::vector<T> luspo = trl::luspo_weights<T>(config, layout);
   std::vector<T> grad(layout.tokens(), T(-7));
-  const cascade_rl::policy_ratio_inputs<T> ratio_inputs{
-      .log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages};
-  const auto result = std::visit(
-      [&](const auto& o) {
-        using O = std::decay_t<decltype(o)>;
-        if constexpr (std::is_same_v<O, cascade_rl::ppo_clip_options>)
-          return cascade_rl::ppo_clip_loss(cascade_rl::exec::seq, policy_layout,
-                                           {.log_probs = log_probs,
-                                            .old_log_probs = old_log_probs,
-                                            .advantages = advantages,
-                                            .behaviour_log_probs = std::span<const T>(behaviour),
-                                            .rollout_is_weights = luspo},
-                                           grad, normalizer, o);
-        else if constexpr (std::is_same_v<O, trl::aggregated_terms>) {
-          const auto terms =
-              trl::sapo_sequence_terms<T>(config, layout, log_probs, old_log_probs, advantages);
-          return cascade_rl::policy_loss_result{
-              cascade_rl::aggregate_token_losses(cascade_rl::exec::seq, layout, terms, grad,
-                                                 normalizer, o.aggregation),
-              {}};
-        } else if constexpr (std::is_same_v<O, cascade_rl::gspo_options>)
-          return cascade_rl::gspo_loss(cascade_rl::exec::seq, layout, ratio_inputs, grad,
-                                       normalizer, o);
-        else if constexpr (std::is_same_v<O, cascade_rl::cispo_options>)
-          return cascade_rl::cispo_loss(cascade_rl::exec::seq, layout, ratio_inputs, grad,
-                                        normalizer, o);
-        else if constexpr (std::is_same_v<O, cascade_rl::sapo_options>)
-          return cascade_rl::sapo_loss(cascade_rl::exec::seq, layout, ratio_inputs, grad,
-                                       normalizer, o);
-        else
-          return cascade_rl::reinforce_loss(
-              cascade_rl::exec::seq, layout,
-              {.log_probs = log_probs, .advantages = advantages, .rollout_is_weights = phi}, grad,
-              normalizer, o);
-      },
-      options);
+  // Every loss through the one entry point: luspo's weights reach PPO's clip (over the
+  // grid of every position), VESPO's and sequence CISPO's phi REINFORCE; the other losses
+  // are given none.
+  const bool ppo = std::holds_alternative<cascade_rl::ppo_clip_options>(options);
+  const cascade_rl::policy_loss_inputs<T> inputs{
+      .log_probs = log_probs,
+      .old_log_probs = old_log_probs,
+      .advantages = advantages,
+      .behaviour_log_probs = behaviour,
+      .rollout_is_weights = ppo ? std::span<const T>(luspo) : std::span<const T>(phi)};
+  const auto result = cascade_rl::policy_loss(cascade_rl::exec::seq, ppo ? policy_layout : layout,
+                                              inputs, grad, normalizer, options);
   cascade_rl::testing::summed_loss total(layout.tokens());
   total.add(result.loss, grad);
   std::optional<double> kl_mean;

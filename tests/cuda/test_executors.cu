@@ -1868,6 +1868,24 @@ TEST_F(Gpu, PolicyLossEntryMatchesHostEntry) {
   expect_entries_agree(cr::sapo_options{.aggregation = mean}, seeded, "sapo");
   expect_entries_agree(cr::gspo_options{.aggregation = mean}, seeded, "gspo");
   expect_entries_agree(cr::geo_mean_options{.aggregation = mean}, seeded, "geo_mean");
+  // Sequence SAPO takes no weights; every mode, as its row gradient meets each weight.
+  for (const auto mode : cr::testing::all_aggregation_modes) {
+    const auto counts = cr::local_loss_counts(cr::exec::seq, layout);
+    const auto mode_normalizer = counts.normalizer(mode, 128.0);
+    auto hin = host_inputs;
+    auto din = device_inputs;
+    hin.rollout_is_weights = din.rollout_is_weights = {};
+    const cr::sequence_sapo_options options{.tau_pos = 0.8, .tau_neg = 1.3, .aggregation = mode};
+    const auto h = cr::policy_loss(cr::exec::seq, layout, hin, std::span<float>(want),
+                                   mode_normalizer, options);
+    const auto d =
+        cr::policy_loss(cr::exec::cuda{}, d_layout, din, grad.span(), mode_normalizer, options);
+    SCOPED_TRACE(std::string("sequence_sapo ") + std::string(cr::to_string(mode)));
+    expect_same_sum(d.loss, h.loss, "loss");
+    expect_same_sum(d.metrics.approx_kl_sum, h.metrics.approx_kl_sum, "approx_kl_sum");
+    EXPECT_EQ(d.metrics.valid_tokens, h.metrics.valid_tokens);
+    expect_same_bits(grad.host(), want, "grad");
+  }
   const cr::clip_cov_options clip_cov{.clip_high = 0.28,
                                       .clip_cov_ratio = 0.01,
                                       .clip_cov_lb = 0.05,
@@ -1921,6 +1939,207 @@ TEST_F(Gpu, PolicyLossEntryMatchesHostEntry) {
   cr::testing::expect_error_naming(
       [&] { (void)cr::policy_loss(cr::exec::cuda{}, d_layout, din, grad.span(), normalizer, kl_cov); },
       "selected[" + std::to_string(first_masked) + "]", "which the mask leaves out");
+}
+
+
+// ---- tuning policies ----------------------------------------------------------------------
+
+// A non-default policy: 2-warp blocks for the warp-per-item, group and logits kernels (so
+// 4 log-prob rows per block, the group kernel's teams and whole-block groups in 64 threads),
+// 3-warp blocks for the per-thread kernels, other sizes for the rollout correction's passes.
+struct small_tuning {
+  static constexpr unsigned warp_item_block_threads = 64;
+  static constexpr unsigned thread_item_block_threads = 96;
+  static constexpr unsigned group_block_threads = 64;
+  static constexpr unsigned logits_block_threads = 64;
+  static constexpr unsigned rollout_row_block_threads = 32;
+  static constexpr unsigned rollout_sum_block_threads = 128;
+};
+struct partial_warp_tuning : small_tuning {
+  static constexpr unsigned warp_item_block_threads = 48;
+};
+struct oversized_tuning : small_tuning {
+  static constexpr unsigned thread_item_block_threads = 2048;
+};
+
+// A CUB-shaped call run(d_temp_storage, temp_storage_bytes): the size query, then the run in
+// the storage it asked for, waited for; the storage's bytes afterwards (the report first).
+template <class Run>
+std::vector<unsigned char> run_two_phases(Run run) {
+  std::size_t bytes = 0;
+  EXPECT_EQ(cudaSuccess, run(nullptr, bytes));
+  device_vector<unsigned char> temp(bytes);
+  EXPECT_EQ(cudaSuccess, run(temp.data(), bytes));
+  EXPECT_EQ(cudaSuccess, cudaStreamSynchronize(nullptr));
+  return temp.host();
+}
+
+template <class V>
+void expect_same_bytes(const std::vector<V>& a, const std::vector<V>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(V))) << what;
+}
+
+// The outputs of a representative set of CUB-shaped calls under one tuning policy.
+struct tuned_outputs {
+  std::vector<float> loss_grad;
+  std::vector<cr::cuda::loss_tally> tally;
+  std::vector<cr::loss_counts> counts;
+  std::vector<float> grpo_team, grpo_block, rpp_baseline, log_probs, entropy, remax, remax_returns;
+  std::vector<float> rollout_weights;
+  std::vector<std::uint8_t> rollout_keep;
+  std::vector<unsigned char> rollout_scratch;
+  std::size_t counts_bytes = 0;
+};
+
+template <class Tuning>
+tuned_outputs run_tuned(const cr::testing::random_batch<float>& b) {
+  namespace cu = cr::cuda;
+  tuned_outputs out;
+  const std::size_t n = b.tokens(), sequences = b.offsets.size() - 1;
+  device_layout_of d(b.offsets, b.mask);
+  const device_token_layout layout = d.layout(n);
+  device_vector<float> logp(b.log_probs), old(b.old_log_probs), adv(b.advantages),
+      rollout(b.behaviour_log_probs), grad(n), weights(n), tokens_a(n), tokens_b(n);
+  device_vector<cu::loss_tally> tally(1);
+  device_vector<cr::loss_counts> counts(1);
+
+  // A token loss (seq-mean-token-mean: the per-sequence valid counts too) and the counts.
+  const auto mode = cr::loss_aggregation::seq_mean_token_mean;
+  const float* no_weights = nullptr;
+  const cr::loss_normalizer normalizer =
+      cr::local_loss_counts(cr::exec::seq, b.layout()).normalizer(mode, 128.0);
+  run_two_phases([&](void* temp, std::size_t& bytes) {
+    return cu::cispo_loss<Tuning>(temp, bytes, layout, logp.data(), old.data(), adv.data(), no_weights,
+                                  grad.data(), normalizer, cr::cispo_options{.aggregation = mode},
+                                  tally.data());
+  });
+  out.loss_grad = grad.host();
+  out.tally = tally.host();
+  out.counts_bytes = run_two_phases([&](void* temp, std::size_t& bytes) {
+                       return cu::local_loss_counts<Tuning>(temp, bytes, layout, counts.data());
+                     }).size();
+  out.counts = counts.host();
+
+  // GRPO: teams of 8 lanes (groups of 7), and a whole block per group (groups past 1024).
+  device_vector<float> rewards(b.advantages), group_out(n);
+  const auto teams = device_group_layout::uniform({.groups = n / 7, .size = 7});
+  run_two_phases([&](void* temp, std::size_t& bytes) {
+    return cu::grpo_advantages<Tuning>(temp, bytes, rewards.data(), teams, group_out.data(), nullptr,
+                                       cr::grpo_options{});
+  });
+  out.grpo_team = group_out.host();
+  const std::vector<std::int64_t> big_offsets{0, 1500, 1501, 4000, static_cast<std::int64_t>(n)};
+  device_vector<std::int64_t> d_big(big_offsets);
+  const auto blocks = device_group_layout::variable(d_big.data(), 4, n, n);
+  run_two_phases([&](void* temp, std::size_t& bytes) {
+    return cu::grpo_advantages<Tuning>(temp, bytes, rewards.data(), blocks, group_out.data(), nullptr,
+                                       cr::grpo_options{.singleton = cr::singleton_rule::zero_advantage});
+  });
+  out.grpo_block = group_out.host();
+
+  // REINFORCE++-baseline: the group kernel, the broadcast (a warp per sequence) and the
+  // whitening (a warp per canonical block, then one thread).
+  std::vector<float> scores(sequences);
+  for (std::size_t s = 0; s < sequences; ++s) scores[s] = static_cast<float>((s * 7919) % 13) * 0.25f;
+  device_vector<float> d_scores(scores);
+  const auto sequence_groups = device_group_layout::uniform({.groups = sequences / 4, .size = 4});
+  const device_token_layout grouped{layout.offsets, layout.mask, sequences / 4 * 4,
+                                    static_cast<std::size_t>(b.offsets[sequences / 4 * 4])};
+  run_two_phases([&](void* temp, std::size_t& bytes) {
+    return cu::reinforce_plus_plus_baseline_advantages<Tuning>(temp, bytes, d_scores.data(), sequence_groups,
+                                                               grouped, tokens_a.data());
+  });
+  out.rpp_baseline = tokens_a.host();
+
+  // Log-probs from logits: 37 rows (not a whole number of blocks) of 1500 logits (two chunks).
+  const std::size_t rows = 37, vocab = 1500;
+  std::vector<float> logits(rows * vocab);
+  std::vector<std::int64_t> labels(rows);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (float& x : logits) x = normal(rng);
+  for (std::size_t r = 0; r < rows; ++r) labels[r] = static_cast<std::int64_t>((r * 131) % vocab);
+  device_vector<float> d_logits(logits), d_logp(rows), d_entropy(rows);
+  device_vector<std::int64_t> d_labels(labels);
+  run_two_phases([&](void* temp, std::size_t& bytes) {
+    return cu::log_probs_from_logits<Tuning>(temp, bytes, static_cast<const float*>(d_logits.data()), rows,
+                                             vocab, vocab, d_labels.data(), d_logp.data(), d_entropy.data(),
+                                             0.7f);
+  });
+  out.log_probs = d_logp.host();
+  out.entropy = d_entropy.host();
+
+  // ReMax: a thread per sequence.
+  std::vector<float> baselines(sequences);
+  for (std::size_t s = 0; s < sequences; ++s) baselines[s] = 0.125f * static_cast<float>(s % 11) - 0.5f;
+  device_vector<float> d_baselines(baselines);
+  run_two_phases([&](void* temp, std::size_t& bytes) {
+    return cu::remax_advantages<Tuning>(temp, bytes, adv.data(), d_baselines.data(), layout, tokens_a.data(),
+                                        tokens_b.data());
+  });
+  out.remax = tokens_a.host();
+  out.remax_returns = tokens_b.host();
+
+  // The rollout correction's passes, every variant: weights, keep bytes and the whole
+  // temporary storage (report, row scratch, each token's row, block sums and extremes).
+  device_vector<std::uint8_t> keep(n);
+  for (const auto& options : cr::testing::rollout_correction_variants()) {
+    const auto scratch = run_two_phases([&](void* temp, std::size_t& bytes) {
+      return cu::rollout_correction_passes<Tuning>(temp, bytes, layout, logp.data(), rollout.data(), options,
+                                                   weights.data(), keep.data());
+    });
+    const auto w = weights.host();
+    const auto k = keep.host();
+    out.rollout_scratch.insert(out.rollout_scratch.end(), scratch.begin(), scratch.end());
+    out.rollout_weights.insert(out.rollout_weights.end(), w.begin(), w.end());
+    out.rollout_keep.insert(out.rollout_keep.end(), k.begin(), k.end());
+  }
+  return out;
+}
+
+// A tuning policy changes the launches (block sizes, grids, the blocks a temporary storage
+// keeps partials for), never the bits: the floating-point sums are per warp in the
+// canonical order or on one thread, and only integer counts are reduced across a block.
+TEST_F(Gpu, TuningPolicyChangesLaunchesNotBits) {
+  static_assert(cr::cuda::tuning_policy<cr::cuda::default_tuning>);
+  static_assert(cr::cuda::tuning_policy<small_tuning>);
+  static_assert(partial_warp_tuning::warp_item_block_threads == 48 &&
+                    !cr::cuda::tuning_policy<partial_warp_tuning>,
+                "48 threads: not whole warps");
+  static_assert(oversized_tuning::thread_item_block_threads == 2048 &&
+                    !cr::cuda::tuning_policy<oversized_tuning>,
+                "2048 threads: past CUDA's 1024 (and block_reduce's 32 warps)");
+  static_assert(!cr::cuda::tuning_policy<float>);
+
+  const auto b = cr::testing::make_random_batch<float>(41, {.sequences = 300, .max_length = 90});
+  ASSERT_GT(b.tokens(), 4000u);
+  const tuned_outputs want = run_tuned<cr::cuda::default_tuning>(b);
+  const tuned_outputs got = run_tuned<small_tuning>(b);
+  expect_same_bytes(got.loss_grad, want.loss_grad, "cispo grad");
+  expect_same_bytes(got.tally, want.tally, "cispo loss and metrics");
+  expect_same_bytes(got.counts, want.counts, "local_loss_counts");
+  EXPECT_GT(got.counts_bytes, want.counts_bytes) << "a partial per block: 4x the blocks";
+  expect_same_bytes(got.grpo_team, want.grpo_team, "grpo, teams of 8");
+  expect_same_bytes(got.grpo_block, want.grpo_block, "grpo, a block per group");
+  expect_same_bytes(got.rpp_baseline, want.rpp_baseline, "reinforce++ baseline");
+  expect_same_bytes(got.log_probs, want.log_probs, "log_probs");
+  expect_same_bytes(got.entropy, want.entropy, "entropy");
+  expect_same_bytes(got.remax, want.remax, "remax advantages");
+  expect_same_bytes(got.remax_returns, want.remax_returns, "remax returns");
+  expect_same_bytes(got.rollout_weights, want.rollout_weights, "rollout weights");
+  expect_same_bytes(got.rollout_keep, want.rollout_keep, "rollout keep");
+  expect_same_bytes(got.rollout_scratch, want.rollout_scratch, "rollout scratch");
+
+  // The default policy is what a call without one gets.
+  const auto b2 = cr::testing::make_random_batch<float>(42, {.sequences = 50, .max_length = 40});
+  device_layout_of d(b2.offsets, b2.mask);
+  device_vector<cr::loss_counts> counts(1);
+  std::size_t plain = 0, tuned = 0;
+  ASSERT_EQ(cudaSuccess, cr::cuda::local_loss_counts(nullptr, plain, d.layout(b2.tokens()), counts.data()));
+  ASSERT_EQ(cudaSuccess, cr::cuda::local_loss_counts<cr::cuda::default_tuning>(nullptr, tuned, d.layout(b2.tokens()),
+                                                                               counts.data()));
+  EXPECT_EQ(plain, tuned);
 }
 
 }  // namespace

@@ -296,8 +296,8 @@ TEST(PortableLosses, ReinforceWithGivenWeightsMatchesHost) {
     }
 }
 
-// The ratio losses (CISPO, DPPO-TV/KL, DRO, SAPO, GSPO, GMPO), every mode, with and
-// without given weights; options that make their clips, truncations and clamps engage. A
+// The ratio losses (CISPO, DPPO-TV/KL, DRO, SAPO, GSPO, GMPO, sequence SAPO), every mode,
+// with and without given weights (sequence SAPO without: it takes none); options that make their clips, truncations and clamps engage. A
 // row each.
 TEST(PortableLosses, RatioLossesEveryModeMatchHost) {
   const auto b = big_batch(7);
@@ -385,6 +385,20 @@ TEST(PortableLosses, RatioLossesEveryModeMatchHost) {
           cr::geo_mean_options{.clip_low = 0.1, .clip_high = 0.15, .aggregation = mode});
       EXPECT_GT(geo_mean.metrics.clipped, 0u);
       EXPECT_GT(geo_mean.metrics.dual_clipped, 0u);
+      // Sequence SAPO: its rows (ratio and gradient) into their own scratch; it takes no
+      // weights (the host refuses them), so its row runs unweighted only.
+      if (!weighted) {
+        SCOPED_TRACE(std::string("sequence_sapo ") + std::string(cr::to_string(mode)));
+        std::vector<cr::terms::sequence_sapo_row> rows(layout.sequences());
+        const cr::sequence_sapo_options options{.tau_pos = 0.8, .tau_neg = 1.3, .aggregation = mode};
+        std::vector<float> hg(b.tokens()), dg(b.tokens());
+        const auto h = cr::sequence_sapo_loss(cr::exec::seq, layout, inputs, hg, normalizer, options);
+        portable::sequence_sapo_loss(system, device_layout(b), b.log_probs.data(),
+                                     b.old_log_probs.data(), b.advantages.data(), dg.data(),
+                                     normalizer, options, rows.data(), scratch.data());
+        expect_same_metrics(scratch[portable::result_index(b.tokens())], h);
+        expect_same_bits(dg, hg, "dL/dlogp");
+      }
     }
 }
 

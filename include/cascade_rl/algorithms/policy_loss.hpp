@@ -73,13 +73,16 @@ inline void validate_ratio_options(const cispo_options& options) {
          "is " + std::to_string(options.log_ratio_clamp) + ", expected > 0");
 }
 
+// SAPO's temperatures, at token or sequence level.
+inline void validate_sapo_temperatures(double tau_pos, double tau_neg) {
+  if (!(tau_pos > 0 && std::isfinite(tau_pos)))
+    fail("options.tau_pos", "is " + std::to_string(tau_pos) + ", expected a finite value > 0");
+  if (!(tau_neg > 0 && std::isfinite(tau_neg)))
+    fail("options.tau_neg", "is " + std::to_string(tau_neg) + ", expected a finite value > 0");
+}
+
 inline void validate_ratio_options(const sapo_options& options) {
-  if (!(options.tau_pos > 0 && std::isfinite(options.tau_pos)))
-    fail("options.tau_pos",
-         "is " + std::to_string(options.tau_pos) + ", expected a finite value > 0");
-  if (!(options.tau_neg > 0 && std::isfinite(options.tau_neg)))
-    fail("options.tau_neg",
-         "is " + std::to_string(options.tau_neg) + ", expected a finite value > 0");
+  validate_sapo_temperatures(options.tau_pos, options.tau_neg);
   if (!(options.log_ratio_clamp > 0))
     fail("options.log_ratio_clamp",
          "is " + std::to_string(options.log_ratio_clamp) + ", expected > 0");

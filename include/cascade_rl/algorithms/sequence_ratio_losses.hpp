@@ -9,6 +9,10 @@
 //              compute_policy_loss_geo_mean: each sequence's loss -mean(A) times the
 //              geometric mean of its clipped token ratios; the gradient flows through
 //              the mean to every token the clip does not hold.
+//   sequence_sapo_loss  SAPO at sequence level as TRL's GRPOTrainer (loss_type "sapo",
+//              importance_sampling_level "sequence"): SAPO's gate of the row's ratio; the
+//              ratio is not a stop-gradient, so the row's summed derivative reaches each
+//              of its tokens.
 //
 // Each returns the aggregated loss (see loss_aggregation.hpp) and writes
 // grad_out[t] = dL/dlogp_t for every token, 0 on masked tokens. grad_out must not alias
@@ -105,6 +109,18 @@ policy_loss_result gspo_loss(const Policy& policy, const token_layout& layout,
 
 namespace detail {
 
+// `weights`: the size of the rollout_is_weights given (the spec validates the options
+// alone: none).
+inline void validate_sequence_sapo(const sequence_sapo_options& options,
+                                   std::size_t weights = 0) {
+  validate_sapo_temperatures(options.tau_pos, options.tau_neg);
+  if (weights != 0)
+    fail("inputs.rollout_is_weights",
+         "holds " + std::to_string(weights) +
+             " weights, but sequence_sapo takes none: its gradient is the row's summed "
+             "derivative, which a per-token weight would break (scale the advantages instead)");
+}
+
 inline void validate_geo_mean_options(const geo_mean_options& options) {
   if (!(options.clip_low >= 0))
     fail("options.clip_low", "is " + std::to_string(options.clip_low) + ", expected >= 0");
@@ -166,6 +182,49 @@ policy_loss_result geo_mean_loss(const Policy& policy, const token_layout& layou
       });
 }
 
+// SAPO at sequence level (TRL's loss_type "sapo", importance_sampling_level "sequence"):
+// l_t = -A_t g(s) with s = exp(m), m the mean of logp - old_logp over the row's valid
+// tokens, g(s) = sigmoid(tau_t (s - 1)) 4 / tau_t, tau_t = tau_pos for A_t > 0, tau_neg
+// otherwise; no clamp. Aggregated by options.aggregation over the normaliser (TRL's sapo
+// aggregates as its grpo: presets::trl). s depends on every token of the row (ds/dlogp_t =
+// s / n), so dL/dlogp_t = c (sum over the row of -A_u g'(s)) s / n, the same on each
+// valid token of the row: exact because every aggregation weight c is constant along a
+// row. Per-token rollout_is_weights would break that sum and are refused. approx_kl is
+// old_logp - logp; no clip is counted.
+template <exec::host_policy Policy, contiguous_output Out>
+policy_loss_result sequence_sapo_loss(const Policy& policy, const token_layout& layout,
+                                      const policy_ratio_inputs<output_value_t<Out>>& inputs,
+                                      Out&& grad_out, const loss_normalizer& normalizer,
+                                      const sequence_sapo_options& options = {}) {
+  using T = output_value_t<Out>;
+  detail::validate_sequence_sapo(options, inputs.rollout_is_weights.size());
+  const std::span<const T> log_probs = inputs.log_probs;
+  const std::span<const T> old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  // The pre-pass reads every input of a row: all are checked first.
+  detail::validate_token_input(policy, layout, log_probs, "log_probs");
+  detail::validate_token_input(policy, layout, old_log_probs, "old_log_probs");
+  detail::validate_token_input(policy, layout, advantages, "advantages");
+  const sequence_sapo_options params = options;  // a local copy, as in gspo_loss
+  const std::uint8_t* mask = layout.has_mask() ? layout.mask().data() : nullptr;
+  std::vector<terms::sequence_sapo_row> rows(layout.sequences());
+  detail::for_each_index(
+      policy, layout.sequences(),
+      [&](std::size_t s) {
+        rows[s] = terms::sequence_sapo_row_of(log_probs.data(), old_log_probs.data(),
+                                              advantages.data(), mask, layout.begin(s),
+                                              layout.end(s), params);
+      },
+      /*min_parallel=*/64);
+  return detail::old_policy_passes(
+      policy, layout, inputs, std::span<const T>{}, output_span(grad_out), normalizer,
+      options.aggregation,
+      [&](detail::of_sequence s, double logp, double old_logp,
+          double advantage) CASCADE_RL_ALWAYS_INLINE {
+        return terms::sequence_sapo_token(rows[s.index], logp, old_logp, advantage, params);
+      });
+}
+
 // ---- the specs (policy_loss_spec.hpp) --------------------------------------------------
 
 template <>
@@ -189,6 +248,19 @@ struct policy_loss_spec<geo_mean_options> {
                                 const policy_loss_inputs<T>& in, std::span<T> grad_out,
                                 const loss_normalizer& normalizer, const geo_mean_options& o) {
     return geo_mean_loss(policy, layout, detail::ratio_inputs_of(in), grad_out, normalizer, o);
+  }
+};
+
+template <>
+struct policy_loss_spec<sequence_sapo_options> {
+  static constexpr selection_use selection = selection_use::none;
+  static void validate(const sequence_sapo_options& o) { detail::validate_sequence_sapo(o); }
+  template <class Policy, class Layout, std::floating_point T>
+  static policy_loss_result run(const Policy& policy, const Layout& layout,
+                                const policy_loss_inputs<T>& in, std::span<T> grad_out,
+                                const loss_normalizer& normalizer, const sequence_sapo_options& o) {
+    return sequence_sapo_loss(policy, layout, detail::ratio_inputs_of(in), grad_out, normalizer,
+                              o);
   }
 };
 

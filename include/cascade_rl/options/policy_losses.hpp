@@ -68,6 +68,16 @@ struct sapo_options {
   loss_aggregation aggregation = loss_aggregation::token_mean;
 };
 
+// SAPO at sequence level (TRL's loss_type "sapo" with importance_sampling_level
+// "sequence"): SAPO's gate of the row's ratio s = exp(mean log-ratio over the row's valid
+// tokens) instead of each token's ratio, no clamp. The gate couples a row's tokens: the
+// gradient reaching each token is the row's summed derivative times s / its valid tokens.
+struct sequence_sapo_options {
+  double tau_pos = 1.0;   // A > 0, > 0
+  double tau_neg = 1.05;  // A <= 0, > 0
+  loss_aggregation aggregation = loss_aggregation::token_mean;
+};
+
 // DRO: -A * logp plus the proximal penalty beta/2 * (logp - old_logp)^2 instead of a
 // clip. beta has no default (veRL refuses a DRO without dro_beta): it must be > 0.
 struct dro_options {
@@ -130,6 +140,15 @@ struct config_fields<sapo_options> {
       config_field{"tau_pos", &T::tau_pos},
       config_field{"tau_neg", &T::tau_neg},
       config_field{"log_ratio_clamp", &T::log_ratio_clamp}};
+  static constexpr auto aggregation = &T::aggregation;
+};
+
+template <>
+struct config_fields<sequence_sapo_options> {
+  using T = sequence_sapo_options;
+  static constexpr std::string_view alternative = "sequence_sapo";
+  static constexpr std::tuple list{config_field{"tau_pos", &T::tau_pos},
+                                   config_field{"tau_neg", &T::tau_neg}};
   static constexpr auto aggregation = &T::aggregation;
 };
 
@@ -279,6 +298,7 @@ struct config_fields<kl_cov_options> {
 
 static_assert(lists_every_member<importance_options> && lists_every_member<ppo_clip_options> &&
                   lists_every_member<cispo_options> && lists_every_member<sapo_options> &&
+                  lists_every_member<sequence_sapo_options> &&
                   lists_every_member<dro_options> && lists_every_member<dppo_options> &&
                   lists_every_member<gspo_options> && lists_every_member<geo_mean_options> &&
                   lists_every_member<clip_cov_options> && lists_every_member<kl_cov_options>,

@@ -22,12 +22,10 @@
 //            is the row's ratio: the REINFORCE log-prob surrogate with
 //            cispo_sequence_weights as rollout_is_weights;
 //   sapo     grpo's aggregation, the soft gate sigmoid(tau (r - 1)) * 4 / tau; at sequence
-//            level r is the row's ratio (the mean log-ratio over its valid tokens), whose
-//            gate no loss option has: policy_loss returns aggregated_terms, and
-//            sapo_sequence_terms gives each token's value and gradient for
-//            aggregate_token_losses (exact: every TRL aggregation weight is constant
-//            within a row, so the row's ratio's gradient lands on each valid token as
-//            the row's summed d/dr times r / the row's valid count);
+//            level r is the row's ratio (the mean log-ratio over its valid tokens):
+//            sequence_sapo_options (sequence_sapo_loss; the row's ratio's gradient lands
+//            on each valid token as the row's summed d/dr times r / its valid count,
+//            exact since every TRL aggregation weight is constant within a row);
 //   luspo    (per-token loss * the row's valid tokens L).mean() over the (rows, T) grid,
 //            / steps: seq-mean-token-sum with sequences = rows * steps. At sequence level
 //            the loss is one per row; at token level (and the KL under beta, at either
@@ -132,14 +130,8 @@ struct grpo_config {
   double vespo_lambda_neg = 2.0;
 };
 
-// The policy term computed per token by the preset (sapo at sequence level:
-// sapo_sequence_terms), aggregated with aggregate_token_losses by this mode.
-struct aggregated_terms {
-  loss_aggregation aggregation = loss_aggregation::seq_mean_token_mean;
-};
-
 using policy_loss_options = std::variant<ppo_clip_options, gspo_options, cispo_options,
-                                         sapo_options, reinforce_options, aggregated_terms>;
+                                         sapo_options, sequence_sapo_options, reinforce_options>;
 
 namespace detail {
 
@@ -244,8 +236,11 @@ inline importance_options vllm_importance(const grpo_config& c) {
     if (importance.mode != importance_sampling::none)
       detail::refuse("vllm_importance_sampling_correction", "true",
                      "sapo takes the correction as precomputed rollout_is_weights");
-    // The gate of the row's ratio: sapo_sequence_terms.
-    if (sequence) return aggregated_terms{.aggregation = mode};
+    // The gate of the row's ratio.
+    if (sequence)
+      return sequence_sapo_options{.tau_pos = c.sapo_temperature_pos,
+                                   .tau_neg = c.sapo_temperature_neg,
+                                   .aggregation = mode};
     return sapo_options{.tau_pos = c.sapo_temperature_pos,
                         .tau_neg = c.sapo_temperature_neg,
                         .log_ratio_clamp = detail::no_clamp,
@@ -652,48 +647,6 @@ template <std::floating_point T>
       const double g = grads[t - layout.begin(s)] + (layout.valid(t) ? coupling : 0.0);
       out.token_grads[t] = static_cast<T>(c.beta * w * g);
     }
-  }
-  return out;
-}
-
-// sapo at sequence level (policy_loss returns aggregated_terms): per valid token
-// -A * g(s) with g(s) = sigmoid(tau (s - 1)) * 4 / tau, s = exp(the row's mean log-ratio
-// over its valid tokens), tau = sapo_temperature_pos for A > 0 else _neg; and as its
-// gradient the row's sum of -A * g'(s) (g' = 4 sigmoid (1 - sigmoid)) times s / the row's
-// valid count, the same on each valid token. For aggregate_token_losses with normalizer()
-// and aggregated_terms::aggregation. advantages: one per token (masked_advantages').
-template <std::floating_point T>
-[[nodiscard]] token_loss_terms<T> sapo_sequence_terms(const grpo_config& c,
-                                                      const token_layout& layout,
-                                                      std::span<const T> log_probs,
-                                                      std::span<const T> old_log_probs,
-                                                      std::span<const T> advantages) {
-  detail::refuse_unsupported(c);
-  const std::size_t n = layout.tokens();
-  cascade_rl::detail::require_size(log_probs.size(), n, "log_probs", "one per token");
-  cascade_rl::detail::require_size(old_log_probs.size(), n, "old_log_probs", "one per token");
-  cascade_rl::detail::require_size(advantages.size(), n, "advantages", "one per token");
-  token_loss_terms<T> out{std::vector<T>(n, T(0)), std::vector<T>(n, T(0))};
-  for (std::size_t s = 0; s < layout.sequences(); ++s) {
-    const std::size_t valid = layout.valid_tokens(s);
-    if (valid == 0) continue;
-    double sum = 0;
-    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
-      if (layout.valid(t))
-        sum += static_cast<double>(log_probs[t]) - static_cast<double>(old_log_probs[t]);
-    const double ratio = std::exp(sum / static_cast<double>(valid));
-    double slope = 0;  // the row's sum of d(-A g)/ds
-    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) {
-      if (!layout.valid(t)) continue;
-      const double a = static_cast<double>(advantages[t]);
-      const double tau = a > 0 ? c.sapo_temperature_pos : c.sapo_temperature_neg;
-      const double gate = 1.0 / (1.0 + std::exp(-tau * (ratio - 1.0)));
-      out.token_losses[t] = static_cast<T>(-a * gate * 4.0 / tau);
-      slope += -a * 4.0 * gate * (1.0 - gate);
-    }
-    const T grad = static_cast<T>(slope * ratio / static_cast<double>(valid));
-    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
-      if (layout.valid(t)) out.token_grads[t] = grad;
   }
   return out;
 }

@@ -13,6 +13,14 @@
 //                            itself is a stop-gradient, so the gradient stays local);
 //                            then PPO's clip on s_t: l1 = -A s, l2 = -A clamp(s, 1 - lo,
 //                            1 + hi), l = max(l1, l2), dl/dlogp = l1 where l1 is chosen.
+//   sequence_sapo_row_of     TRL's SAPO at sequence level, the pre-pass: the row's ratio
+//                            s = exp(m) and the gradient every valid token of the row
+//                            receives, (sum over the row of d(-A_t g_t)/ds) s / n, g_t =
+//                            sigmoid(tau_t (s - 1)) 4 / tau_t (TRL's log-ratio mean is
+//                            over the row's n valid tokens, so ds/dlogp_t = s / n; every
+//                            aggregation weight is constant along a row, so the row's sum
+//                            is exact).
+//   sequence_sapo_token      the token pass: value -A_t g_t, gradient the row's.
 //   geo_mean_sequence_loss   GMPO (arXiv 2507.20673) as in veRL compute_policy_loss_geo_mean,
 //                            the pre-pass: l_i = -mean(A) exp(mean(k_t)) [exp(mean(log(w_t
 //                            + 1e-10)))] over the sequence's valid tokens, k_t the token's
@@ -168,6 +176,62 @@ CASCADE_RL_HD inline ppo_clip_token_result geo_mean_token(double sequence_loss, 
   r.approx_kl = old_logp - logp;
   r.clipped = (outside & mask_of(advantage > 0) & 1) != 0;
   r.dual_clipped = (outside & mask_of(advantage < 0) & 1) != 0;
+  return r;
+}
+
+// TRL's SAPO at sequence level: a row's ratio and the gradient each of its valid tokens
+// receives (sequence_sapo_row_of).
+struct sequence_sapo_row {
+  double ratio = 1.0;
+  double grad = 0.0;
+};
+
+// SAPO's gate s(x) = sigmoid(tau x) of a ratio r, x = r - 1: the sigmoid and its scale
+// 4 / tau, tau picked by the advantage's sign (as sapo_token).
+struct sapo_gate {
+  double sigmoid;
+  double scale;
+};
+CASCADE_RL_HD inline sapo_gate sapo_gate_of(double ratio, double advantage,
+                                            const sequence_sapo_options& p) {
+  const double tau = math::detail::select(advantage > 0, p.tau_pos, p.tau_neg);
+  return {1.0 / (1.0 + math::exp(-(tau * (ratio - 1.0)))), 4.0 / tau};
+}
+
+// Over the tokens [first, last) of one row, in index order (mask as above). A row without
+// valid tokens has ratio 1 and gradient 0. The gradient is 0, not 0 * inf, where the
+// row's derivative vanishes under an overflowing ratio.
+template <class T>
+CASCADE_RL_HD sequence_sapo_row sequence_sapo_row_of(const T* log_probs, const T* old_log_probs,
+                                                     const T* advantages, const std::uint8_t* mask,
+                                                     std::size_t first, std::size_t last,
+                                                     const sequence_sapo_options& p) {
+  sequence_sapo_row row;
+  row.ratio = math::exp(sequence_mean_log_ratio(log_probs, old_log_probs, mask, first, last));
+  double slope = 0;  // the row's sum of d(-A_t g_t)/ds = -A_t 4 sigmoid (1 - sigmoid)
+  std::size_t n = 0;
+  for (std::size_t t = first; t < last; ++t) {
+    if (mask != nullptr && mask[t] == 0) continue;
+    const double advantage = static_cast<double>(advantages[t]);
+    const sapo_gate g = sapo_gate_of(row.ratio, advantage, p);
+    // The product rounded alone before it joins the sum (no executor fuses it).
+    slope += math::product_rn(-advantage, 4.0 * (g.sigmoid * (1.0 - g.sigmoid)));
+    ++n;
+  }
+  if (n > 0 && slope != 0) row.grad = slope * row.ratio / static_cast<double>(n);
+  return row;
+}
+
+// approx_kl is old_logp - logp, unclamped (TRL has no clamp).
+CASCADE_RL_HD inline token_loss_with_kl sequence_sapo_token(const sequence_sapo_row& row,
+                                                            double logp, double old_logp,
+                                                            double advantage,
+                                                            const sequence_sapo_options& p) {
+  const sapo_gate g = sapo_gate_of(row.ratio, advantage, p);
+  token_loss_with_kl r;
+  r.value = -(g.sigmoid * g.scale) * advantage;
+  r.grad = row.grad;
+  r.approx_kl = old_logp - logp;
   return r;
 }
 

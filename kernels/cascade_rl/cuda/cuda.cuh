@@ -25,3 +25,4 @@
 #include "cascade_rl/cuda/rollout_correction.cuh"
 #include "cascade_rl/cuda/sequence_ratio_losses.cuh"
 #include "cascade_rl/cuda/token_losses.cuh"
+#include "cascade_rl/cuda/tuning.hpp"

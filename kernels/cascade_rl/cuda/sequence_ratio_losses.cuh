@@ -1,8 +1,9 @@
 #pragma once
 // The sequence-level ratio losses (algorithms/sequence_ratio_losses.hpp of the host core)
-// on the device: GSPO and GMPO. A pre-pass kernel computes each sequence's quantity (its
-// mean log-ratio, its loss) in the host's order, then the token losses' kernels run the host's
-// token term in the canonical order, so losses, metrics and gradients are the host's bits.
+// on the device: GSPO, GMPO and sequence SAPO. A pre-pass kernel computes each sequence's
+// quantity (its mean log-ratio, its loss, its ratio and gradient) in the host's order, then
+// the token losses' kernels run the host's token term in the canonical order, so losses,
+// metrics and gradients are the host's bits.
 //
 // Three layers, one file each: kernel/sequence_ratio_losses.cuh (the pre-pass kernel),
 // device/sequence_ratio_losses.cuh (CUB's shape: temporary storage, cudaError_t, the
@@ -63,6 +64,28 @@ policy_loss_result geo_mean_loss(exec::cuda_policy policy, const cuda::device_to
         return cuda::geo_mean_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
                                    advantages.data(), weights, grad_out.data(), normalizer, options,
                                    result, policy.stream);
+      });
+}
+
+template <std::floating_point T>
+policy_loss_result sequence_sapo_loss(exec::cuda_policy policy,
+                                      const cuda::device_token_layout& layout,
+                                      const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
+                                      const loss_normalizer& normalizer,
+                                      const sequence_sapo_options& options = {}) {
+  const std::span<const T> log_probs = inputs.log_probs, old_log_probs = inputs.old_log_probs;
+  const std::span<const T> advantages = inputs.advantages;
+  detail::validate_sequence_sapo(options, inputs.rollout_is_weights.size());
+  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
+  cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
+  cuda::detail::require_tokens(advantages.size(), layout, "advantages");
+  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
+  return cuda::detail::run_tokens_throwing<cuda::detail::ratio_loss_arguments>(
+      policy.stream, options.aggregation, normalizer,
+      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
+        return cuda::sequence_sapo_loss(temp, bytes, layout, log_probs.data(),
+                                        old_log_probs.data(), advantages.data(), grad_out.data(),
+                                        normalizer, options, result, policy.stream);
       });
 }
 

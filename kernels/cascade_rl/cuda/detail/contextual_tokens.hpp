@@ -1,8 +1,9 @@
 #pragma once
 // The ratio losses whose token formula reads one more value of its token, as the CUDA
 // kernels and the portable Thrust path run them (ratio_term over a contextual_token):
-// GSPO its sequence's mean log-ratio and GMPO its row's loss (a pre-pass's value per
-// sequence, found by binary search over the offsets), Clip-Cov and KL-Cov its selection
+// GSPO its sequence's mean log-ratio, GMPO its row's loss and sequence SAPO its row's
+// ratio and gradient (a pre-pass's value per sequence, found by binary search over the
+// offsets), Clip-Cov and KL-Cov its selection
 // byte. The formulas are include/cascade_rl/terms/sequence_ratio_tokens.hpp and
 // covariance_tokens.hpp, which the host core calls too.
 
@@ -35,11 +36,13 @@ CASCADE_RL_HD inline std::size_t sequence_holding(const device_token_layout& lay
   return lo;
 }
 
-// A token's context: the value of its sequence (one per sequence)...
+// A token's context: the value of its sequence (one per sequence: a double, or sequence
+// SAPO's row)...
+template <class V = double>
 struct sequence_value {
-  const double* per_sequence;
+  const V* per_sequence;
   device_token_layout layout;
-  CASCADE_RL_HD double operator()(std::size_t t) const {
+  CASCADE_RL_HD V operator()(std::size_t t) const {
     return per_sequence[sequence_holding(layout, t)];
   }
 };
@@ -63,6 +66,12 @@ CASCADE_RL_HD inline terms::ppo_clip_token_result formula_at(double row_loss, do
                                                              const geo_mean_options& p) {
   return terms::geo_mean_token(row_loss, logp, old_logp, advantage, p);
 }
+CASCADE_RL_HD inline terms::token_loss_with_kl formula_at(const terms::sequence_sapo_row& row,
+                                                          double logp, double old_logp,
+                                                          double advantage,
+                                                          const sequence_sapo_options& p) {
+  return terms::sequence_sapo_token(row, logp, old_logp, advantage, p);
+}
 CASCADE_RL_HD inline terms::ppo_clip_token_result formula_at(bool selected, double logp,
                                                              double old_logp, double advantage,
                                                              const clip_cov_options& p) {
@@ -83,16 +92,19 @@ struct contextual_token {
   Context context;
   Options params;
 
-  CASCADE_RL_HD terms::ppo_clip_token_result operator()(std::size_t t, double logp,
-                                                        double old_logp, double advantage) const {
+  CASCADE_RL_HD auto operator()(std::size_t t, double logp, double old_logp,
+                                double advantage) const {
     return formula_at(context(t), logp, old_logp, advantage, params);
   }
 };
 
 template <class T>
-using gspo_term = ratio_term<T, contextual_token<gspo_options, sequence_value>>;
+using gspo_term = ratio_term<T, contextual_token<gspo_options, sequence_value<>>>;
 template <class T>
-using geo_mean_term = ratio_term<T, contextual_token<geo_mean_options, sequence_value>>;
+using geo_mean_term = ratio_term<T, contextual_token<geo_mean_options, sequence_value<>>>;
+template <class T>
+using sequence_sapo_term =
+    ratio_term<T, contextual_token<sequence_sapo_options, sequence_value<terms::sequence_sapo_row>>>;
 template <class T>
 using clip_cov_term = ratio_term<T, contextual_token<clip_cov_options, selection_byte>>;
 template <class T>

@@ -16,6 +16,7 @@
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/device/token_losses.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/tuning.hpp"
 #include "cascade_rl/cuda/kernel/covariance_losses.cuh"
 #include "cascade_rl/options/policy_losses.hpp"
 
@@ -27,7 +28,7 @@ namespace detail {
 // keys_of(totals, keys, indices) per token, every token sorted by key with CUB's stable
 // radix sort (so the order is (key, index)), the first selection_count(ratio, valid) keyed
 // tokens marked in d_selected (zeroed first).
-template <class T, class KeysOf>
+template <class Tuning, class T, class KeysOf>
 cudaError_t run_covariance_selection(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                      const device_token_layout& layout, const T* d_log_probs,
                                      const T* d_advantages, double ratio, std::uint8_t* d_selected,
@@ -54,20 +55,23 @@ cudaError_t run_covariance_selection(void* d_temp_storage, std::size_t& temp_sto
     return start.status;
   if (n == 0) return cudaSuccess;
   CASCADE_RL_CUDA_TRY(cudaMemsetAsync(d_selected, 0, n, stream));
-  CASCADE_RL_CUDA_TRY(launch(covariance_block_sums_kernel<T>, blocks_for(blocks * 32, 256), 256,
-                             stream, layout, d_advantages, d_log_probs, sums, blocks));
+  constexpr unsigned warp_threads = Tuning::warp_item_block_threads;
+  constexpr unsigned threads = Tuning::thread_item_block_threads;
+  CASCADE_RL_CUDA_TRY(launch(covariance_block_sums_kernel<T, Tuning>, blocks_for(blocks * 32, warp_threads),
+                             warp_threads, stream, layout, d_advantages, d_log_probs, sums, blocks));
+  // The totals: one item on one thread (the block sums joined in block order), not tunable.
   const covariance_combine_functor combine{sums, blocks};
   CASCADE_RL_CUDA_TRY(
       launch(for_each_kernel<decltype(combine)>, 1, 1, stream, std::size_t{1}, combine));
   const double* totals = sums + 3 * blocks;
   const auto key = keys_of(totals, keys, indices);
   CASCADE_RL_CUDA_TRY(
-      launch(for_each_kernel<decltype(key)>, blocks_for(n, 256), 256, stream, n, key));
+      launch(for_each_kernel<decltype(key)>, blocks_for(n, threads), threads, stream, n, key));
   CASCADE_RL_CUDA_TRY(cub::DeviceRadixSort::SortPairs(cub_temp, sort_bytes, keys, sorted_keys,
                                                       indices, sorted_indices, static_cast<int>(n),
                                                       0, 64, stream));
   const mark_selected_functor mark{sorted_keys, sorted_indices, totals, ratio, d_selected};
-  return launch(for_each_kernel<decltype(mark)>, blocks_for(n, 256), 256, stream, n, mark);
+  return launch(for_each_kernel<decltype(mark)>, blocks_for(n, threads), threads, stream, n, mark);
 }
 
 }  // namespace detail
@@ -75,13 +79,13 @@ cudaError_t run_covariance_selection(void* d_temp_storage, std::size_t& temp_sto
 // Our seeded Clip-Cov draw (token_selection::seeded of the host core, the same tokens):
 // d_selected[t] = 1 on the selected tokens, 0 elsewhere. Every token is sorted by its key
 // (non-candidates last) with CUB's stable radix sort, so the order is (key, index).
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t clip_cov_seeded_selection(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                       const device_token_layout& layout, const T* d_log_probs,
                                       const T* d_old_log_probs, const T* d_advantages,
                                       std::uint64_t seed, const clip_cov_options& options,
                                       std::uint8_t* d_selected, cudaStream_t stream = nullptr) {
-  return detail::run_covariance_selection(
+  return detail::run_covariance_selection<Tuning>(
       d_temp_storage, temp_storage_bytes, layout, d_log_probs, d_advantages, options.clip_cov_ratio,
       d_selected, stream, [&](const double* totals, std::uint64_t* keys, std::size_t* indices) {
         return detail::clip_cov_keys_functor<T>{layout,       d_log_probs, d_old_log_probs,
@@ -92,12 +96,12 @@ cudaError_t clip_cov_seeded_selection(void* d_temp_storage, std::size_t& temp_st
 
 // KL-Cov's selection (kl_cov_selection of the host core, the same tokens): d_selected[t] =
 // 1 on the k valid tokens of largest cov (ties to the smaller index), 0 elsewhere.
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t kl_cov_selection(void* d_temp_storage, std::size_t& temp_storage_bytes,
                              const device_token_layout& layout, const T* d_log_probs,
                              const T* d_advantages, const kl_cov_options& options,
                              std::uint8_t* d_selected, cudaStream_t stream = nullptr) {
-  return detail::run_covariance_selection(
+  return detail::run_covariance_selection<Tuning>(
       d_temp_storage, temp_storage_bytes, layout, d_log_probs, d_advantages, options.kl_cov_ratio,
       d_selected, stream, [&](const double* totals, std::uint64_t* keys, std::size_t* indices) {
         return detail::kl_cov_keys_functor<T>{layout, d_log_probs, d_advantages,
@@ -107,7 +111,8 @@ cudaError_t kl_cov_selection(void* d_temp_storage, std::size_t& temp_storage_byt
 
 // The first token a selection mask selects that the layout leaves out, into the report's
 // first_refused (none when every selected token is valid). Temporary storage: the report.
-inline cudaError_t check_selection_mask(void* d_temp_storage, std::size_t& temp_storage_bytes,
+template <tuning_policy Tuning = default_tuning>
+cudaError_t check_selection_mask(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                         const device_token_layout& layout,
                                         const std::uint8_t* d_selected,
                                         cudaStream_t stream = nullptr) {
@@ -119,12 +124,13 @@ inline cudaError_t check_selection_mask(void* d_temp_storage, std::size_t& temp_
   if (layout.tokens == 0) return cudaSuccess;
   const detail::masked_selection_check check{layout, d_selected, report};
   return detail::launch(detail::for_each_kernel<detail::masked_selection_check>,
-                        detail::blocks_for(layout.tokens, 256), 256, stream, layout.tokens, check);
+                        detail::blocks_for(layout.tokens, Tuning::thread_item_block_threads),
+                        Tuning::thread_item_block_threads, stream, layout.tokens, check);
 }
 
 // Clip-Cov over a selection mask, as cascade_rl::clip_cov_loss with that selection;
 // d_rollout_is_weights may be null. d_result: one loss_tally.
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t clip_cov_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                           const device_token_layout& layout, const T* d_log_probs,
                           const T* d_old_log_probs, const T* d_advantages,
@@ -134,13 +140,13 @@ cudaError_t clip_cov_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                           cudaStream_t stream = nullptr) {
   const detail::clip_cov_term<T> term{d_log_probs, d_old_log_probs, d_advantages,
                                       d_rollout_is_weights, {d_selected, options}};
-  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
+  return detail::run_tokens<Tuning>(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
                             options.aggregation, normalizer, d_result, stream);
 }
 
 // KL-Cov over a selection mask, as cascade_rl::kl_cov_loss with that selection;
 // d_rollout_is_weights may be null. d_result: one loss_tally.
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t kl_cov_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                         const device_token_layout& layout, const T* d_log_probs,
                         const T* d_old_log_probs, const T* d_advantages,
@@ -150,7 +156,7 @@ cudaError_t kl_cov_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                         cudaStream_t stream = nullptr) {
   const detail::kl_cov_term<T> term{d_log_probs, d_old_log_probs, d_advantages,
                                     d_rollout_is_weights, {d_selected, options}};
-  return detail::run_tokens(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
+  return detail::run_tokens<Tuning>(d_temp_storage, temp_storage_bytes, layout, term, d_grad_out,
                             options.aggregation, normalizer, d_result, stream);
 }
 

@@ -10,11 +10,12 @@
 
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/tuning.hpp"
 #include "cascade_rl/cuda/kernel/distillation_advantages.cuh"
 
 namespace cascade_rl::cuda {
 
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t distillation_advantages(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                     const T* d_teacher_logp, const T* d_student_logp,
                                     const device_token_layout& layout, T* d_advantages,
@@ -24,8 +25,9 @@ cudaError_t distillation_advantages(void* d_temp_storage, std::size_t& temp_stor
       !start.proceed)
     return start.status;
   if (layout.tokens == 0) return cudaSuccess;
-  return detail::launch(detail::distillation_kernel<T>, detail::blocks_for(layout.tokens, 256), 256, stream,
-                        d_teacher_logp, d_student_logp, layout, d_advantages, report);
+  constexpr unsigned threads = Tuning::thread_item_block_threads;
+  return detail::launch(detail::distillation_kernel<Tuning, T>, detail::blocks_for(layout.tokens, threads),
+                        threads, stream, d_teacher_logp, d_student_logp, layout, d_advantages, report);
 }
 
 }  // namespace cascade_rl::cuda

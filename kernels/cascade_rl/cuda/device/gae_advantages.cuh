@@ -13,6 +13,7 @@
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/device/reinforce_plus_plus.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/tuning.hpp"
 #include "cascade_rl/cuda/kernel/gae_advantages.cuh"
 #include "cascade_rl/options/group_estimators.hpp"
 
@@ -27,7 +28,7 @@ inline bool usable_gae(const gae_options& o) {
 
 // GAE over the valid tokens: d_advantages whitened (0 on masked tokens), d_returns the
 // unwhitened advantage plus the value on every token.
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t gae_advantages(void* d_temp_storage, std::size_t& temp_storage_bytes,
                            const T* d_token_rewards, const T* d_values,
                            const device_token_layout& layout, T* d_advantages, T* d_returns,
@@ -42,11 +43,11 @@ cudaError_t gae_advantages(void* d_temp_storage, std::size_t& temp_storage_bytes
     return start.status;
   if (layout.sequences > 0) {
     CASCADE_RL_CUDA_TRY(detail::launch(
-        detail::gae_kernel<T>, detail::blocks_for(layout.sequences, detail::sequence_block_threads),
-        detail::sequence_block_threads, stream, d_token_rewards, d_values, layout, d_advantages,
+        detail::gae_kernel<Tuning, T>, detail::blocks_for(layout.sequences, Tuning::thread_item_block_threads),
+        Tuning::thread_item_block_threads, stream, d_token_rewards, d_values, layout, d_advantages,
         d_returns, options.gamma, options.gamma * options.lambda, report));
   }
-  return detail::launch_whitening<T>(layout, d_advantages, d_advantages, options.whitening, w,
+  return detail::launch_whitening<Tuning, T>(layout, d_advantages, d_advantages, options.whitening, w,
                                      report, nullptr, stream);
 }
 

@@ -16,6 +16,7 @@
 #include "cascade_rl/cuda/device/group_advantages.cuh"
 #include "cascade_rl/cuda/device/reinforce_plus_plus.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/tuning.hpp"
 #include "cascade_rl/cuda/kernel/broadcast.cuh"
 #include "cascade_rl/cuda/kernel/gdpo_advantages.cuh"
 #include "cascade_rl/options/group_estimators.hpp"
@@ -23,7 +24,7 @@
 
 namespace cascade_rl::cuda {
 
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t gdpo_advantages(void* d_temp_storage, std::size_t& temp_storage_bytes,
                             const T* d_component_scores, const double* weights,
                             std::size_t components, const device_group_layout& groups,
@@ -35,6 +36,7 @@ cudaError_t gdpo_advantages(void* d_temp_storage, std::size_t& temp_storage_byte
   for (std::size_t k = 0; usable && k < components; ++k) usable = std::isfinite(weights[k]);
   if (!usable) return cudaErrorInvalidValue;
   const std::size_t n = groups.sequences;
+  constexpr unsigned threads = Tuning::thread_item_block_threads;
   detail::temp_carver carve(d_temp_storage);
   device_report* report = carve.take<device_report>(1);
   T* component = carve.take<T>(n);
@@ -46,8 +48,8 @@ cudaError_t gdpo_advantages(void* d_temp_storage, std::size_t& temp_storage_byte
       !start.proceed)
     return start.status;
   if (options.grpo.nonfinite == nonfinite_rule::error && components * n > 0) {
-    CASCADE_RL_CUDA_TRY(detail::launch(detail::gdpo_check_kernel<T>,
-                                       detail::blocks_for(components * n, 256), 256, stream,
+    CASCADE_RL_CUDA_TRY(detail::launch(detail::gdpo_check_kernel<Tuning, T>,
+                                       detail::blocks_for(components * n, threads), threads, stream,
                                        d_component_scores, components * n, report));
   }
   // The group kernel zeroes a non-finite group instead of reporting it again (the check
@@ -55,23 +57,23 @@ cudaError_t gdpo_advantages(void* d_temp_storage, std::size_t& temp_storage_byte
   terms::group_params p = cascade_rl::detail::group_params_of(options.grpo);
   p.nonfinite = nonfinite_rule::zero_group;
   for (std::size_t k = 0; k < components; ++k) {
-    CASCADE_RL_CUDA_TRY(detail::launch_groups<T>(d_component_scores + k * n, groups, component,
-                                                 nullptr, nullptr, p, report, stream));
+    CASCADE_RL_CUDA_TRY((detail::launch_groups<Tuning, T>(d_component_scores + k * n, groups, component,
+                                                 nullptr, nullptr, p, report, stream)));
     if (n > 0) {
-      CASCADE_RL_CUDA_TRY(detail::launch(detail::gdpo_combine_kernel<T>, detail::blocks_for(n, 256),
-                                         256, stream, static_cast<const T*>(component), n,
+      CASCADE_RL_CUDA_TRY(detail::launch(detail::gdpo_combine_kernel<Tuning, T>,
+                                         detail::blocks_for(n, threads), threads, stream, static_cast<const T*>(component), n,
                                          weights[k], k == 0, k + 1 == components, sum,
                                          per_sequence));
     }
   }
   if (layout.sequences > 0) {
     CASCADE_RL_CUDA_TRY(
-        detail::launch(detail::broadcast_kernel<T>,
-                       detail::blocks_for(layout.sequences * 32, detail::sequence_block_threads),
-                       detail::sequence_block_threads, stream, static_cast<const T*>(per_sequence),
+        detail::launch(detail::broadcast_kernel<Tuning, T>,
+                       detail::blocks_for(layout.sequences * 32, Tuning::warp_item_block_threads),
+                       Tuning::warp_item_block_threads, stream, static_cast<const T*>(per_sequence),
                        layout, d_advantages, report));
   }
-  return detail::launch_whitening<T>(layout, d_advantages, d_advantages, options.whitening, w,
+  return detail::launch_whitening<Tuning, T>(layout, d_advantages, d_advantages, options.whitening, w,
                                      report, nullptr, stream);
 }
 

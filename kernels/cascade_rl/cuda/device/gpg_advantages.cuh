@@ -11,6 +11,7 @@
 
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/tuning.hpp"
 #include "cascade_rl/cuda/kernel/gpg_advantages.cuh"
 #include "cascade_rl/options/group_estimators.hpp"
 
@@ -25,13 +26,14 @@ inline bool usable_gpg(const gpg_options& o) {
 }  // namespace detail
 
 // alpha (s_i - mean_g) / f_norm per sequence, alpha = N / max(non-zero scores, 1).
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t gpg_advantages(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_scores,
                            const device_group_layout& groups, T* d_advantages,
                            const gpg_options& options = {}, cudaStream_t stream = nullptr) {
   if (!detail::usable_gpg(options)) return cudaErrorInvalidValue;
   const std::size_t n = groups.sequences;
   const std::size_t blocks = (n + detail::gpg_count_block - 1) / detail::gpg_count_block;
+  constexpr unsigned threads = Tuning::thread_item_block_threads;
   detail::temp_carver carve(d_temp_storage);
   device_report* report = carve.take<device_report>(1);
   unsigned long long* partials = carve.take<unsigned long long>(blocks);
@@ -42,14 +44,13 @@ cudaError_t gpg_advantages(void* d_temp_storage, std::size_t& temp_storage_bytes
     return start.status;
   if (groups.groups == 0) return cudaSuccess;
   if (blocks > 0) {
-    CASCADE_RL_CUDA_TRY(detail::launch(detail::gpg_count_kernel<T>, detail::blocks_for(blocks, 256),
-                                       256, stream, d_scores, n, partials));
+    CASCADE_RL_CUDA_TRY(detail::launch(detail::gpg_count_kernel<Tuning, T>,
+                                       detail::blocks_for(blocks, threads), threads, stream, d_scores, n, partials));
   }
-  CASCADE_RL_CUDA_TRY(detail::launch(detail::gpg_scale_kernel<>, 1, 32, stream, partials, blocks, n,
-                                     options.f_norm, scale));
-  return detail::launch(detail::gpg_kernel<T>,
-                        detail::blocks_for(groups.groups, detail::sequence_block_threads),
-                        detail::sequence_block_threads, stream, d_scores, groups, d_advantages,
+  CASCADE_RL_CUDA_TRY(detail::launch(detail::gpg_scale_kernel<>, 1, detail::combine_block_threads, stream,
+                                     partials, blocks, n, options.f_norm, scale));
+  return detail::launch(detail::gpg_kernel<Tuning, T>, detail::blocks_for(groups.groups, threads), threads,
+                        stream, d_scores, groups, d_advantages,
                         static_cast<const double*>(scale), options, report);
 }
 

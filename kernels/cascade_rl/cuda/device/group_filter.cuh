@@ -20,6 +20,7 @@
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/detail/math.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/tuning.hpp"
 #include "cascade_rl/cuda/kernel/group_filter.cuh"
 #include "cascade_rl/options/group_estimators.hpp"
 
@@ -30,7 +31,7 @@ namespace cascade_rl::cuda {
 // (d_kept_group_offsets, capacity groups.groups + 1) and d_counts = {kept sequences, kept
 // groups}. The report (report_of) names the first non-finite reward when
 // options.nonfinite is error (such groups are dropped either way).
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t drop_zero_variance_groups(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                       const T* d_rewards, const device_group_layout& groups,
                                       std::uint8_t* d_keep_group, std::int64_t* d_kept_sequences,
@@ -67,7 +68,8 @@ cudaError_t drop_zero_variance_groups(void* d_temp_storage, std::size_t& temp_st
       d_rewards, groups, d_keep_group, keep_sequence,
       options.nonfinite == nonfinite_rule::error ? &report->first_nonfinite[0] : nullptr};
   CASCADE_RL_CUDA_TRY(detail::launch(detail::for_each_kernel<decltype(flag)>,
-                                     detail::blocks_for(groups.groups, 256), 256, stream, groups.groups, flag));
+                                     detail::blocks_for(groups.groups, Tuning::thread_item_block_threads),
+                                     Tuning::thread_item_block_threads, stream, groups.groups, flag));
   CASCADE_RL_CUDA_TRY(cub::DeviceSelect::Flagged(cub_temp, select_sequences_bytes, index_iterator(0),
                                                  keep_sequence, d_kept_sequences, d_counts,
                                                  static_cast<std::int64_t>(groups.sequences), stream));
@@ -80,7 +82,7 @@ cudaError_t drop_zero_variance_groups(void* d_temp_storage, std::size_t& temp_st
 
 // flags[g] = 1 where group g's rewards are all equal (a group of one included), as
 // zero_variance_groups of the host core. The report names the first NaN or infinite reward.
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t zero_variance_groups(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                  const T* d_rewards, const device_group_layout& groups,
                                  std::uint8_t* d_flags, cudaStream_t stream = nullptr) {
@@ -91,15 +93,16 @@ cudaError_t zero_variance_groups(void* d_temp_storage, std::size_t& temp_storage
   if (groups.groups == 0) return cudaSuccess;
   const detail::zero_variance_functor<T> flag{d_rewards, groups, d_flags,
                                                         &report->first_nonfinite[0]};
-  return detail::launch(detail::for_each_kernel<decltype(flag)>, detail::blocks_for(groups.groups, 256), 256,
-                        stream, groups.groups, flag);
+  return detail::launch(detail::for_each_kernel<decltype(flag)>,
+                        detail::blocks_for(groups.groups, Tuning::thread_item_block_threads),
+                        Tuning::thread_item_block_threads, stream, groups.groups, flag);
 }
 
 // d_out[k] = d_in[d_kept_sequences[k]] for k in [0, kept): compacts a per-sequence array
 // of any trivially copyable type, e.g. with the indices drop_zero_variance_groups wrote.
 // report_of(d_temp_storage)->first_refused: the first k whose index is outside
 // [0, in_size) (its out[k] is not written).
-template <class V, class I>
+template <tuning_policy Tuning = default_tuning, class V, class I>
 cudaError_t gather_sequences(void* d_temp_storage, std::size_t& temp_storage_bytes, const V* d_in,
                              std::size_t in_size, const I* d_kept_sequences, std::size_t kept,
                              V* d_out, cudaStream_t stream = nullptr) {
@@ -109,8 +112,10 @@ cudaError_t gather_sequences(void* d_temp_storage, std::size_t& temp_storage_byt
       !start.proceed)
     return start.status;
   if (kept == 0) return cudaSuccess;
-  return detail::launch(detail::gather_kernel<V, I>, detail::blocks_for(kept, 256), 256, stream, d_in, in_size,
-                        d_kept_sequences, kept, d_out, report);
+  return detail::launch(detail::gather_kernel<Tuning, V, I>,
+                        detail::blocks_for(kept, Tuning::thread_item_block_threads),
+                        Tuning::thread_item_block_threads, stream, d_in, in_size, d_kept_sequences, kept,
+                        d_out, report);
 }
 
 }  // namespace cascade_rl::cuda

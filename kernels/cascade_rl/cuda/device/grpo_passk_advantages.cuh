@@ -11,6 +11,7 @@
 
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/tuning.hpp"
 #include "cascade_rl/cuda/kernel/grpo_passk_advantages.cuh"
 #include "cascade_rl/options/group_estimators.hpp"
 #include "cascade_rl/terms/passk_advantage.hpp"
@@ -27,7 +28,7 @@ inline bool usable_passk(const grpo_passk_options& o) {
 }  // namespace detail
 
 // The best sequence of each group: (r_max - r_second) [/ (std + eps)]; the others 0.
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t grpo_passk_advantages(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                   const T* d_scores, const device_group_layout& groups,
                                   T* d_advantages, const grpo_passk_options& options = {},
@@ -39,9 +40,9 @@ cudaError_t grpo_passk_advantages(void* d_temp_storage, std::size_t& temp_storag
       !start.proceed)
     return start.status;
   if (groups.groups == 0) return cudaSuccess;
-  return detail::launch(detail::grpo_passk_kernel<T>,
-                        detail::blocks_for(groups.groups, detail::sequence_block_threads),
-                        detail::sequence_block_threads, stream, d_scores, groups, d_advantages,
+  return detail::launch(detail::grpo_passk_kernel<Tuning, T>,
+                        detail::blocks_for(groups.groups, Tuning::thread_item_block_threads),
+                        Tuning::thread_item_block_threads, stream, d_scores, groups, d_advantages,
                         options, report);
 }
 

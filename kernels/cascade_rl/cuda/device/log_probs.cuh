@@ -8,9 +8,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/tuning.hpp"
 #include "cascade_rl/cuda/kernel/log_probs.cuh"
 
 namespace cascade_rl::cuda {
@@ -19,7 +21,7 @@ namespace cascade_rl::cuda {
 // row_stride. Writes d_log_probs[r] = log softmax(logits[r] / temperature)[labels[r]]
 // (NaN and a report entry for a label outside [0, vocab)) and, when d_entropy is not
 // null, the entropy of that softmax. Temporary storage: the device_report.
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t log_probs_from_logits(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                   const T* d_logits, std::size_t rows, std::size_t vocab,
                                   std::size_t row_stride, const std::int64_t* d_labels,
@@ -32,15 +34,32 @@ cudaError_t log_probs_from_logits(void* d_temp_storage, std::size_t& temp_storag
   if (!(temperature > 0) || vocab == 0 || row_stride < vocab) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
   const float inverse = 1.0f / temperature;
-  return detail::launch(detail::log_probs_kernel<T>, detail::blocks_for(rows, detail::rows_per_block),
-                        detail::logits_block_threads, stream, d_logits, rows, vocab, row_stride, d_labels,
+  return detail::launch(detail::log_probs_kernel<Tuning, T>,
+                        detail::blocks_for(rows, detail::rows_per_block<Tuning>),
+                        Tuning::logits_block_threads, stream, d_logits, rows, vocab, row_stride, d_labels,
                         inverse, d_log_probs, d_entropy, report);
+}
+
+// log_probs_from_logits<T>(...): the value type named first, as before the tuning
+// parameter (calls in the tests and benchmarks; a size query may pass null pointers), runs
+// the default tuning. T is not deduced here, so a call without template arguments or with
+// a policy takes the overload above.
+template <class T>
+  requires(!tuning_policy<T>)
+cudaError_t log_probs_from_logits(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                                  const std::type_identity_t<T>* d_logits, std::size_t rows,
+                                  std::size_t vocab, std::size_t row_stride,
+                                  const std::int64_t* d_labels, float* d_log_probs, float* d_entropy,
+                                  float temperature = 1.0f, cudaStream_t stream = nullptr) {
+  return log_probs_from_logits<default_tuning, T>(d_temp_storage, temp_storage_bytes, d_logits, rows,
+                                                  vocab, row_stride, d_labels, d_log_probs, d_entropy,
+                                                  temperature, stream);
 }
 
 // The backward pass: d_grad_logits[r * row_stride + v] = dL/dlogits for the seeds
 // d_log_prob_seeds[r] = dL/dlogp and d_entropy_seeds[r] = dL/dH (null: 0). The report
 // names a non-finite seed (first_nonfinite[0] and [1]) and a label outside [0, vocab).
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t log_probs_backward(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                const T* d_logits, std::size_t rows, std::size_t vocab,
                                std::size_t row_stride, const std::int64_t* d_labels,
@@ -55,8 +74,8 @@ cudaError_t log_probs_backward(void* d_temp_storage, std::size_t& temp_storage_b
   if (!(temperature > 0) || vocab == 0 || row_stride < vocab) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
   return detail::launch(
-      detail::log_probs_backward_kernel<T>, detail::blocks_for(rows, detail::rows_per_block),
-      detail::logits_block_threads, stream, d_logits, rows, vocab, row_stride, d_labels,
+      detail::log_probs_backward_kernel<Tuning, T>, detail::blocks_for(rows, detail::rows_per_block<Tuning>),
+      Tuning::logits_block_threads, stream, d_logits, rows, vocab, row_stride, d_labels,
       d_log_prob_seeds, d_entropy_seeds, 1.0f / temperature, d_grad_logits, report);
 }
 

@@ -11,13 +11,14 @@
 
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/tuning.hpp"
 #include "cascade_rl/cuda/kernel/opo_advantages.cuh"
 #include "cascade_rl/options/group_estimators.hpp"
 
 namespace cascade_rl::cuda {
 
 // score_i - (sum |o_j| s_j / sum |o_j|) over the group, on every valid token of i.
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t opo_advantages(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_scores,
                            const device_group_layout& groups, const device_token_layout& layout,
                            T* d_advantages, const opo_options& options = {},
@@ -29,9 +30,9 @@ cudaError_t opo_advantages(void* d_temp_storage, std::size_t& temp_storage_bytes
       !start.proceed)
     return start.status;
   if (groups.groups == 0) return cudaSuccess;
-  return detail::launch(detail::opo_kernel<T>,
-                        detail::blocks_for(groups.groups, detail::sequence_block_threads),
-                        detail::sequence_block_threads, stream, d_scores, groups, layout,
+  return detail::launch(detail::opo_kernel<Tuning, T>,
+                        detail::blocks_for(groups.groups, Tuning::thread_item_block_threads),
+                        Tuning::thread_item_block_threads, stream, d_scores, groups, layout,
                         d_advantages, options, report);
 }
 

@@ -13,6 +13,7 @@
 
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/tuning.hpp"
 #include "cascade_rl/cuda/kernel/optimal_token_baseline.cuh"
 #include "cascade_rl/options/group_estimators.hpp"
 
@@ -20,7 +21,7 @@ namespace cascade_rl::cuda {
 
 // d_advantages: G - B on valid tokens, 0 on masked ones; d_returns: G on every token.
 // d_rollout_is_weights null: none.
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t optimal_token_baseline_advantages(
     void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_token_rewards,
     const T* d_old_log_probs, const T* d_sum_pi_squared, const T* d_rollout_is_weights,
@@ -41,15 +42,15 @@ cudaError_t optimal_token_baseline_advantages(
     return start.status;
   if (layout.sequences == 0) return cudaSuccess;
   CASCADE_RL_CUDA_TRY(
-      detail::launch(detail::otb_sequence_kernel<T>,
-                     detail::blocks_for(layout.sequences, detail::sequence_block_threads),
-                     detail::sequence_block_threads, stream, d_token_rewards, d_old_log_probs,
+      detail::launch(detail::otb_sequence_kernel<Tuning, T>,
+                     detail::blocks_for(layout.sequences, Tuning::thread_item_block_threads),
+                     Tuning::thread_item_block_threads, stream, d_token_rewards, d_old_log_probs,
                      d_sum_pi_squared, d_rollout_is_weights, layout, d_advantages, d_returns,
                      cumulative, counts, compacted, report));
   if (groups.groups == 0) return cudaSuccess;
-  return detail::launch(detail::otb_group_kernel<T>,
-                        detail::blocks_for(groups.groups, detail::sequence_block_threads),
-                        detail::sequence_block_threads, stream, groups, layout,
+  return detail::launch(detail::otb_group_kernel<Tuning, T>,
+                        detail::blocks_for(groups.groups, Tuning::thread_item_block_threads),
+                        Tuning::thread_item_block_threads, stream, groups, layout,
                         static_cast<const std::size_t*>(counts),
                         static_cast<const std::size_t*>(compacted),
                         static_cast<const T*>(d_returns), static_cast<const double*>(cumulative),

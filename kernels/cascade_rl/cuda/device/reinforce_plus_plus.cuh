@@ -10,10 +10,12 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <type_traits>
 
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/device/group_advantages.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/tuning.hpp"
 #include "cascade_rl/cuda/kernel/broadcast.cuh"
 #include "cascade_rl/cuda/kernel/reinforce_plus_plus.cuh"
 #include "cascade_rl/options/group_estimators.hpp"
@@ -39,24 +41,28 @@ inline whitening_temp carve_whitening(temp_carver& carve, std::size_t tokens) {
 }
 
 // nonfinite_slot: where to report NaN or infinite values (null: not checked).
-template <class T>
+template <class Tuning, class T>
 cudaError_t launch_whitening(const device_token_layout& layout, const T* values, T* out,
                              const whitening_options& p, const whitening_temp& w,
                              device_report* report, unsigned long long* nonfinite_slot,
                              cudaStream_t stream) {
   const std::size_t blocks = (layout.tokens + canonical_block - 1) / canonical_block;
-  const auto tiles = static_cast<unsigned>((blocks + token_warps - 1) / token_warps);
+  const auto tiles = static_cast<unsigned>((blocks + token_warps<Tuning> - 1) / token_warps<Tuning>);
+  constexpr unsigned warp_threads = Tuning::warp_item_block_threads;
   if (tiles > 0) {
-    CASCADE_RL_CUDA_TRY(launch(whiten_sum_kernel<T>, tiles, token_threads, stream, layout, values, w.sums,
-                               nonfinite_slot));
+    CASCADE_RL_CUDA_TRY(launch(whiten_sum_kernel<Tuning, T>, tiles, warp_threads, stream, layout, values,
+                               w.sums, nonfinite_slot));
   }
-  CASCADE_RL_CUDA_TRY(launch(whiten_mean_kernel<>, 1, 32, stream, w.sums, blocks, p, w.state, report));
+  CASCADE_RL_CUDA_TRY(
+      launch(whiten_mean_kernel<>, 1, combine_block_threads, stream, w.sums, blocks, p, w.state, report));
   if (tiles == 0) return cudaSuccess;
-  CASCADE_RL_CUDA_TRY(launch(whiten_squares_kernel<T>, tiles, token_threads, stream, layout, values, w.state,
-                             p.accumulation, w.squares));
-  CASCADE_RL_CUDA_TRY(launch(whiten_scale_kernel<>, 1, 32, stream, w.squares, blocks, p, w.state));
-  return launch(whiten_apply_kernel<T>, blocks_for(layout.tokens, 256), 256, stream, layout, values, out,
-                w.state, p);
+  CASCADE_RL_CUDA_TRY(launch(whiten_squares_kernel<Tuning, T>, tiles, warp_threads, stream, layout, values,
+                             w.state, p.accumulation, w.squares));
+  CASCADE_RL_CUDA_TRY(
+      launch(whiten_scale_kernel<>, 1, combine_block_threads, stream, w.squares, blocks, p, w.state));
+  constexpr unsigned threads = Tuning::thread_item_block_threads;
+  return launch(whiten_apply_kernel<Tuning, T>, blocks_for(layout.tokens, threads), threads, stream, layout,
+                values, out, w.state, p);
 }
 
 // Options the host core refuses (require_whitening_options): the CUB layer returns
@@ -67,20 +73,21 @@ inline bool usable_whitening(const whitening_options& o) {
 }
 inline bool usable_gamma(double gamma) { return gamma >= 0.0 && gamma <= 1.0; }
 
-template <class T>
+template <class Tuning, class T>
 cudaError_t launch_returns(const T* rewards, const device_token_layout& layout, T* returns,
                            double gamma, masked_token_return masked, device_report* report,
                            cudaStream_t stream) {
   if (layout.sequences == 0) return cudaSuccess;
-  return launch(discounted_returns_kernel<T>, blocks_for(layout.sequences, sequence_block_threads),
-                sequence_block_threads, stream, rewards, layout, returns, gamma, masked, report);
+  constexpr unsigned threads = Tuning::thread_item_block_threads;
+  return launch(discounted_returns_kernel<Tuning, T>, blocks_for(layout.sequences, threads), threads, stream,
+                rewards, layout, returns, gamma, masked, report);
 }
 
 }  // namespace detail
 
 // Batch whitening of d_values over the valid tokens, 0 on masked tokens; d_whitened may
 // be d_values. Reports NaN or infinite valid values in first_nonfinite[0].
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t masked_whiten(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_values,
                           const device_token_layout& layout, T* d_whitened,
                           const whitening_options& options = {}, cudaStream_t stream = nullptr) {
@@ -91,14 +98,14 @@ cudaError_t masked_whiten(void* d_temp_storage, std::size_t& temp_storage_bytes,
   if (const detail::call_start start = detail::begin_call(d_temp_storage, temp_storage_bytes, carve, report, stream);
       !start.proceed)
     return start.status;
-  return detail::launch_whitening(layout, d_values, d_whitened, options, w,
+  return detail::launch_whitening<Tuning>(layout, d_values, d_whitened, options, w,
                                   report, &report->first_nonfinite[0], stream);
 }
 
 // ret_t = r_t + gamma * run backwards within each sequence, a masked token carrying run
 // across or cutting it (`masked`, terms/discounted_return.hpp).
 // Reports NaN or infinite rewards on valid tokens in first_nonfinite[0].
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t discounted_returns(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                const T* d_token_rewards, const device_token_layout& layout,
                                T* d_returns, double gamma = 1.0,
@@ -109,11 +116,11 @@ cudaError_t discounted_returns(void* d_temp_storage, std::size_t& temp_storage_b
   if (const detail::call_start start = detail::begin_report_call(d_temp_storage, temp_storage_bytes, report, stream);
       !start.proceed)
     return start.status;
-  return detail::launch_returns(d_token_rewards, layout, d_returns, gamma, masked, report, stream);
+  return detail::launch_returns<Tuning>(d_token_rewards, layout, d_returns, gamma, masked, report, stream);
 }
 
 // Discounted returns of d_token_rewards written to d_advantages, whitened there.
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t reinforce_plus_plus_advantages(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                            const T* d_token_rewards, const device_token_layout& layout,
                                            T* d_advantages,
@@ -127,16 +134,33 @@ cudaError_t reinforce_plus_plus_advantages(void* d_temp_storage, std::size_t& te
   if (const detail::call_start start = detail::begin_call(d_temp_storage, temp_storage_bytes, carve, report, stream);
       !start.proceed)
     return start.status;
-  CASCADE_RL_CUDA_TRY(detail::launch_returns(d_token_rewards, layout, d_advantages, options.gamma,
+  CASCADE_RL_CUDA_TRY(detail::launch_returns<Tuning>(d_token_rewards, layout, d_advantages, options.gamma,
                                              options.masked, report, stream));
-  return detail::launch_whitening<T>(layout, d_advantages, d_advantages,
+  return detail::launch_whitening<Tuning, T>(layout, d_advantages, d_advantages,
                                      options.whitening, w, report, nullptr, stream);
+}
+
+// reinforce_plus_plus_advantages<T>(...): the value type named first, as before the tuning
+// parameter (calls in the tests and benchmarks; a size query may pass null pointers), runs
+// the default tuning. T is not deduced here, so a call without template arguments or with
+// a policy takes the overload above.
+template <class T>
+  requires(!tuning_policy<T>)
+cudaError_t reinforce_plus_plus_advantages(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                                           const std::type_identity_t<T>* d_token_rewards,
+                                           const device_token_layout& layout,
+                                           std::type_identity_t<T>* d_advantages,
+                                           const reinforce_plus_plus_options& options = {},
+                                           cudaStream_t stream = nullptr) {
+  return reinforce_plus_plus_advantages<default_tuning, T>(d_temp_storage, temp_storage_bytes,
+                                                           d_token_rewards, layout, d_advantages,
+                                                           options, stream);
 }
 
 // score_i - mean_g(score) on every valid token of sequence i, whitened over the batch.
 // layout.sequences must equal groups.sequences. Reports NaN or infinite scores (under
 // nonfinite_rule::error) and refused groups of one.
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t reinforce_plus_plus_baseline_advantages(
     void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_scores,
     const device_group_layout& groups, const device_token_layout& layout, T* d_advantages,
@@ -150,15 +174,15 @@ cudaError_t reinforce_plus_plus_baseline_advantages(
   if (const detail::call_start start = detail::begin_call(d_temp_storage, temp_storage_bytes, carve, report, stream);
       !start.proceed)
     return start.status;
-  CASCADE_RL_CUDA_TRY(detail::launch_groups<T>(d_scores, groups, per_sequence, nullptr, nullptr,
-                                               detail::group_params_of(options), report, stream));
+  CASCADE_RL_CUDA_TRY((detail::launch_groups<Tuning, T>(d_scores, groups, per_sequence, nullptr, nullptr,
+                                               detail::group_params_of(options), report, stream)));
   if (layout.sequences > 0) {
-    CASCADE_RL_CUDA_TRY(detail::launch(detail::broadcast_kernel<T>,
-                                       detail::blocks_for(layout.sequences * 32, detail::sequence_block_threads),
-                                       detail::sequence_block_threads, stream, per_sequence, layout,
-                                       d_advantages, report));
+    constexpr unsigned threads = Tuning::warp_item_block_threads;
+    CASCADE_RL_CUDA_TRY(detail::launch(detail::broadcast_kernel<Tuning, T>,
+                                       detail::blocks_for(layout.sequences * 32, threads), threads, stream,
+                                       per_sequence, layout, d_advantages, report));
   }
-  return detail::launch_whitening<T>(layout, d_advantages, d_advantages,
+  return detail::launch_whitening<Tuning, T>(layout, d_advantages, d_advantages,
                                      options.whitening, w, report, nullptr, stream);
 }
 

@@ -9,13 +9,14 @@
 
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/tuning.hpp"
 #include "cascade_rl/cuda/kernel/remax_advantages.cuh"
 
 namespace cascade_rl::cuda {
 
 // d_advantages: return - baseline on valid tokens, 0 on masked ones; d_returns: the
 // reward-to-go over the valid tokens, on every token. d_reward_baselines: one per sequence.
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t remax_advantages(void* d_temp_storage, std::size_t& temp_storage_bytes,
                              const T* d_token_rewards, const T* d_reward_baselines,
                              const device_token_layout& layout, T* d_advantages, T* d_returns,
@@ -26,9 +27,9 @@ cudaError_t remax_advantages(void* d_temp_storage, std::size_t& temp_storage_byt
       !start.proceed)
     return start.status;
   if (layout.sequences == 0) return cudaSuccess;
-  return detail::launch(detail::remax_kernel<T>,
-                        detail::blocks_for(layout.sequences, detail::sequence_block_threads),
-                        detail::sequence_block_threads, stream, d_token_rewards, d_reward_baselines,
+  return detail::launch(detail::remax_kernel<Tuning, T>,
+                        detail::blocks_for(layout.sequences, Tuning::thread_item_block_threads),
+                        Tuning::thread_item_block_threads, stream, d_token_rewards, d_reward_baselines,
                         layout, d_advantages, d_returns, report);
 }
 

@@ -14,6 +14,7 @@
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/detail/rollout_correction_terms.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/tuning.hpp"
 #include "cascade_rl/cuda/kernel/rollout_correction.cuh"
 #include "cascade_rl/options/rollout_correction.hpp"
 #include "cascade_rl/terms/rollout_correction_passes.hpp"
@@ -60,7 +61,7 @@ inline rollout_correction_scratch rollout_correction_scratch_of(void* d_temp_sto
 // batch normalisation, d_keep the effective mask, and the scratch; the first NaN or
 // infinite valid value of d_log_probs / d_rollout_log_probs in the report's
 // first_nonfinite[0] / [1] (the results are then meaningless).
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t rollout_correction_passes(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                       const device_token_layout& layout, const T* d_log_probs,
                                       const T* d_rollout_log_probs,
@@ -73,32 +74,36 @@ cudaError_t rollout_correction_passes(void* d_temp_storage, std::size_t& temp_st
       !start.proceed)
     return start.status;
   const terms::rollout_correction_params p = cascade_rl::detail::rollout_params_of(options);
+  constexpr unsigned row_threads = Tuning::rollout_row_block_threads;
   T* const weights = options.is_level == rollout_is_level::none ? nullptr : d_weights;
   if (layout.tokens > 0)
-    CASCADE_RL_CUDA_TRY(detail::launch(detail::rollout_check_kernel<T>,
-                                       detail::blocks_for(layout.tokens, 256), 256, stream,
+    CASCADE_RL_CUDA_TRY(detail::launch(detail::rollout_check_kernel<Tuning, T>,
+                                       detail::blocks_for(layout.tokens, Tuning::thread_item_block_threads),
+                                       Tuning::thread_item_block_threads, stream,
                                        d_log_probs, d_rollout_log_probs, layout, s.report));
   if (s.rows > 0) {
     const detail::rollout_prepass_functor<T> prepass{p, layout, d_log_probs, d_rollout_log_probs,
                                                      s.row};
     CASCADE_RL_CUDA_TRY(detail::launch(detail::for_each_kernel<decltype(prepass)>,
-                                       detail::blocks_for(s.rows, 64), 64, stream, s.rows,
-                                       prepass));
+                                       detail::blocks_for(s.rows, row_threads), row_threads, stream,
+                                       s.rows, prepass));
     const detail::rollout_tokens_functor<T> tokens{
         p, layout, d_log_probs, d_rollout_log_probs, s.row, 1.0, weights, d_keep, s.row_of};
     CASCADE_RL_CUDA_TRY(detail::launch(detail::for_each_kernel<decltype(tokens)>,
-                                       detail::blocks_for(s.rows, 64), 64, stream, s.rows, tokens));
+                                       detail::blocks_for(s.rows, row_threads), row_threads, stream,
+                                       s.rows, tokens));
   }
   if (s.blocks == 0) return cudaSuccess;
   const detail::rollout_block_functor<T> block{p,     layout,   d_log_probs,  d_rollout_log_probs,
                                                s.row, s.row_of, s.block_sums, s.block_extremes};
-  return detail::launch(detail::for_each_kernel<decltype(block)>, detail::blocks_for(s.blocks, 32),
-                        32, stream, s.blocks, block);
+  constexpr unsigned sum_threads = Tuning::rollout_sum_block_threads;
+  return detail::launch(detail::for_each_kernel<decltype(block)>, detail::blocks_for(s.blocks, sum_threads),
+                        sum_threads, stream, s.blocks, block);
 }
 
 // Divides the weights by `factor` after a run of rollout_correction_passes in the same
 // temporary storage (the token pass again, the weights recomputed as the host does).
-template <class T>
+template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t rollout_correction_normalize(void* d_temp_storage, const device_token_layout& layout,
                                          const T* d_log_probs, const T* d_rollout_log_probs,
                                          const rollout_correction_options& options, double factor,
@@ -115,8 +120,9 @@ cudaError_t rollout_correction_normalize(void* d_temp_storage, const device_toke
                                                  d_weights,
                                                  d_keep,
                                                  s.row_of};
-  return detail::launch(detail::for_each_kernel<decltype(tokens)>, detail::blocks_for(s.rows, 64),
-                        64, stream, s.rows, tokens);
+  constexpr unsigned row_threads = Tuning::rollout_row_block_threads;
+  return detail::launch(detail::for_each_kernel<decltype(tokens)>, detail::blocks_for(s.rows, row_threads),
+                        row_threads, stream, s.rows, tokens);
 }
 
 }  // namespace cascade_rl::cuda

@@ -1,7 +1,7 @@
 #pragma once
 // The per-sequence kernels (device/broadcast.cuh launches them): one warp per sequence,
 // coalesced writes, the last valid token found by a ballot per chunk of 32 tokens from
-// the end.
+// the end. Any block of whole warps: a sequence's work is its warp's alone.
 
 #include <cuda_runtime.h>
 
@@ -12,14 +12,12 @@
 
 namespace cascade_rl::cuda::detail {
 
-inline constexpr unsigned sequence_block_threads = 256;  // 8 sequences (warps) per block
-
 __device__ inline std::size_t warp_sequence() {
   return (static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
 }
 
-template <class T>
-__global__ void __launch_bounds__(sequence_block_threads)
+template <class Tuning, class T>
+__global__ void __launch_bounds__(Tuning::warp_item_block_threads)
 broadcast_kernel(const T* __restrict__ per_sequence, device_token_layout layout,
                  T* __restrict__ per_token, device_report* report) {
   const std::size_t s = warp_sequence();
@@ -31,8 +29,8 @@ broadcast_kernel(const T* __restrict__ per_sequence, device_token_layout layout,
   for (std::size_t t = first + lane; t < last; t += 32) per_token[t] = layout.valid(t) ? v : T(0);
 }
 
-template <class T>
-__global__ void __launch_bounds__(sequence_block_threads)
+template <class Tuning, class T>
+__global__ void __launch_bounds__(Tuning::warp_item_block_threads)
 place_on_last_kernel(const T* __restrict__ per_sequence, device_token_layout layout,
                      T* __restrict__ per_token, device_report* report) {
   const std::size_t s = warp_sequence();

@@ -11,6 +11,7 @@
 #include "cascade_rl/cuda/detail/covariance_terms.hpp"
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/kernel/token_losses.cuh"
+#include "cascade_rl/cuda/tuning.hpp"
 
 namespace cascade_rl::cuda::detail {
 
@@ -18,8 +19,9 @@ namespace cascade_rl::cuda::detail {
 // reduce_block_size tokens: lane j adds the block's tokens j, j + 32, ... in order and the
 // butterfly folds the lanes in the canonical tree (core/canonical_sum.hpp), so the sums
 // are the host's bits, read coalesced (one thread per block read 4096 strided tokens).
-template <class T>
-__global__ void __launch_bounds__(256)
+// (T first, the tuning defaulted: the tests launch covariance_block_sums_kernel<double>.)
+template <class T, class Tuning = default_tuning>
+__global__ void __launch_bounds__(Tuning::warp_item_block_threads)
     covariance_block_sums_kernel(device_token_layout layout, const T* __restrict__ advantages,
                                  const T* __restrict__ log_probs, double* __restrict__ sums,
                                  std::size_t blocks) {

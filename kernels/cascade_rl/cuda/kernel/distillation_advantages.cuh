@@ -12,8 +12,8 @@
 
 namespace cascade_rl::cuda::detail {
 
-template <class T>
-__global__ void __launch_bounds__(256)
+template <class Tuning, class T>
+__global__ void __launch_bounds__(Tuning::thread_item_block_threads)
 distillation_kernel(const T* __restrict__ teacher, const T* __restrict__ student,
                     device_token_layout layout, T* __restrict__ advantages, device_report* report) {
   const std::size_t t = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;

@@ -17,8 +17,8 @@ namespace cascade_rl::cuda::detail {
 
 // Reports NaN or infinite rewards (first_nonfinite[0]) and values (first_nonfinite[1])
 // on valid tokens.
-template <class T>
-__global__ void __launch_bounds__(sequence_block_threads)
+template <class Tuning, class T>
+__global__ void __launch_bounds__(Tuning::thread_item_block_threads)
 gae_kernel(const T* __restrict__ rewards, const T* __restrict__ values,
            device_token_layout layout, T* __restrict__ advantages, T* __restrict__ returns,
            double gamma, double gamma_lambda, device_report* report) {

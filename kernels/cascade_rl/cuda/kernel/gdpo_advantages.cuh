@@ -14,8 +14,8 @@
 
 namespace cascade_rl::cuda::detail {
 
-template <class T>
-__global__ void __launch_bounds__(256)
+template <class Tuning, class T>
+__global__ void __launch_bounds__(Tuning::thread_item_block_threads)
 gdpo_check_kernel(const T* __restrict__ scores, std::size_t n, device_report* report) {
   const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n && !::cuda::std::isfinite(scores[i]))
@@ -23,8 +23,8 @@ gdpo_check_kernel(const T* __restrict__ scores, std::size_t n, device_report* re
 }
 
 // sum[s] = (first ? 0 : sum[s]) + w * a[s]; on the last component, out[s] = T(sum[s]).
-template <class T>
-__global__ void __launch_bounds__(256)
+template <class Tuning, class T>
+__global__ void __launch_bounds__(Tuning::thread_item_block_threads)
 gdpo_combine_kernel(const T* __restrict__ component, std::size_t n, double weight, bool first,
                     bool last, double* __restrict__ sum, T* __restrict__ out) {
   const std::size_t s = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;

@@ -10,17 +10,19 @@
 
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/tuning.hpp"
 #include "cascade_rl/options/group_estimators.hpp"
 #include "cascade_rl/terms/gpg_advantage.hpp"
 #include "cascade_rl/terms/group_moments.hpp"
 
 namespace cascade_rl::cuda::detail {
 
-// Scores a thread counts (an integer count is exact in any order).
+// Scores a thread counts (an integer count is exact in any order). Fixed, not a tuning
+// member: it sizes the temporary storage's partials, not a launch.
 inline constexpr std::size_t gpg_count_block = 4096;
 
-template <class T>
-__global__ void __launch_bounds__(256)
+template <class Tuning, class T>
+__global__ void __launch_bounds__(Tuning::thread_item_block_threads)
 gpg_count_kernel(const T* __restrict__ scores, std::size_t n,
                  unsigned long long* __restrict__ partials) {
   const std::size_t b = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -33,7 +35,7 @@ gpg_count_kernel(const T* __restrict__ scores, std::size_t n,
 }
 
 template <int = 0>
-__global__ void __launch_bounds__(32)
+__global__ void __launch_bounds__(combine_block_threads)
 gpg_scale_kernel(const unsigned long long* __restrict__ partials, std::size_t blocks, std::size_t n,
              double f_norm, double* scale) {
   if (threadIdx.x != 0) return;
@@ -44,8 +46,8 @@ gpg_scale_kernel(const unsigned long long* __restrict__ partials, std::size_t bl
 
 // Reports broken group offsets, NaN or infinite scores under nonfinite_rule::error
 // (first_nonfinite[0]) and groups of one under singleton_rule::error.
-template <class T>
-__global__ void __launch_bounds__(sequence_block_threads)
+template <class Tuning, class T>
+__global__ void __launch_bounds__(Tuning::thread_item_block_threads)
 gpg_kernel(const T* __restrict__ scores, device_group_layout groups, T* __restrict__ advantages,
        const double* scale, gpg_options options, device_report* report) {
   const std::size_t g = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;

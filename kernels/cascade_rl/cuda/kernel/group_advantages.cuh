@@ -3,6 +3,9 @@
 // checks the rewards, the team leader computes the group's moments with the host's
 // terms::group_moments_of in the host's order and hands them to the team, and the team
 // writes the statistics and per-sequence outputs with terms/group_advantage.hpp.
+// Tuning::group_block_threads sets only how many teams a block holds (or the width of a
+// whole-block team): the moments are the leader's alone, and the team reduces nothing but
+// the first non-finite index (an integer minimum), so every block size gives the same bits.
 
 #include <cuda_runtime.h>
 
@@ -15,8 +18,6 @@
 #include "cascade_rl/terms/group_advantage.hpp"
 
 namespace cascade_rl::cuda::detail {
-
-inline constexpr unsigned group_block_threads = 256;
 
 // Lanes 0..W-1 of a team cooperate on one group (W == 0: the whole block).
 template <int W>
@@ -62,8 +63,8 @@ struct first_of {
   }
 };
 
-template <int W, class T>
-__global__ void __launch_bounds__(group_block_threads)
+template <class Tuning, int W, class T>
+__global__ void __launch_bounds__(Tuning::group_block_threads)
 group_kernel(const T* __restrict__ rewards, device_group_layout groups, T* __restrict__ advantages,
              T* __restrict__ second, group_statistic* __restrict__ statistics, group_params p,
              device_report* report) {

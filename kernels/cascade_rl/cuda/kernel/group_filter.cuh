@@ -22,8 +22,8 @@ __device__ inline bool index_below(I index, std::size_t n) {
   return static_cast<std::size_t>(index) < n;
 }
 
-template <class V, class I>
-__global__ void __launch_bounds__(256)
+template <class Tuning, class V, class I>
+__global__ void __launch_bounds__(Tuning::thread_item_block_threads)
 gather_kernel(const V* __restrict__ in, std::size_t in_size, const I* __restrict__ indices,
               std::size_t kept, V* __restrict__ out, device_report* report) {
   const std::size_t k = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;

@@ -16,8 +16,8 @@ namespace cascade_rl::cuda::detail {
 
 // Reports broken group offsets, NaN or infinite scores under nonfinite_rule::error
 // (first_nonfinite[0]) and groups of one under singleton_rule::error.
-template <class T>
-__global__ void __launch_bounds__(sequence_block_threads)
+template <class Tuning, class T>
+__global__ void __launch_bounds__(Tuning::thread_item_block_threads)
 grpo_passk_kernel(const T* __restrict__ scores, device_group_layout groups,
                   T* __restrict__ advantages, grpo_passk_options options, device_report* report) {
   const std::size_t g = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;

@@ -5,7 +5,8 @@
 // consecutive logits at a time, coalesced), takes their maximum, joins the 16 lane
 // maxima by shuffles lane 0 first, then sums its exp terms, and the 16 lane sums join
 // the state again by shuffles in lane order. Every thread of the row keeps the same
-// state. Rows go on grid dimension x only (y and z are capped at 65,535), 16 per block.
+// state. Rows go on grid dimension x only (y and z are capped at 65,535), 16 per block
+// by default (rows_per_block<Tuning>).
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -21,9 +22,12 @@
 
 namespace cascade_rl::cuda::detail {
 
-inline constexpr unsigned logits_block_threads = 256;
+// row_threads is fixed: thread l of a row is lane l of terms/log_sum_exp.hpp's order (the
+// lanes' maxima and sums join in lane order), so another count would give other bits. The
+// block (Tuning::logits_block_threads, whole warps) only sets how many rows it holds.
 inline constexpr unsigned row_threads = static_cast<unsigned>(terms::lse_lanes);
-inline constexpr unsigned rows_per_block = logits_block_threads / row_threads;
+template <class Tuning>
+inline constexpr unsigned rows_per_block = Tuning::logits_block_threads / row_threads;
 inline constexpr unsigned values_per_lane = static_cast<unsigned>(terms::lse_chunk / terms::lse_lanes);
 
 // The state of the row's chunks, the same in each of the row's 16 threads.
@@ -74,13 +78,14 @@ __device__ terms::lse_state row_lse(const T* __restrict__ x, std::size_t vocab, 
   return st;
 }
 
-template <class T>
-__global__ void __launch_bounds__(logits_block_threads)
+template <class Tuning, class T>
+__global__ void __launch_bounds__(Tuning::logits_block_threads)
 log_probs_kernel(const T* __restrict__ logits, std::size_t rows, std::size_t vocab,
                  std::size_t row_stride, const std::int64_t* __restrict__ labels,
                  float inverse_temperature, float* __restrict__ log_probs,
                  float* __restrict__ entropy, device_report* report) {
-  const std::size_t row = static_cast<std::size_t>(blockIdx.x) * rows_per_block + threadIdx.x / row_threads;
+  const std::size_t row =
+      static_cast<std::size_t>(blockIdx.x) * rows_per_block<Tuning> + threadIdx.x / row_threads;
   // Rows past the end fold the last row again and write nothing: every shuffle has the
   // whole warp.
   const T* x = logits + min_of(row, rows - 1) * row_stride;
@@ -100,15 +105,15 @@ log_probs_kernel(const T* __restrict__ logits, std::size_t rows, std::size_t voc
 // thread l writes the gradient of logits l, l + 16, ... (terms/log_softmax_gradient.hpp).
 // Lane 0 reports a non-finite seed (first_nonfinite[0]: dL/dlogp, [1]: dL/dH) and a
 // label outside [0, vocab).
-template <class T>
-__global__ void __launch_bounds__(logits_block_threads)
+template <class Tuning, class T>
+__global__ void __launch_bounds__(Tuning::logits_block_threads)
     log_probs_backward_kernel(const T* __restrict__ logits, std::size_t rows, std::size_t vocab,
                               std::size_t row_stride, const std::int64_t* __restrict__ labels,
                               const float* __restrict__ log_prob_seeds,
                               const float* __restrict__ entropy_seeds, float inverse_temperature,
                               float* __restrict__ grad_logits, device_report* report) {
   const std::size_t row =
-      static_cast<std::size_t>(blockIdx.x) * rows_per_block + threadIdx.x / row_threads;
+      static_cast<std::size_t>(blockIdx.x) * rows_per_block<Tuning> + threadIdx.x / row_threads;
   const T* x = logits + min_of(row, rows - 1) * row_stride;
   const terms::softmax_row softmax = terms::softmax_row_of(row_lse(x, vocab, inverse_temperature));
   if (row >= rows) return;

@@ -16,8 +16,8 @@ namespace cascade_rl::cuda::detail {
 
 // Reports broken offsets and NaN or infinite inputs on valid tokens, in the host's order:
 // rewards, old log-probs, sum pi^2, weights (first_nonfinite[0..3]).
-template <class T>
-__global__ void __launch_bounds__(sequence_block_threads)
+template <class Tuning, class T>
+__global__ void __launch_bounds__(Tuning::thread_item_block_threads)
     otb_sequence_kernel(const T* __restrict__ rewards, const T* __restrict__ old_log_probs,
                         const T* __restrict__ sum_pi_squared, const T* __restrict__ rho,
                         device_token_layout layout, T* __restrict__ advantages,
@@ -45,8 +45,8 @@ __global__ void __launch_bounds__(sequence_block_threads)
 }
 
 // Reports broken group offsets.
-template <class T>
-__global__ void __launch_bounds__(sequence_block_threads)
+template <class Tuning, class T>
+__global__ void __launch_bounds__(Tuning::thread_item_block_threads)
     otb_group_kernel(device_group_layout groups, device_token_layout layout,
                      const std::size_t* __restrict__ counts,
                      const std::size_t* __restrict__ compacted, const T* __restrict__ returns,

@@ -12,6 +12,7 @@
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/cuda/kernel/broadcast.cuh"
 #include "cascade_rl/cuda/kernel/token_losses.cuh"
+#include "cascade_rl/cuda/tuning.hpp"
 #include "cascade_rl/options/group_estimators.hpp"
 
 namespace cascade_rl::cuda::detail {
@@ -22,8 +23,8 @@ namespace cascade_rl::cuda::detail {
 // product rounded alone (terms::discounted_return), so the returns are the host's bits.
 // (A warp scan of the affine maps run -> a * run + b is faster on long sequences, but
 // composes the products in another order: other bits.)
-template <class T>
-__global__ void __launch_bounds__(sequence_block_threads)
+template <class Tuning, class T>
+__global__ void __launch_bounds__(Tuning::thread_item_block_threads)
     discounted_returns_kernel(const T* __restrict__ rewards, device_token_layout layout,
                               T* __restrict__ returns, double gamma, masked_token_return masked,
                               device_report* report) {
@@ -67,11 +68,11 @@ struct whitening_state {
 // added in block order on one thread. Counts are exact in any order.
 
 // Per block: the valid count and the sum of the valid values.
-template <class T>
-__global__ void __launch_bounds__(token_threads)
+template <class Tuning, class T>
+__global__ void __launch_bounds__(Tuning::warp_item_block_threads)
 whiten_sum_kernel(device_token_layout layout, const T* values, count_sum* __restrict__ partials,
                   unsigned long long* nonfinite_slot) {
-  const std::size_t block = static_cast<std::size_t>(blockIdx.x) * token_warps + threadIdx.x / 32;
+  const std::size_t block = static_cast<std::size_t>(blockIdx.x) * token_warps<Tuning> + threadIdx.x / 32;
   const std::size_t first = block * canonical_block;
   const std::size_t last = first + canonical_block < layout.tokens ? first + canonical_block : layout.tokens;
   count_sum acc;
@@ -87,7 +88,7 @@ whiten_sum_kernel(device_token_layout layout, const T* values, count_sum* __rest
 }
 
 template <int = 0>
-__global__ void __launch_bounds__(32)
+__global__ void __launch_bounds__(combine_block_threads)
 whiten_mean_kernel(const count_sum* __restrict__ partials, std::size_t blocks, whitening_options p,
                    whitening_state* state, device_report* report) {
   if (threadIdx.x != 0) return;
@@ -99,12 +100,12 @@ whiten_mean_kernel(const count_sum* __restrict__ partials, std::size_t blocks, w
   if (p.estimator == std_estimator::unbiased && acc.count == 1) report->first_refused = 1;
 }
 
-template <class T>
-__global__ void __launch_bounds__(token_threads)
+template <class Tuning, class T>
+__global__ void __launch_bounds__(Tuning::warp_item_block_threads)
 whiten_squares_kernel(device_token_layout layout, const T* values, const whitening_state* state,
                       mean_accumulation accumulation, double* __restrict__ partials) {
   const double mean = state->mean;
-  const std::size_t block = static_cast<std::size_t>(blockIdx.x) * token_warps + threadIdx.x / 32;
+  const std::size_t block = static_cast<std::size_t>(blockIdx.x) * token_warps<Tuning> + threadIdx.x / 32;
   const std::size_t first = block * canonical_block;
   const std::size_t last = first + canonical_block < layout.tokens ? first + canonical_block : layout.tokens;
   double acc = 0;
@@ -118,7 +119,7 @@ whiten_squares_kernel(device_token_layout layout, const T* values, const whiteni
 }
 
 template <int = 0>
-__global__ void __launch_bounds__(32)
+__global__ void __launch_bounds__(combine_block_threads)
 whiten_scale_kernel(const double* __restrict__ partials, std::size_t blocks, whitening_options p,
                     whitening_state* state) {
   if (threadIdx.x != 0) return;
@@ -128,8 +129,8 @@ whiten_scale_kernel(const double* __restrict__ partials, std::size_t blocks, whi
 }
 
 // values and out may be the same array (each thread reads its token before writing it).
-template <class T>
-__global__ void __launch_bounds__(256)
+template <class Tuning, class T>
+__global__ void __launch_bounds__(Tuning::thread_item_block_threads)
 whiten_apply_kernel(device_token_layout layout, const T* values, T* out,
                     const whitening_state* state, whitening_options p) {
   const std::size_t t = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;

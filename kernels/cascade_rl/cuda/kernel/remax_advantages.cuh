@@ -15,8 +15,8 @@ namespace cascade_rl::cuda::detail {
 
 // Reports NaN or infinite rewards on valid tokens (first_nonfinite[0]) and baselines
 // (first_nonfinite[1]).
-template <class T>
-__global__ void __launch_bounds__(sequence_block_threads)
+template <class Tuning, class T>
+__global__ void __launch_bounds__(Tuning::thread_item_block_threads)
 remax_kernel(const T* __restrict__ rewards, const T* __restrict__ baselines,
              device_token_layout layout, T* __restrict__ advantages, T* __restrict__ returns,
              device_report* report) {

@@ -18,8 +18,8 @@ namespace cascade_rl::cuda::detail {
 
 // Slots 0 and 1 of report->first_nonfinite: log_probs and rollout_log_probs, in the host
 // core's order of validation.
-template <class T>
-__global__ void __launch_bounds__(256)
+template <class Tuning, class T>
+__global__ void __launch_bounds__(Tuning::thread_item_block_threads)
     rollout_check_kernel(const T* __restrict__ log_probs, const T* __restrict__ rollout_log_probs,
                          device_token_layout layout, device_report* report) {
   const std::size_t t = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;

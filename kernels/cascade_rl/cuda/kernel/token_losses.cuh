@@ -16,18 +16,21 @@
 #include "cascade_rl/cuda/detail/device.cuh"
 #include "cascade_rl/cuda/detail/token_terms.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
+#include "cascade_rl/cuda/tuning.hpp"
 #include "cascade_rl/options/loss_normalizer.hpp"
 
 namespace cascade_rl::cuda::detail {
 
-// Token sums: a warp per block of the canonical sum order, 8 per CUDA block.
-inline constexpr unsigned token_threads = 256;
-inline constexpr unsigned token_warps = token_threads / 32;
+// Token sums: a warp per block of the canonical sum order, token_warps<Tuning> per CUDA
+// block (8 by default). The canonical block (4096 tokens, the host's blocked sum) is fixed:
+// it sets the order of the sum, so another size would give other bits.
+template <class Tuning>
+inline constexpr unsigned token_warps = Tuning::warp_item_block_threads / 32;
 inline constexpr std::size_t canonical_block = cascade_rl::detail::reduce_block_size;
 
 // valid[s] = valid tokens of sequence s; one warp per sequence. Reports broken offsets.
-template <int = 0>
-__global__ void __launch_bounds__(256)
+template <class Tuning>
+__global__ void __launch_bounds__(Tuning::warp_item_block_threads)
 sequence_valid_kernel(device_token_layout layout, unsigned long long* valid, device_report* report) {
   const std::size_t s = (static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const unsigned lane = threadIdx.x % 32;
@@ -62,13 +65,13 @@ __device__ inline std::size_t sequence_of(const device_token_layout& layout, std
 // of tokens j, j + 32, ... of its block in order, the warp butterfly folds the lanes in
 // the canonical tree (xor 16, 8, 4, 2, 1 leaves lane j + w's sum added to lane j's), and
 // lane 0 writes the block's tally. Integer counts are exact in any order.
-template <class T, class Term>
-__global__ void __launch_bounds__(token_threads)
+template <class Tuning, class T, class Term>
+__global__ void __launch_bounds__(Tuning::warp_item_block_threads)
 token_loss_kernel(device_token_layout layout, Term term, T* __restrict__ grad_out, loss_aggregation mode,
                   loss_normalizer normalizer, const unsigned long long* __restrict__ sequence_valid,
                   loss_tally* __restrict__ partials, device_report* report) {
   const double constant_weight = aggregation_weight<T>(mode, normalizer, 0);
-  const std::size_t block = static_cast<std::size_t>(blockIdx.x) * token_warps + threadIdx.x / 32;
+  const std::size_t block = static_cast<std::size_t>(blockIdx.x) * token_warps<Tuning> + threadIdx.x / 32;
   const std::size_t first = block * canonical_block;
   const std::size_t last = first + canonical_block < layout.tokens ? first + canonical_block : layout.tokens;
   loss_tally acc;
@@ -96,7 +99,7 @@ token_loss_kernel(device_token_layout layout, Term term, T* __restrict__ grad_ou
 
 // The block tallies added in block order (the canonical order's last step), on one thread.
 template <int = 0>
-__global__ void __launch_bounds__(32)
+__global__ void __launch_bounds__(combine_block_threads)
 combine_tallies_kernel(const loss_tally* __restrict__ partials, std::size_t count, loss_tally* result) {
   if (threadIdx.x != 0) return;
   loss_tally acc;
@@ -104,9 +107,11 @@ combine_tallies_kernel(const loss_tally* __restrict__ partials, std::size_t coun
   *result = acc;
 }
 
-// Per block of 8 sequences (a warp each): their valid tokens and non-empty sequences.
-template <int = 0>
-__global__ void __launch_bounds__(256)
+// Per CUDA block of token_warps<Tuning> sequences (a warp each): their valid tokens and
+// non-empty sequences (integers, exact in any order: the block's reduction may have any
+// number of warps up to 32, the partials block_reduce keeps).
+template <class Tuning>
+__global__ void __launch_bounds__(Tuning::warp_item_block_threads)
 loss_counts_kernel(device_token_layout layout, valid_counts* __restrict__ partials, device_report* report) {
   __shared__ __align__(16) unsigned char shared[32 * block_reduce_bytes];
   const std::size_t s = (static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -121,8 +126,8 @@ loss_counts_kernel(device_token_layout layout, valid_counts* __restrict__ partia
   if (threadIdx.x == 0) partials[blockIdx.x] = c;
 }
 
-template <int = 0>
-__global__ void __launch_bounds__(256)
+template <class Tuning>
+__global__ void __launch_bounds__(Tuning::warp_item_block_threads)
 combine_counts_kernel(const valid_counts* __restrict__ partials, std::size_t count, loss_counts* result) {
   __shared__ __align__(16) unsigned char shared[32 * block_reduce_bytes];
   valid_counts acc;

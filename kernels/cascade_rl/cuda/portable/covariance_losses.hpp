@@ -28,8 +28,7 @@ void covariance_selection(ExecPolicy&& exec, const device_token_layout& layout, 
   const std::size_t n = layout.tokens;
   if (n == 0) return;
   thrust::fill_n(exec, selected, n, std::uint8_t{0});
-  const std::size_t blocks =
-      (n + cascade_rl::detail::reduce_block_size - 1) / cascade_rl::detail::reduce_block_size;
+  const std::size_t blocks = reduce_blocks(n);
   for_each_index(exec, blocks,
                  covariance_block_sums_functor<T>{layout, advantages, log_probs, sums});
   for_each_index(exec, 1, covariance_combine_functor{sums, blocks});

@@ -9,17 +9,17 @@
 
 namespace cascade_rl::cuda::portable::detail {
 
-// GAE, one sequence: the host's backward recurrence (terms/generalized_advantage.hpp).
+// GAE, one sequence (for_each_sequence): the host's backward recurrence
+// (terms/generalized_advantage.hpp).
 template <class T>
-struct gae_functor {
+struct gae_rule {
   const T* rewards;
   const T* values;
-  device_token_layout layout;
   T* advantages;
   T* returns;
   double gamma;
   double gamma_lambda;
-  CASCADE_RL_HD void operator()(std::size_t s) const {
+  CASCADE_RL_HD void operator()(const device_token_layout& layout, std::size_t s) const {
     terms::gae_state state;
     for (std::size_t t = layout.end(s); t-- > layout.begin(s);) {
       const bool valid = layout.valid(t);
@@ -44,8 +44,8 @@ void gae_advantages(ExecPolicy&& exec, const T* token_rewards, const T* values,
                     const device_token_layout& layout, T* advantages, T* returns,
                     const gae_options& options, double* scratch) {
   cascade_rl::detail::require_gae_options(options);
-  detail::for_each_index(exec, layout.sequences,
-                         detail::gae_functor<T>{token_rewards, values, layout, advantages, returns,
+  detail::for_each_sequence(exec, layout,
+                            detail::gae_rule<T>{token_rewards, values, advantages, returns,
                                                 options.gamma, options.gamma * options.lambda});
   detail::whiten(exec, static_cast<const T*>(advantages), layout, advantages, options.whitening,
                  scratch);

@@ -52,9 +52,8 @@ void gdpo_advantages(ExecPolicy&& exec, const T* component_scores, const double*
   T* combined = per_sequence + n;
   const terms::group_params p = cascade_rl::detail::group_params_of(options.grpo);
   for (std::size_t k = 0; k < components; ++k) {
-    detail::for_each_index(
-        exec, groups.groups,
-        detail::group_functor<T>{component_scores + k * n, groups, component, nullptr, p});
+    detail::group_advantages(exec, component_scores + k * n, groups, component,
+                             static_cast<group_statistic*>(nullptr), p);
     detail::for_each_index(exec, n,
                            detail::gdpo_combine_functor<T>{component, weights[k], k == 0,
                                                            k + 1 == components, sums, combined});

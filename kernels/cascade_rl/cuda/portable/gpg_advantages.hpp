@@ -8,30 +8,25 @@
 
 namespace cascade_rl::cuda::portable::detail {
 
-// GPG, one group: the host's moments and terms::gpg_advantage with the batch's scale.
+// GPG, one group (for_each_group): the host's moments and terms::gpg_advantage with the
+// batch's scale.
 template <class T>
-struct gpg_functor {
-  const T* scores;
-  device_group_layout groups;
+struct gpg_rule {
   T* advantages;
   double scale;
   gpg_options options;
-  CASCADE_RL_HD void operator()(std::size_t g) const {
-    const std::size_t first = groups.begin(g);
-    const std::size_t last = groups.end(g);
-    const group_moments m = sequential_moments(scores, first, last, options.accumulation);
+  CASCADE_RL_HD void operator()(const scored_group<T>& group) const {
+    const group_moments m = group.moments(options.accumulation);
     const terms::gpg_plan plan = terms::plan_gpg(m, options.singleton);
-    for (std::size_t i = first; i < last; ++i)
-      advantages[i] = terms::gpg_advantage(scores[i], m, plan, scale, options.accumulation);
+    for (std::size_t i = group.first; i < group.last; ++i)
+      advantages[i] = terms::gpg_advantage(group.scores[i], m, plan, scale, options.accumulation);
   }
 };
 
 template <class T>
 struct is_nonzero {
   const T* values;
-  CASCADE_RL_HD unsigned long long operator()(std::size_t i) const {
-    return values[i] != T(0) ? 1 : 0;
-  }
+  CASCADE_RL_HD bool operator()(std::size_t i) const { return values[i] != T(0); }
 };
 
 }  // namespace cascade_rl::cuda::portable::detail
@@ -45,14 +40,9 @@ void gpg_advantages(ExecPolicy&& exec, const T* scores, const device_group_layou
                     T* advantages, const gpg_options& options = {}) {
   cascade_rl::detail::require_gpg_options(options);
   const std::size_t n = groups.sequences;
-  const thrust::counting_iterator<std::size_t> index(0);
-  const unsigned long long nonzero =
-      n == 0 ? 0
-             : thrust::transform_reduce(exec, index, index + n, detail::is_nonzero<T>{scores}, 0ull,
-                                        thrust::plus<unsigned long long>());
+  const unsigned long long nonzero = detail::count_indices(exec, n, detail::is_nonzero<T>{scores});
   const double scale = terms::gpg_scale(n, static_cast<std::size_t>(nonzero), options.f_norm);
-  detail::for_each_index(exec, groups.groups,
-                         detail::gpg_functor<T>{scores, groups, advantages, scale, options});
+  detail::for_each_group(exec, scores, groups, detail::gpg_rule<T>{advantages, scale, options});
 }
 
 }  // namespace cascade_rl::cuda::portable

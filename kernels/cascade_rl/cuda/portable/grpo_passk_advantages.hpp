@@ -8,19 +8,14 @@
 
 namespace cascade_rl::cuda::portable::detail {
 
-// GRPO pass@k, one group: the host's terms::passk_group.
+// GRPO pass@k, one group (for_each_group): the host's terms::passk_group.
 template <class T>
-struct passk_functor {
-  const T* scores;
-  device_group_layout groups;
+struct passk_rule {
   T* advantages;
   grpo_passk_options params;
-  CASCADE_RL_HD void operator()(std::size_t g) const {
-    const std::size_t first = groups.begin(g);
-    const std::size_t last = groups.end(g);
-    bool bad = false;
-    for (std::size_t s = first; s < last; ++s) bad = bad || !::cuda::std::isfinite(scores[s]);
-    terms::passk_group(scores, first, last, bad, params, advantages);
+  CASCADE_RL_HD void operator()(const scored_group<T>& group) const {
+    terms::passk_group(group.scores, group.first, group.last, group.has_nonfinite(), params,
+                       advantages);
   }
 };
 
@@ -33,8 +28,7 @@ template <class ExecPolicy, class T>
 void grpo_passk_advantages(ExecPolicy&& exec, const T* scores, const device_group_layout& groups,
                            T* advantages, const grpo_passk_options& options = {}) {
   cascade_rl::detail::require_passk_options(options);
-  detail::for_each_index(exec, groups.groups,
-                         detail::passk_functor<T>{scores, groups, advantages, options});
+  detail::for_each_group(exec, scores, groups, detail::passk_rule<T>{advantages, options});
 }
 
 }  // namespace cascade_rl::cuda::portable

@@ -8,35 +8,25 @@
 
 namespace cascade_rl::cuda::portable::detail {
 
-// OPO, one group: the host's length-weighted baseline (terms/length_weighted_baseline.hpp)
-// in index order, then the advantage on every token of the group.
+// OPO, one group (for_each_group): the host's length-weighted baseline
+// (terms/length_weighted_baseline.hpp) in index order, then the advantage on every token
+// of the group.
 template <class T>
-struct opo_functor {
-  const T* scores;
-  device_group_layout groups;
+struct opo_rule {
   device_token_layout layout;
   T* advantages;
   opo_options options;
-  CASCADE_RL_HD std::size_t valid_tokens(std::size_t s) const {
-    std::size_t n = 0;
-    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) n += layout.valid(t) ? 1 : 0;
-    return n;
-  }
-  CASCADE_RL_HD void operator()(std::size_t g) const {
-    const std::size_t first = groups.begin(g);
-    const std::size_t last = groups.end(g);
-    bool nonfinite = false;
-    for (std::size_t s = first; s < last; ++s)
-      nonfinite = nonfinite || !::cuda::std::isfinite(scores[s]);
-    const bool zero_group = nonfinite && options.nonfinite == nonfinite_rule::zero_group;
+  CASCADE_RL_HD void operator()(const scored_group<T>& group) const {
+    const bool zero_group =
+        group.has_nonfinite() && options.nonfinite == nonfinite_rule::zero_group;
     terms::opo_sums sums;
     if (!zero_group)
-      for (std::size_t s = first; s < last; ++s)
-        terms::opo_add(sums, static_cast<double>(scores[s]), valid_tokens(s));
+      for (std::size_t s = group.first; s < group.last; ++s)
+        terms::opo_add(sums, static_cast<double>(group.scores[s]), valid_tokens_of(layout, s));
     const terms::opo_group plan = terms::opo_group_of(sums, options.singleton, zero_group);
-    for (std::size_t s = first; s < last; ++s)
+    for (std::size_t s = group.first; s < group.last; ++s)
       for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
-        advantages[t] = terms::opo_advantage(scores[s], plan, layout.valid(t));
+        advantages[t] = terms::opo_advantage(group.scores[s], plan, layout.valid(t));
   }
 };
 
@@ -48,8 +38,7 @@ namespace cascade_rl::cuda::portable {
 template <class ExecPolicy, class T>
 void opo_advantages(ExecPolicy&& exec, const T* scores, const device_group_layout& groups,
                     const device_token_layout& layout, T* advantages, const opo_options& options) {
-  detail::for_each_index(exec, groups.groups,
-                         detail::opo_functor<T>{scores, groups, layout, advantages, options});
+  detail::for_each_group(exec, scores, groups, detail::opo_rule<T>{layout, advantages, options});
 }
 
 }  // namespace cascade_rl::cuda::portable

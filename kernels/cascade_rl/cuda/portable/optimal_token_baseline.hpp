@@ -9,15 +9,15 @@
 namespace cascade_rl::cuda::portable {
 namespace detail {
 
-// One sequence: returns, W, the valid count, the ranks' tokens (terms::otb_sequence).
+// One sequence (for_each_sequence): returns, W, the valid count, the ranks' tokens
+// (terms::otb_sequence).
 template <class T>
-struct otb_sequence_functor {
+struct otb_sequence_rule {
   const T *rewards, *old_log_probs, *sum_pi_squared, *rho;
-  device_token_layout layout;
   T *advantages, *returns;
   double* cumulative;
   std::size_t *counts, *compacted;
-  CASCADE_RL_HD void operator()(std::size_t s) const {
+  CASCADE_RL_HD void operator()(const device_token_layout& layout, std::size_t s) const {
     terms::otb_sequence(terms::otb_rows{layout.offsets, layout.mask}, s, layout.begin(s),
                         layout.end(s), rewards, old_log_probs, sum_pi_squared, rho, returns,
                         advantages, cumulative, counts, compacted);
@@ -56,10 +56,11 @@ void optimal_token_baseline_advantages(ExecPolicy&& exec, const T* token_rewards
                                        double* cumulative, std::size_t* counts,
                                        std::size_t* positions) {
   std::size_t* const compacted = options.multi_turn ? positions : nullptr;
-  detail::for_each_index(exec, layout.sequences,
-                         detail::otb_sequence_functor<T>{
-                             token_rewards, old_log_probs, sum_pi_squared, rollout_is_weights,
-                             layout, advantages, returns, cumulative, counts, compacted});
+  detail::for_each_sequence(exec, layout,
+                            detail::otb_sequence_rule<T>{token_rewards, old_log_probs,
+                                                         sum_pi_squared, rollout_is_weights,
+                                                         advantages, returns, cumulative, counts,
+                                                         compacted});
   detail::for_each_index(
       exec, groups.groups,
       detail::otb_group_functor<T>{groups, layout, counts, compacted, returns, cumulative,

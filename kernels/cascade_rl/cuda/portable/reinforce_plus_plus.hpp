@@ -8,14 +8,15 @@
 
 namespace cascade_rl::cuda::portable::detail {
 
+// Discounted returns, one sequence (for_each_sequence): the host's backward recurrence
+// (terms::discounted_return_step).
 template <class T>
-struct returns_functor {
+struct returns_rule {
   const T* rewards;
-  device_token_layout layout;
   T* returns;
   double gamma;
   masked_token_return masked;
-  CASCADE_RL_HD void operator()(std::size_t s) const {
+  CASCADE_RL_HD void operator()(const device_token_layout& layout, std::size_t s) const {
     double run = 0.0;
     for (std::size_t t = layout.end(s); t-- > layout.begin(s);) {
       const terms::return_step step = terms::discounted_return_step(
@@ -26,24 +27,18 @@ struct returns_functor {
   }
 };
 
-// REINFORCE++-baseline, one group: score - mean on the valid tokens of its sequences.
+// REINFORCE++-baseline, one group (for_each_group): score - mean on the valid tokens of
+// its sequences.
 template <class T>
-struct baseline_functor {
-  const T* scores;
-  device_group_layout groups;
+struct baseline_rule {
   device_token_layout layout;
   T* advantages;
   group_params p;
-  CASCADE_RL_HD void operator()(std::size_t g) const {
-    const std::size_t first = groups.begin(g);
-    const std::size_t last = groups.end(g);
-    const group_moments m = sequential_moments(scores, first, last, p.accumulation);
+  CASCADE_RL_HD void operator()(const scored_group<T>& group) const {
+    const group_moments m = group.moments(p.accumulation);
     const group_plan plan = plan_group(m, p);
-    for (std::size_t s = first; s < last; ++s) {
-      const T v = advantage_of(scores[s], m, plan, p);
-      for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
-        advantages[t] = layout.valid(t) ? v : T(0);
-    }
+    for (std::size_t s = group.first; s < group.last; ++s)
+      fill_valid_tokens(layout, s, advantage_of(group.scores[s], m, plan, p), advantages);
   }
 };
 
@@ -61,8 +56,8 @@ void discounted_returns(ExecPolicy&& exec, const T* token_rewards,
                         const device_token_layout& layout, T* returns, double gamma = 1.0,
                         masked_token_return masked = masked_token_return::carry) {
   detail::require_gamma(gamma);
-  detail::for_each_index(exec, layout.sequences,
-                         detail::returns_functor<T>{token_rewards, layout, returns, gamma, masked});
+  detail::for_each_sequence(exec, layout,
+                            detail::returns_rule<T>{token_rewards, returns, gamma, masked});
 }
 
 // Discounted returns written to advantages, whitened there.
@@ -84,9 +79,9 @@ void reinforce_plus_plus_baseline_advantages(ExecPolicy&& exec, const T* scores,
                                              const reinforce_plus_plus_baseline_options& options,
                                              double* scratch) {
   cascade_rl::detail::require_whitening_options(options.whitening);
-  detail::for_each_index(exec, groups.groups,
-                         detail::baseline_functor<T>{scores, groups, layout, advantages,
-                                                     detail::group_params_of(options)});
+  detail::for_each_group(
+      exec, scores, groups,
+      detail::baseline_rule<T>{layout, advantages, detail::group_params_of(options)});
   detail::whiten(exec, static_cast<const T*>(advantages), layout, advantages, options.whitening, scratch);
 }
 

@@ -8,15 +8,15 @@
 
 namespace cascade_rl::cuda::portable::detail {
 
-// ReMax, one sequence: the host's reward-to-go (terms/reward_to_go.hpp).
+// ReMax, one sequence (for_each_sequence): the host's reward-to-go
+// (terms/reward_to_go.hpp).
 template <class T>
-struct remax_functor {
+struct remax_rule {
   const T* rewards;
   const T* baselines;
-  device_token_layout layout;
   T* advantages;
   T* returns;
-  CASCADE_RL_HD void operator()(std::size_t s) const {
+  CASCADE_RL_HD void operator()(const device_token_layout& layout, std::size_t s) const {
     double run = 0.0;
     for (std::size_t t = layout.end(s); t-- > layout.begin(s);) {
       const bool valid = layout.valid(t);
@@ -38,9 +38,8 @@ template <class ExecPolicy, class T>
 void remax_advantages(ExecPolicy&& exec, const T* token_rewards, const T* reward_baselines,
                       const device_token_layout& layout, T* advantages, T* returns,
                       const remax_options& = {}) {
-  detail::for_each_index(
-      exec, layout.sequences,
-      detail::remax_functor<T>{token_rewards, reward_baselines, layout, advantages, returns});
+  detail::for_each_sequence(
+      exec, layout, detail::remax_rule<T>{token_rewards, reward_baselines, advantages, returns});
 }
 
 }  // namespace cascade_rl::cuda::portable

@@ -14,8 +14,7 @@ namespace cascade_rl::cuda::portable {
   return cascade_rl::detail::rollout_row_scratch(rows);
 }
 [[nodiscard]] inline std::size_t rollout_blocks(std::size_t tokens) {
-  return (tokens + cascade_rl::detail::reduce_block_size - 1) /
-         cascade_rl::detail::reduce_block_size;
+  return detail::reduce_blocks(tokens);
 }
 [[nodiscard]] inline std::size_t rollout_block_sum_scratch(std::size_t tokens) {
   return rollout_blocks(tokens) * terms::rollout_channels;

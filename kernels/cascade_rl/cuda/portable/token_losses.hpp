@@ -16,9 +16,7 @@ namespace detail {
 struct sequence_counts_functor {
   device_token_layout layout;
   CASCADE_RL_HD valid_counts operator()(std::size_t s) const {
-    unsigned long long n = 0;
-    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) n += layout.valid(t);
-    return counts_of_sequence(n);
+    return counts_of_sequence(valid_tokens_of(layout, s));
   }
 };
 
@@ -36,7 +34,7 @@ template <class ExecPolicy>
 
 // Entries of `scratch` a token loss over `tokens` tokens needs; the result is the last.
 [[nodiscard]] inline std::size_t scratch_tallies(std::size_t tokens) {
-  return (tokens + cascade_rl::detail::reduce_block_size - 1) / cascade_rl::detail::reduce_block_size + 1;
+  return detail::reduce_blocks(tokens) + 1;
 }
 [[nodiscard]] inline std::size_t result_index(std::size_t tokens) { return scratch_tallies(tokens) - 1; }
 

@@ -10,16 +10,13 @@ namespace cascade_rl::cuda::portable::detail {
 
 // grad_out[t] = c_t (0 on masked tokens), as detail::write_aggregation_weights does.
 template <class T>
-struct sequence_weights_functor {
-  device_token_layout layout;
+struct sequence_weights_rule {
   loss_normalizer normalizer;
   T* grad_out;
-  CASCADE_RL_HD void operator()(std::size_t s) const {
-    unsigned long long n = 0;
-    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t) n += layout.valid(t);
-    const T c = static_cast<T>(aggregation_weight<T>(loss_aggregation::seq_mean_token_mean, normalizer, n));
-    for (std::size_t t = layout.begin(s); t < layout.end(s); ++t)
-      grad_out[t] = layout.valid(t) ? c : T(0);
+  CASCADE_RL_HD void operator()(const device_token_layout& layout, std::size_t s) const {
+    const T c = static_cast<T>(aggregation_weight<T>(loss_aggregation::seq_mean_token_mean,
+                                                     normalizer, valid_tokens_of(layout, s)));
+    fill_valid_tokens(layout, s, c, grad_out);
   }
 };
 
@@ -77,21 +74,14 @@ void reduce_tokens(ExecPolicy&& exec, const device_token_layout& layout, Term te
                    T* grad_out, loss_aggregation mode, const loss_normalizer& normalizer,
                    loss_tally* scratch) {
   if (mode == loss_aggregation::seq_mean_token_mean) {
-    for_each_index(exec, layout.sequences, sequence_weights_functor<T>{layout, normalizer, grad_out});
+    for_each_sequence(exec, layout, sequence_weights_rule<T>{normalizer, grad_out});
   } else {
     const T c = static_cast<T>(aggregation_weight<T>(mode, normalizer, 0));
     for_each_index(exec, layout.tokens, token_weights_functor<T>{layout, c, grad_out});
   }
-  const std::size_t blocks =
-      (layout.tokens + cascade_rl::detail::reduce_block_size - 1) / cascade_rl::detail::reduce_block_size;
+  const std::size_t blocks = reduce_blocks(layout.tokens);
   for_each_index(exec, blocks, token_block_functor<T, Term>{layout, term, grad_out, scratch});
   for_each_index(exec, 1, combine_functor{scratch, blocks});
 }
 
 }  // namespace cascade_rl::cuda::portable::detail
-
-namespace cascade_rl::cuda::portable {
-
-
-
-}  // namespace cascade_rl::cuda::portable

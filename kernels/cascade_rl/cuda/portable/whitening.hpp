@@ -13,7 +13,7 @@ namespace cascade_rl::cuda::portable::detail {
 
 struct is_valid_token {
   device_token_layout layout;
-  CASCADE_RL_HD unsigned long long operator()(std::size_t t) const { return layout.valid(t) ? 1 : 0; }
+  CASCADE_RL_HD bool operator()(std::size_t t) const { return layout.valid(t); }
 };
 
 // One block of blocked_sum: the valid values (or their squared deviations from
@@ -28,8 +28,7 @@ struct whiten_block_functor {
   CASCADE_RL_HD void operator()(std::size_t b) const {
     const std::size_t first = b * cascade_rl::detail::reduce_block_size;
     const std::size_t last = min_of(first + cascade_rl::detail::reduce_block_size, layout.tokens);
-    const std::size_t blocks = (layout.tokens + cascade_rl::detail::reduce_block_size - 1) /
-                               cascade_rl::detail::reduce_block_size;
+    const std::size_t blocks = reduce_blocks(layout.tokens);
     scratch[b] = cascade_rl::detail::canonical_block_sum(first, last, [&](std::size_t t) {
       if (!layout.valid(t)) return 0.0;
       if constexpr (Squares) {
@@ -84,11 +83,7 @@ template <class ExecPolicy, class T>
 void whiten(ExecPolicy&& exec, const T* values, const device_token_layout& layout, T* out,
             const whitening_options& options, double* scratch) {
   const std::size_t n = layout.tokens;
-  const thrust::counting_iterator<std::size_t> index(0);
-  const unsigned long long count =
-      n == 0 ? 0
-             : thrust::transform_reduce(exec, index, index + n, is_valid_token{layout}, 0ull,
-                                        thrust::plus<unsigned long long>());
+  const unsigned long long count = count_indices(exec, n, is_valid_token{layout});
   if (count == 0) {
     for_each_index(exec, n, zero_functor<T>{out});
     return;
@@ -97,8 +92,7 @@ void whiten(ExecPolicy&& exec, const T* values, const device_token_layout& layou
     cascade_rl::detail::fail("tokens",
                              "has 1 valid token, but whitening with the unbiased variance needs at least 2");
   const whitening_options& p = options;
-  const std::size_t blocks =
-      (n + cascade_rl::detail::reduce_block_size - 1) / cascade_rl::detail::reduce_block_size;
+  const std::size_t blocks = reduce_blocks(n);
   for_each_index(exec, blocks, whiten_block_functor<T, false>{layout, values, scratch, p.accumulation});
   for_each_index(exec, 1, whiten_total_functor<false>{scratch, blocks, count, p});
   for_each_index(exec, blocks, whiten_block_functor<T, true>{layout, values, scratch, p.accumulation});
@@ -112,7 +106,7 @@ namespace cascade_rl::cuda::portable {
 
 // Doubles of scratch a whitening over `tokens` tokens needs.
 [[nodiscard]] inline std::size_t whitening_scratch(std::size_t tokens) {
-  return (tokens + cascade_rl::detail::reduce_block_size - 1) / cascade_rl::detail::reduce_block_size + 2;
+  return detail::reduce_blocks(tokens) + 2;
 }
 
 // Batch whitening over the valid tokens, 0 on masked tokens; whitened may be values.
