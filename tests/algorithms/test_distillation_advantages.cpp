@@ -68,5 +68,36 @@ TEST(Distillation, RefusesNonfiniteValidTokensAndBadSizes) {
       "advantages");
 }
 
+// The one pass notes a non-finite difference per block of 4096 tokens, and only then are
+// the inputs checked: a bad valid token deep in a later block is still named, under the
+// parallel executor, and a bad masked one is still ignored; the values match the plain
+// difference everywhere else.
+TEST(Distillation, BadTokenInALaterBlockIsNamedAndMaskedOneIgnored) {
+  const std::size_t n = 3 * 4096 + 17;
+  const std::vector<std::int64_t> one_row{0, static_cast<std::int64_t>(n)};
+  std::vector<std::uint8_t> keep(n, 1);
+  keep[9000] = 0;
+  const token_layout tokens(one_row, keep);
+  std::vector<float> teacher(n), student(n);
+  for (std::size_t t = 0; t < n; ++t) {
+    teacher[t] = -0.001f * static_cast<float>(t % 97);
+    student[t] = -0.002f * static_cast<float>(t % 89);
+  }
+  teacher[9000] = std::nanf("");  // masked: ignored
+  std::vector<float> a(n, 9.0f);
+  cascade_rl::distillation_advantages(
+      exec::par, tokens, {.teacher_log_probs = teacher, .student_log_probs = student}, a);
+  for (std::size_t t = 0; t < n; ++t)
+    ASSERT_EQ(a[t], t == 9000 ? 0.0f : teacher[t] - student[t]) << t;
+  student[12300] = inf;
+  teacher[12301] = -inf;
+  expect_error_naming(
+      [&] {
+        cascade_rl::distillation_advantages(
+            exec::par, tokens, {.teacher_log_probs = teacher, .student_log_probs = student}, a);
+      },
+      "teacher_log_probs[12301]", "infinite");
+}
+
 }  // namespace distillation_advantages_cases
 }  // namespace
