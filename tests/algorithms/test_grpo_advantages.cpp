@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cascade_rl/algorithms/broadcast.hpp"
+#include "cascade_rl/algorithms/gpg_advantages.hpp"
 #include "cascade_rl/algorithms/grpo_advantages.hpp"
 #include "cascade_rl/algorithms/rloo_advantages.hpp"
 #include "cascade_rl/core/exec.hpp"
@@ -248,6 +249,49 @@ void expect_rloo_tile_matches_general_path() {
 TEST(RlooGroupTile, GivesTheGeneralPathsBits) {
   expect_rloo_tile_matches_general_path<float>();
   expect_rloo_tile_matches_general_path<double>();
+}
+
+// GPG takes the tile as the plain baseline scaled by alpha / f_norm: the same bits as its
+// general path for every size, both types, two f_norms, zero-variance groups, and a NaN
+// (zero_group: its group zeroed, and it still counts in alpha on both paths).
+template <class T>
+void expect_gpg_tile_matches_general_path() {
+  std::vector<cascade_rl::gpg_options> options(3);
+  options[1].f_norm = 3.0;
+  options[2].nonfinite = cascade_rl::nonfinite_rule::zero_group;
+  const auto gpg = [](const cascade_rl::gpg_options& o) {
+    return [&o](const group_layout& l, auto in, auto out) {
+      cascade_rl::gpg_advantages(exec::par, l, in, out, o);
+    };
+  };
+  for (std::size_t o = 0; o < 2; ++o)
+    for (std::size_t size = 2; size <= 64; size += size < 20 ? 1 : 7)
+      for (std::size_t groups : {5, 16, 41})
+        for (int kind = 0; kind < 3; ++kind) {
+          const auto r = tile_case_rewards<T>(size, groups, kind);
+          const std::string what = "GPG, f_norm " + std::to_string(options[o].f_norm) +
+                                   ", size " + std::to_string(size) + ", groups " +
+                                   std::to_string(groups) + ", kind " + std::to_string(kind);
+          expect_same_bits(advantages_by_layout(r, size, true, gpg(options[o])),
+                           advantages_by_layout(r, size, false, gpg(options[o])), what);
+        }
+  auto r = tile_case_rewards<T>(16, 40, 1);
+  r[16 * 9 + 3] = std::numeric_limits<T>::quiet_NaN();
+  expect_same_bits(advantages_by_layout(r, 16, true, gpg(options[2])),
+                   advantages_by_layout(r, 16, false, gpg(options[2])), "GPG, NaN, zero_group");
+  expect_error_naming([&] { advantages_by_layout(r, 16, true, gpg(options[0])); }, "scores[147]",
+                      "NaN");
+  // By hand: 16 groups {1, 0, 0, 1}, half the scores non-zero, so alpha = 2 and the
+  // advantages 2 * (r - 1/2) = +-1.
+  std::vector<T> small(64);
+  for (std::size_t i = 0; i < small.size(); ++i) small[i] = i % 4 == 0 || i % 4 == 3 ? 1 : 0;
+  const auto a = advantages_by_layout(small, 4, true, gpg(options[0]));
+  for (std::size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], small[i] == 1 ? T(1) : T(-1)) << i;
+}
+
+TEST(GpgGroupTile, GivesTheGeneralPathsBits) {
+  expect_gpg_tile_matches_general_path<float>();
+  expect_gpg_tile_matches_general_path<double>();
 }
 
 TEST(Broadcast, PerSequenceValueOnValidTokensZeroOnMasked) {

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "cascade_rl/algorithms/group_statistics.hpp"
+#include "cascade_rl/algorithms/uniform_group_tiles.hpp"
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/error.hpp"
@@ -39,33 +40,61 @@ inline void require_gpg_options(const gpg_options& options) {
          "float32_sequential");
 }
 
+// What one pass over the scores learns: how many are not 0 (alpha's count; a NaN counts,
+// as veRL's `scores != 0` does) and whether one is NaN or infinite.
+struct gpg_score_census {
+  std::size_t nonzero = 0;
+  bool nonfinite = false;
+};
+
+template <class Policy, std::floating_point T>
+gpg_score_census gpg_census_of(const Policy& policy, std::span<const T> scores) {
+  return blocked_reduce(
+      policy, scores.size(), gpg_score_census{},
+      [&](gpg_score_census& acc, std::size_t i) {
+        acc.nonzero += scores[i] != T(0) ? 1 : 0;
+        acc.nonfinite |= scores[i] - scores[i] != T(0);  // inf - inf and NaN - NaN are NaN
+      },
+      [](gpg_score_census& total, const gpg_score_census& part) {
+        total.nonzero += part.nonzero;
+        total.nonfinite = total.nonfinite || part.nonfinite;
+      });
+}
+
 }  // namespace detail
 
+// Two passes over the scores: alpha's count (with their finiteness), then the groups. With
+// uniform groups of 2 to 64 in double precision and finite scores, the groups go through
+// GRPO's group tiles as the plain baseline scaled by alpha / f_norm (uniform_group_tiles.hpp:
+// gpg_advantage's scale * (s - mean), the same bits).
 template <exec::host_policy Policy, contiguous_output Out>
 void gpg_advantages(const Policy& policy, const group_layout& groups,
                     std::span<const output_value_t<Out>> scores, Out&& advantages_out,
                     const gpg_options& options = {}) {
-  using T = output_value_t<Out>;
   const auto advantages = output_span(advantages_out);
   detail::require_gpg_options(options);
   groups.require_sequences(scores.size(), "scores");
   detail::require_size(advantages.size(), scores.size(), "advantages", "one per score");
-  if (options.nonfinite == nonfinite_rule::error) detail::require_finite(policy, scores, "scores");
+  const detail::gpg_score_census census = detail::gpg_census_of(policy, scores);
+  if (census.nonfinite && options.nonfinite == nonfinite_rule::error)
+    detail::require_finite(policy, scores, "scores");
   if (options.singleton == singleton_rule::error) detail::refuse_singleton_groups(groups, "GPG");
-  const std::size_t nonzero = detail::blocked_reduce(
-      policy, scores.size(), std::size_t{0},
-      [&](std::size_t& acc, std::size_t i) { acc += scores[i] != T(0) ? 1 : 0; },
-      [](std::size_t& total, std::size_t part) { total += part; });
-  const double scale = terms::gpg_scale(scores.size(), nonzero, options.f_norm);
-  detail::for_each_group(
-      policy, scores, groups, options.nonfinite,
-      [&](std::size_t first, std::size_t last, bool zero_group) {
-        const detail::group_moments m =
-            detail::moments_to_plan(scores, first, last, zero_group, options.accumulation);
-        const terms::gpg_plan plan = terms::plan_gpg(m, options.singleton);
-        for (std::size_t s = first; s < last; ++s)
-          advantages[s] = terms::gpg_advantage(scores[s], m, plan, scale, options.accumulation);
-      });
+  const double scale = terms::gpg_scale(scores.size(), census.nonzero, options.f_norm);
+  const auto group = [&](std::size_t first, std::size_t last, bool zero_group) {
+    const detail::group_moments m =
+        detail::moments_to_plan(scores, first, last, zero_group, options.accumulation);
+    const terms::gpg_plan plan = terms::plan_gpg(m, options.singleton);
+    for (std::size_t s = first; s < last; ++s)
+      advantages[s] = terms::gpg_advantage(scores[s], m, plan, scale, options.accumulation);
+  };
+  terms::group_params baseline;
+  baseline.kind = terms::group_kind::baseline;
+  baseline.accumulation = options.accumulation;
+  if (!census.nonfinite && detail::advantages_of_finite_groups(policy, groups, scores, advantages,
+                                                               baseline, options.accumulation,
+                                                               group, scale))
+    return;
+  detail::for_each_group(policy, scores, groups, options.nonfinite, group);
 }
 
 }  // namespace cascade_rl

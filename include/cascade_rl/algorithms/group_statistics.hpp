@@ -110,7 +110,8 @@ inline void require_epsilon(double epsilon, std::string_view argument) {
 // rule zeroes such groups (under nonfinite_rule::error validation refused them).
 template <class Policy, std::floating_point T, class Body>
 void for_each_group(const Policy& policy, std::span<const T> values, const group_layout& groups,
-                    nonfinite_rule nonfinite, Body&& body) {
+                    nonfinite_rule nonfinite, Body&& body,
+                    std::size_t min_parallel = group_parallel_threshold) {
   for_each_index(
       policy, groups.groups(),
       [&](std::size_t g) {
@@ -119,7 +120,7 @@ void for_each_group(const Policy& policy, std::span<const T> values, const group
         body(first, last,
              nonfinite == nonfinite_rule::zero_group && group_has_nonfinite(values, first, last));
       },
-      group_parallel_threshold);
+      min_parallel);
 }
 
 // The single-pass path of the group advantages under nonfinite_rule::error: runs

@@ -16,6 +16,7 @@
 #include <span>
 
 #include "cascade_rl/algorithms/group_statistics.hpp"
+#include "cascade_rl/algorithms/uniform_group_tiles.hpp"  // uniform_tile_parallel_rewards
 #include "cascade_rl/core/checks.hpp"
 #include "cascade_rl/core/contiguous_ranges.hpp"
 #include "cascade_rl/core/exec.hpp"
@@ -39,23 +40,27 @@ void opo_advantages(const Policy& policy, const group_layout& groups, const toke
   groups.require_sequences(scores.size(), "scores");
   if (options.nonfinite == nonfinite_rule::error) detail::require_finite(policy, scores, "scores");
   if (options.singleton == singleton_rule::error) detail::refuse_singleton_groups(groups, "OPO");
-  const auto valid_tokens = [&](std::size_t s) {
-    std::size_t n = 0;
-    for (std::size_t t = tokens.begin(s); t < tokens.end(s); ++t) n += tokens.valid(t) ? 1 : 0;
-    return n;
-  };
+  // A group here is whole sequences of tokens: worth a thread from two groups on, once the
+  // batch holds enough tokens to pay for starting threads (the group tiles' 65536).
+  const std::size_t min_parallel =
+      tokens.tokens() >= detail::uniform_tile_parallel_rewards ? 2 : groups.groups() + 1;
   detail::for_each_group(
       policy, scores, groups, options.nonfinite,
       [&](std::size_t first, std::size_t last, bool zero_group) {
         terms::opo_sums sums;
         if (!zero_group)
           for (std::size_t s = first; s < last; ++s)
-            terms::opo_add(sums, static_cast<double>(scores[s]), valid_tokens(s));
+            terms::opo_add(sums, static_cast<double>(scores[s]), tokens.valid_tokens(s));
         const terms::opo_group g = terms::opo_group_of(sums, options.singleton, zero_group);
-        for (std::size_t s = first; s < last; ++s)
+        // A sequence's advantage is one value on every valid token (opo_advantage depends
+        // on the token only through its mask): computed once, then a branch-free row fill.
+        for (std::size_t s = first; s < last; ++s) {
+          const T value = terms::opo_advantage(scores[s], g, true);
           for (std::size_t t = tokens.begin(s); t < tokens.end(s); ++t)
-            advantages[t] = terms::opo_advantage(scores[s], g, tokens.valid(t));
-      });
+            advantages[t] = tokens.valid(t) ? value : T(0);
+        }
+      },
+      min_parallel);
 }
 
 }  // namespace cascade_rl

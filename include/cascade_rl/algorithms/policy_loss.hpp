@@ -113,6 +113,19 @@ void validate_token_input(const Policy& policy, const token_layout& layout,
   require_finite_where_valid(policy, values, layout, argument);
 }
 
+// The inputs of a loss whose pre-pass reads every token of a row (the sequence and
+// selection losses), checked before it in the order the token pass and the device name
+// them: log_probs, old_log_probs, advantages, then the rollout IS weights when given.
+template <class Policy, std::floating_point T>
+void validate_ratio_token_inputs(const Policy& policy, const token_layout& layout,
+                                 const policy_ratio_inputs<T>& inputs) {
+  validate_token_input(policy, layout, inputs.log_probs, "log_probs");
+  validate_token_input(policy, layout, inputs.old_log_probs, "old_log_probs");
+  validate_token_input(policy, layout, inputs.advantages, "advantages");
+  if (!inputs.rollout_is_weights.empty())
+    validate_token_input(policy, layout, inputs.rollout_is_weights, "rollout_is_weights");
+}
+
 // A per-token input of a policy loss and the name its errors give it.
 template <std::floating_point T>
 struct token_input {

@@ -52,10 +52,7 @@ void whiten_valid_tokens(const Policy& policy, std::span<const T> values,
                          const token_layout& tokens, std::span<T> out,
                          const whitening_options& options) {
   const std::size_t n = tokens.tokens();
-  const std::size_t count = blocked_reduce(
-      policy, n, std::size_t{0},
-      [&](std::size_t& acc, std::size_t t) { acc += tokens.valid(t) ? 1 : 0; },
-      [](std::size_t& total, std::size_t part) { total += part; });
+  const std::size_t count = count_where(policy, n, [&](std::size_t t) { return tokens.valid(t); });
   if (count == 0) {
     for_each_index(policy, n, [&](std::size_t t) { out[t] = T(0); });
     return;

@@ -151,12 +151,7 @@ policy_loss_result geo_mean_loss(const Policy& policy, const token_layout& layou
   const std::span<const T> old_log_probs = inputs.old_log_probs;
   const std::span<const T> advantages = inputs.advantages;
   const std::span<const T> weights = inputs.rollout_is_weights;
-  // The pre-pass reads every input of a row: all are checked first, in the order the
-  // token pass and the device name them.
-  detail::validate_token_input(policy, layout, log_probs, "log_probs");
-  detail::validate_token_input(policy, layout, old_log_probs, "old_log_probs");
-  detail::validate_token_input(policy, layout, advantages, "advantages");
-  if (!weights.empty()) detail::validate_token_input(policy, layout, weights, "rollout_is_weights");
+  detail::validate_ratio_token_inputs(policy, layout, inputs);  // the pre-pass reads them all
   const geo_mean_options params = options;  // a local copy, as in gspo_loss
   const std::uint8_t* mask = layout.has_mask() ? layout.mask().data() : nullptr;
   // One loss per sequence; the token pass reads it by the token's sequence. The pre-pass
@@ -201,10 +196,7 @@ policy_loss_result sequence_sapo_loss(const Policy& policy, const token_layout& 
   const std::span<const T> log_probs = inputs.log_probs;
   const std::span<const T> old_log_probs = inputs.old_log_probs;
   const std::span<const T> advantages = inputs.advantages;
-  // The pre-pass reads every input of a row: all are checked first.
-  detail::validate_token_input(policy, layout, log_probs, "log_probs");
-  detail::validate_token_input(policy, layout, old_log_probs, "old_log_probs");
-  detail::validate_token_input(policy, layout, advantages, "advantages");
+  detail::validate_ratio_token_inputs(policy, layout, inputs);  // the pre-pass reads them all
   const sequence_sapo_options params = options;  // a local copy, as in gspo_loss
   const std::uint8_t* mask = layout.has_mask() ? layout.mask().data() : nullptr;
   std::vector<terms::sequence_sapo_row> rows(layout.sequences());

@@ -1,5 +1,5 @@
 #pragma once
-// The fast path of the group estimators (GRPO, Dr. GRPO, RLOO, the plain baseline) for
+// The fast path of the group estimators (GRPO, Dr. GRPO, RLOO, the plain baseline, GPG) for
 // uniform groups of 2 to 64 rewards in double precision: groups reduced side by side in
 // vector lanes, with the per-group path's arithmetic and order (the same bits), and the
 // per-group path (`group`) for the groups that do not fill a tile.
@@ -56,14 +56,17 @@ inline std::size_t uniform_tile_parallel_tiles(std::size_t group_size) {
 // lane by lane, so that they stay in registers.
 // Writes nothing and returns false when a reward of the tile is NaN or infinite, or a
 // group's sum overflows: the general path then decides.
+// baseline_factor: what the plain baseline multiplies r - mean by (1 for the baseline
+// itself: 1.0 * d == d exactly; GPG's alpha / f_norm, its gpg_advantage's scale * d).
 template <std::floating_point T>
 bool uniform_group_tile_of(std::span<const T> rewards, std::span<T> advantages,
                            std::size_t first_group, std::size_t size,
-                           const terms::group_params& params) {
+                           const terms::group_params& params, double baseline_factor) {
 #if defined(__CUDA_ARCH__)
   // nvcc's device pass compiles this host function without a body: device code has no GNU
   // vectors to instantiate the terms with.
   (void)rewards, (void)advantages, (void)first_group, (void)size, (void)params;
+  (void)baseline_factor;
   return false;
 #else
   constexpr std::size_t W = uniform_tile_lanes;
@@ -134,7 +137,7 @@ bool uniform_group_tile_of(std::span<const T> rewards, std::span<T> advantages,
   const bool rloo_like =
       params.kind == terms::group_kind::rloo || params.kind == terms::group_kind::baseline;
   const double n = static_cast<double>(size);
-  const double factor = params.kind == terms::group_kind::rloo ? n / (n - 1.0) : 1.0;
+  const double factor = params.kind == terms::group_kind::rloo ? n / (n - 1.0) : baseline_factor;
   if (!rloo_like)
     for (std::size_t j = 0; j < size; ++j) {
       CASCADE_RL_UNROLL_LANES
@@ -192,12 +195,13 @@ bool uniform_group_tile_of(std::span<const T> rewards, std::span<T> advantages,
 // Every group's advantages when all rewards are finite (returns false, having written
 // what it may, when one is not: the general path then decides). Uniform groups in double
 // precision go in whole tiles side by side, the rest one by one, both with the arithmetic
-// of `group` (the general per-group path).
+// of `group` (the general per-group path). baseline_factor: as uniform_group_tile_of's.
 template <class Policy, std::floating_point T, class Group>
 bool advantages_of_finite_groups(const Policy& policy, const group_layout& groups,
                                  std::span<const T> rewards, std::span<T> advantages,
                                  const terms::group_params& params,
-                                 mean_accumulation accumulation, const Group& group) {
+                                 mean_accumulation accumulation, const Group& group,
+                                 double baseline_factor = 1.0) {
   if (!(groups.is_uniform() && groups.groups() > 0 && groups.size(0) >= 2 &&
         groups.size(0) <= uniform_tile_max_group &&
         accumulation == mean_accumulation::double_precision))
@@ -209,7 +213,7 @@ bool advantages_of_finite_groups(const Policy& policy, const group_layout& group
   for_each_index(
       policy, tiles,
       [&](std::size_t i) {
-        if (!uniform_group_tile_of(rewards, advantages, i * tile, size, params))
+        if (!uniform_group_tile_of(rewards, advantages, i * tile, size, params, baseline_factor))
           nonfinite.store(true, std::memory_order_relaxed);
       },
       uniform_tile_parallel_tiles(size));

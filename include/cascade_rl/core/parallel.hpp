@@ -90,6 +90,14 @@ Acc blocked_reduce(const Policy& policy, std::size_t n, const Acc& identity,
   return total;
 }
 
+// How many i in [0, n) satisfy pred(i): an exact count, whatever the blocks.
+template <class Policy, class Predicate>
+std::size_t count_where(const Policy& policy, std::size_t n, Predicate&& pred) {
+  return blocked_reduce(
+      policy, n, std::size_t{0}, [&](std::size_t& acc, std::size_t i) { acc += pred(i) ? 1 : 0; },
+      [](std::size_t& total, std::size_t part) { total += part; });
+}
+
 // Terms chunked_blocked_sum computes in one go before adding them into the lanes.
 inline constexpr std::size_t sum_chunk = 256;
 static_assert(reduce_block_size % sum_chunk == 0 && sum_chunk % reduce_lanes == 0);

@@ -18,6 +18,7 @@
 #include "cascade_rl/core/error.hpp"
 #include "cascade_rl/cuda/device_layout.hpp"
 #include "cascade_rl/cuda/policy.hpp"
+#include "cascade_rl/options/advantage_conventions.hpp"
 
 namespace cascade_rl::cuda::detail {
 
@@ -107,6 +108,39 @@ __device__ inline void sequence_range(const device_token_layout& layout, std::si
   }
 }
 
+// The sequences [first, last) of group g, for a kernel with a thread per group. Broken
+// offsets (not increasing, past groups.sequences, or not starting at 0) are reported and
+// give false: the thread has nothing to do.
+__device__ inline bool group_range(const device_group_layout& groups, std::size_t g,
+                                   device_report* report, std::size_t& first, std::size_t& last) {
+  first = groups.begin(g);
+  last = groups.end(g);
+  if (last <= first || last > groups.sequences || (g == 0 && first != 0)) {
+    report_min(&report->first_bad_offset, g == 0 && first != 0 ? 0 : g + 1);
+    return false;
+  }
+  return true;
+}
+
+// A group's scores [first, last), for a per-sequence estimator with a thread per group: a
+// group of one is reported under singleton_rule::error (first_singleton), each NaN or
+// infinite score under nonfinite_rule::error (first_nonfinite[0]). Returns whether one is.
+template <class T>
+__device__ bool scan_group_scores(const T* scores, std::size_t g, std::size_t first,
+                                  std::size_t last, singleton_rule singleton,
+                                  nonfinite_rule nonfinite, device_report* report) {
+  if (last - first == 1 && singleton == singleton_rule::error)
+    report_min(&report->first_singleton, g);
+  bool found = false;
+  for (std::size_t s = first; s < last; ++s)
+    if (!::cuda::std::isfinite(scores[s])) {
+      if (nonfinite == nonfinite_rule::error)
+        report_nonfinite(&report->first_nonfinite[0], s, scores[s]);
+      found = true;
+    }
+  return found;
+}
+
 // Launches `kernel` on grid x block in `stream` and returns the launch's status. Every
 // launch goes through here: without nvcc (the cuda_emulated test, tests/cuda/emulator)
 // the kernel runs on the CPU instead.
@@ -184,6 +218,24 @@ inline call_start begin_report_call(void* d_temp_storage, std::size_t& temp_stor
   temp_carver carve(d_temp_storage);
   report = carve.take<device_report>(1);
   return begin_call(d_temp_storage, temp_storage_bytes, carve, report, stream);
+}
+
+// The whole of a call whose temporary storage is the report alone and whose work is one
+// kernel with a thread per item, the report its last parameter: begin_report_call, then
+// (when there are items) the launch in blocks of Tuning::thread_item_block_threads.
+template <class Tuning, class... Params, class... Args>
+cudaError_t report_call_per_item(void* d_temp_storage, std::size_t& temp_storage_bytes,
+                                 cudaStream_t stream, std::size_t items,
+                                 void (*kernel)(Params...), Args&&... args) {
+  device_report* report = nullptr;
+  if (const call_start start =
+          begin_report_call(d_temp_storage, temp_storage_bytes, report, stream);
+      !start.proceed)
+    return start.status;
+  if (items == 0) return cudaSuccess;
+  constexpr unsigned threads = Tuning::thread_item_block_threads;
+  return launch(kernel, blocks_for(items, threads), threads, stream, std::forward<Args>(args)...,
+                report);
 }
 
 // Stream-ordered device memory owned by the convenience layer.

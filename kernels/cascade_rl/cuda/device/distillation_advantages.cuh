@@ -20,14 +20,9 @@ cudaError_t distillation_advantages(void* d_temp_storage, std::size_t& temp_stor
                                     const T* d_teacher_logp, const T* d_student_logp,
                                     const device_token_layout& layout, T* d_advantages,
                                     cudaStream_t stream = nullptr) {
-  device_report* report = nullptr;
-  if (const detail::call_start start = detail::begin_report_call(d_temp_storage, temp_storage_bytes, report, stream);
-      !start.proceed)
-    return start.status;
-  if (layout.tokens == 0) return cudaSuccess;
-  constexpr unsigned threads = Tuning::thread_item_block_threads;
-  return detail::launch(detail::distillation_kernel<Tuning, T>, detail::blocks_for(layout.tokens, threads),
-                        threads, stream, d_teacher_logp, d_student_logp, layout, d_advantages, report);
+  return detail::report_call_per_item<Tuning>(d_temp_storage, temp_storage_bytes, stream,
+                                              layout.tokens, detail::distillation_kernel<Tuning, T>,
+                                              d_teacher_logp, d_student_logp, layout, d_advantages);
 }
 
 }  // namespace cascade_rl::cuda

@@ -107,15 +107,9 @@ cudaError_t gather_sequences(void* d_temp_storage, std::size_t& temp_storage_byt
                              std::size_t in_size, const I* d_kept_sequences, std::size_t kept,
                              V* d_out, cudaStream_t stream = nullptr) {
   static_assert(std::is_trivially_copyable_v<V>, "gathered values are copied as bytes");
-  device_report* report = nullptr;
-  if (const detail::call_start start = detail::begin_report_call(d_temp_storage, temp_storage_bytes, report, stream);
-      !start.proceed)
-    return start.status;
-  if (kept == 0) return cudaSuccess;
-  return detail::launch(detail::gather_kernel<Tuning, V, I>,
-                        detail::blocks_for(kept, Tuning::thread_item_block_threads),
-                        Tuning::thread_item_block_threads, stream, d_in, in_size, d_kept_sequences, kept,
-                        d_out, report);
+  return detail::report_call_per_item<Tuning>(d_temp_storage, temp_storage_bytes, stream, kept,
+                                              detail::gather_kernel<Tuning, V, I>, d_in, in_size,
+                                              d_kept_sequences, kept, d_out);
 }
 
 }  // namespace cascade_rl::cuda

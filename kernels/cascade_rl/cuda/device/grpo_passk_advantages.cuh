@@ -34,16 +34,9 @@ cudaError_t grpo_passk_advantages(void* d_temp_storage, std::size_t& temp_storag
                                   T* d_advantages, const grpo_passk_options& options = {},
                                   cudaStream_t stream = nullptr) {
   if (!detail::usable_passk(options)) return cudaErrorInvalidValue;
-  device_report* report = nullptr;
-  if (const detail::call_start start =
-          detail::begin_report_call(d_temp_storage, temp_storage_bytes, report, stream);
-      !start.proceed)
-    return start.status;
-  if (groups.groups == 0) return cudaSuccess;
-  return detail::launch(detail::grpo_passk_kernel<Tuning, T>,
-                        detail::blocks_for(groups.groups, Tuning::thread_item_block_threads),
-                        Tuning::thread_item_block_threads, stream, d_scores, groups, d_advantages,
-                        options, report);
+  return detail::report_call_per_item<Tuning>(d_temp_storage, temp_storage_bytes, stream,
+                                              groups.groups, detail::grpo_passk_kernel<Tuning, T>,
+                                              d_scores, groups, d_advantages, options);
 }
 
 }  // namespace cascade_rl::cuda

@@ -21,16 +21,10 @@ cudaError_t remax_advantages(void* d_temp_storage, std::size_t& temp_storage_byt
                              const T* d_token_rewards, const T* d_reward_baselines,
                              const device_token_layout& layout, T* d_advantages, T* d_returns,
                              cudaStream_t stream = nullptr) {
-  device_report* report = nullptr;
-  if (const detail::call_start start =
-          detail::begin_report_call(d_temp_storage, temp_storage_bytes, report, stream);
-      !start.proceed)
-    return start.status;
-  if (layout.sequences == 0) return cudaSuccess;
-  return detail::launch(detail::remax_kernel<Tuning, T>,
-                        detail::blocks_for(layout.sequences, Tuning::thread_item_block_threads),
-                        Tuning::thread_item_block_threads, stream, d_token_rewards, d_reward_baselines,
-                        layout, d_advantages, d_returns, report);
+  return detail::report_call_per_item<Tuning>(d_temp_storage, temp_storage_bytes, stream,
+                                              layout.sequences, detail::remax_kernel<Tuning, T>,
+                                              d_token_rewards, d_reward_baselines, layout,
+                                              d_advantages, d_returns);
 }
 
 }  // namespace cascade_rl::cuda

@@ -21,21 +21,10 @@ __global__ void __launch_bounds__(Tuning::thread_item_block_threads)
 grpo_passk_kernel(const T* __restrict__ scores, device_group_layout groups,
                   T* __restrict__ advantages, grpo_passk_options options, device_report* report) {
   const std::size_t g = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (g >= groups.groups) return;
-  const std::size_t first = groups.begin(g), last = groups.end(g);
-  if (last <= first || last > groups.sequences || (g == 0 && first != 0)) {
-    report_min(&report->first_bad_offset, g == 0 && first != 0 ? 0 : g + 1);
-    return;
-  }
-  if (last - first == 1 && options.singleton == singleton_rule::error)
-    report_min(&report->first_singleton, g);
-  bool bad = false;
-  for (std::size_t s = first; s < last; ++s)
-    if (!::cuda::std::isfinite(scores[s])) {
-      if (options.nonfinite == nonfinite_rule::error)
-        report_nonfinite(&report->first_nonfinite[0], s, scores[s]);
-      bad = true;
-    }
+  std::size_t first = 0, last = 0;
+  if (g >= groups.groups || !group_range(groups, g, report, first, last)) return;
+  const bool bad =
+      scan_group_scores(scores, g, first, last, options.singleton, options.nonfinite, report);
   terms::passk_group(scores, first, last, bad, options, advantages);
 }
 

@@ -53,12 +53,8 @@ __global__ void __launch_bounds__(Tuning::thread_item_block_threads)
                      const double* __restrict__ cumulative, T* __restrict__ advantages,
                      double epsilon, bool handle_zero_tail, device_report* report) {
   const std::size_t g = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (g >= groups.groups) return;
-  const std::size_t first = groups.begin(g), last = groups.end(g);
-  if (last <= first || last > groups.sequences || (g == 0 && first != 0)) {
-    report_min(&report->first_bad_offset, g == 0 && first != 0 ? 0 : g + 1);
-    return;
-  }
+  std::size_t first = 0, last = 0;
+  if (g >= groups.groups || !group_range(groups, g, report, first, last)) return;
   terms::otb_group(terms::otb_rows{layout.offsets, layout.mask}, first, last, counts, compacted,
                    returns, cumulative, advantages, epsilon, handle_zero_tail);
 }
