@@ -95,10 +95,10 @@ void bench_group_advantages(std::size_t n, std::size_t group_size, double target
   const auto groups =
       cr::cuda::device_group_layout::uniform({.groups = n / group_size, .size = group_size});
   std::size_t bytes = 0;
-  check(cr::cuda::grpo_advantages<float>(nullptr, bytes, d_rewards, groups, d_adv, nullptr, {}, nullptr), "query");
+  check(cr::cuda::grpo_advantages<cr::cuda::default_tuning, float>(nullptr, bytes, d_rewards, groups, d_adv, nullptr, {}, nullptr), "query");
   void* temp = device_temp(bytes);
   const double seconds = time_it([&] {
-    check(cr::cuda::grpo_advantages<float>(temp, bytes, d_rewards, groups, d_adv, nullptr, {}, nullptr), "grpo");
+    check(cr::cuda::grpo_advantages<cr::cuda::default_tuning, float>(temp, bytes, d_rewards, groups, d_adv, nullptr, {}, nullptr), "grpo");
   }, n > 1000000 ? 20 : 200);
   const std::string name = "grpo_advantages/G" + std::to_string(group_size);
   report(name.c_str(), static_cast<double>(n), 2.0 * n * sizeof(float), seconds, target);
@@ -113,10 +113,10 @@ void bench_small_batch_latency(std::size_t n) {
   float* d_adv = device_fill(n, 0.0f);
   const auto groups = cr::cuda::device_group_layout::uniform({.groups = n / 16, .size = 16});
   std::size_t bytes = 0;
-  check(cr::cuda::grpo_advantages<float>(nullptr, bytes, d_rewards, groups, d_adv, nullptr, {}, nullptr), "query");
+  check(cr::cuda::grpo_advantages<cr::cuda::default_tuning, float>(nullptr, bytes, d_rewards, groups, d_adv, nullptr, {}, nullptr), "query");
   void* temp = device_temp(bytes);
   const double seconds = time_it([&] {
-    check(cr::cuda::grpo_advantages<float>(temp, bytes, d_rewards, groups, d_adv, nullptr, {}, nullptr), "grpo");
+    check(cr::cuda::grpo_advantages<cr::cuda::default_tuning, float>(temp, bytes, d_rewards, groups, d_adv, nullptr, {}, nullptr), "grpo");
   }, 1000);
   std::printf("%-34s %12zu elements %10.2f us per call (stream-ordered; target < 10 us)%s\n",
               "grpo_advantages/small_batch", n, seconds * 1e6, seconds * 1e6 >= 10 ? "  ABOVE TARGET" : "");
@@ -145,13 +145,13 @@ void bench_ppo_loss(std::size_t tokens, double target) {
   check(cudaMalloc(&result, sizeof(*result)), "cudaMalloc");
   std::size_t bytes = 0;
   const cr::ppo_clip_options options{};
-  check(cr::cuda::ppo_clip_loss<float>(nullptr, bytes, layout, logp, old, adv, nullptr, nullptr,
+  check(cr::cuda::ppo_clip_loss<cr::cuda::default_tuning, float>(nullptr, bytes, layout, logp, old, adv, nullptr, nullptr,
                                        grad, normalizer, options, result, nullptr),
         "query");
   void* temp = device_temp(bytes);
   const double seconds = time_it(
       [&] {
-        check(cr::cuda::ppo_clip_loss<float>(temp, bytes, layout, logp, old, adv, nullptr, nullptr,
+        check(cr::cuda::ppo_clip_loss<cr::cuda::default_tuning, float>(temp, bytes, layout, logp, old, adv, nullptr, nullptr,
                                              grad, normalizer, options, result, nullptr),
               "ppo");
       },
@@ -179,10 +179,10 @@ void bench_reinforce_plus_plus(std::size_t tokens, double target) {
   const cr::cuda::device_token_layout layout{d_offsets, d_mask, sequences, tokens};
   const cr::reinforce_plus_plus_options options{.gamma = 0.99};
   std::size_t bytes = 0;
-  check(cr::cuda::reinforce_plus_plus_advantages<float>(nullptr, bytes, rewards, layout, adv, options, nullptr), "query");
+  check(cr::cuda::reinforce_plus_plus_advantages<cr::cuda::default_tuning, float>(nullptr, bytes, rewards, layout, adv, options, nullptr), "query");
   void* temp = device_temp(bytes);
   const double seconds = time_it([&] {
-    check(cr::cuda::reinforce_plus_plus_advantages<float>(temp, bytes, rewards, layout, adv, options, nullptr), "r++");
+    check(cr::cuda::reinforce_plus_plus_advantages<cr::cuda::default_tuning, float>(temp, bytes, rewards, layout, adv, options, nullptr), "r++");
   }, 20);
   // Returns: read rewards and mask, write returns; whitening: read returns and mask three
   // times, write once.
@@ -202,11 +202,11 @@ void bench_log_probs(std::size_t rows, std::size_t vocab, const char* name, doub
   float* logp = device_fill(rows, 0.0f);
   float* entropy = device_fill(rows, 0.0f);
   std::size_t bytes = 0;
-  check(cr::cuda::log_probs_from_logits<T>(nullptr, bytes, logits, rows, vocab, vocab, labels, logp, entropy,
+  check(cr::cuda::log_probs_from_logits<cr::cuda::default_tuning, T>(nullptr, bytes, logits, rows, vocab, vocab, labels, logp, entropy,
                                            1.0f, nullptr), "query");
   void* temp = device_temp(bytes);
   const double seconds = time_it([&] {
-    check(cr::cuda::log_probs_from_logits<T>(temp, bytes, logits, rows, vocab, vocab, labels, logp, entropy,
+    check(cr::cuda::log_probs_from_logits<cr::cuda::default_tuning, T>(temp, bytes, logits, rows, vocab, vocab, labels, logp, entropy,
                                              1.0f, nullptr), "log_probs");
   }, 10);
   report(name, static_cast<double>(n), static_cast<double>(n) * sizeof(T), seconds, target);

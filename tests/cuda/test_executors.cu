@@ -979,14 +979,14 @@ TEST_F(Gpu, CubStyleCallsFollowTheTwoPhaseContract) {
   device_vector<float> rewards(r), advantages(r.size());
   const auto groups = device_group_layout::uniform({.groups = 2, .size = 3});
   std::size_t bytes = 0;
-  ASSERT_EQ(cudaSuccess, cr::cuda::grpo_advantages<float>(nullptr, bytes, rewards.data(), groups, advantages.data(),
+  ASSERT_EQ(cudaSuccess, cr::cuda::grpo_advantages(nullptr, bytes, rewards.data(), groups, advantages.data(),
                                                           nullptr, cr::grpo_options{}));
   ASSERT_GE(bytes, sizeof(cr::cuda::device_report));
   device_vector<unsigned char> temp(bytes);
   std::size_t too_few = bytes - 1;
-  EXPECT_EQ(cudaErrorInvalidValue, cr::cuda::grpo_advantages<float>(temp.data(), too_few, rewards.data(), groups,
+  EXPECT_EQ(cudaErrorInvalidValue, cr::cuda::grpo_advantages(temp.data(), too_few, rewards.data(), groups,
                                                                     advantages.data(), nullptr, cr::grpo_options{}));
-  ASSERT_EQ(cudaSuccess, cr::cuda::grpo_advantages<float>(temp.data(), bytes, rewards.data(), groups,
+  ASSERT_EQ(cudaSuccess, cr::cuda::grpo_advantages(temp.data(), bytes, rewards.data(), groups,
                                                           advantages.data(), nullptr, cr::grpo_options{}));
   ASSERT_EQ(cudaSuccess, cudaStreamSynchronize(nullptr));
   cr::cuda::device_report report{};
@@ -1010,19 +1010,19 @@ TEST_F(Gpu, CubStyleCallsFollowTheTwoPhaseContract) {
   device_vector<float> d_logits(logits), logp(2);
   device_vector<std::int64_t> labels(std::vector<std::int64_t>{0, 1});
   std::size_t lp_bytes = 0;
-  ASSERT_EQ(cudaSuccess, cr::cuda::log_probs_from_logits<float>(nullptr, lp_bytes, nullptr, 2, 4, 4, nullptr,
-                                                                nullptr, nullptr));
+  ASSERT_EQ(cudaSuccess, cr::cuda::log_probs_from_logits(nullptr, lp_bytes, static_cast<const float*>(nullptr), 2,
+                                                         4, 4, nullptr, nullptr, nullptr));
   device_vector<unsigned char> lp_temp(lp_bytes);
   EXPECT_EQ(cudaErrorInvalidValue,
-            cr::cuda::log_probs_from_logits<float>(lp_temp.data(), lp_bytes, d_logits.data(), 2, 4, 4,
+            cr::cuda::log_probs_from_logits(lp_temp.data(), lp_bytes, d_logits.data(), 2, 4, 4,
                                                    labels.data(), logp.data(), nullptr, 0.0f));
   EXPECT_EQ(cudaErrorInvalidValue,
-            cr::cuda::log_probs_from_logits<float>(lp_temp.data(), lp_bytes, d_logits.data(), 2, 4, 3,
+            cr::cuda::log_probs_from_logits(lp_temp.data(), lp_bytes, d_logits.data(), 2, 4, 3,
                                                    labels.data(), logp.data(), nullptr));
   EXPECT_EQ(cudaErrorInvalidValue,  // vocab 0: no softmax to take
-            cr::cuda::log_probs_from_logits<float>(lp_temp.data(), lp_bytes, d_logits.data(), 2, 0, 4,
+            cr::cuda::log_probs_from_logits(lp_temp.data(), lp_bytes, d_logits.data(), 2, 0, 4,
                                                    labels.data(), logp.data(), nullptr));
-  ASSERT_EQ(cudaSuccess, cr::cuda::log_probs_from_logits<float>(lp_temp.data(), lp_bytes, d_logits.data(), 2, 4, 4,
+  ASSERT_EQ(cudaSuccess, cr::cuda::log_probs_from_logits(lp_temp.data(), lp_bytes, d_logits.data(), 2, 4, 4,
                                                                 labels.data(), logp.data(), nullptr));
   for (float v : logp.host()) EXPECT_NEAR(v, -std::log(4.0f), 1e-6);
 }
@@ -1932,13 +1932,32 @@ TEST_F(Gpu, PolicyLossEntryMatchesHostEntry) {
         (void)cr::policy_loss(cr::exec::cuda{}, d_layout, din, grad.span(), normalizer, clip_cov);
       },
       "selection.tokens[2]", "repeats token");
+  // Masked tokens are named as the host names them: the first entry in replay order that
+  // holds one (here a later token before the lowest masked one), by both losses.
   std::size_t first_masked = 0;
   while (b.mask[first_masked] != 0) ++first_masked;
-  const std::vector<std::size_t> masked{first_masked};
+  std::size_t last_masked = n - 1;
+  while (b.mask[last_masked] != 0) --last_masked;
+  ASSERT_LT(first_masked, last_masked);
+  const std::vector<std::size_t> masked{replayed[0], last_masked, first_masked};
   din.selection = cr::token_selection::replay(masked);
-  cr::testing::expect_error_naming(
-      [&] { (void)cr::policy_loss(cr::exec::cuda{}, d_layout, din, grad.span(), normalizer, kl_cov); },
-      "selected[" + std::to_string(first_masked) + "]", "which the mask leaves out");
+  const std::string needle =
+      "selection.tokens[1]: is token " + std::to_string(last_masked) + ", which the mask leaves out";
+  auto hin = host_inputs;
+  hin.selection = din.selection;
+  const auto expect_named_on_both = [&](const auto& loss) {
+    cr::testing::expect_error_naming(
+        [&] { (void)cr::policy_loss(cr::exec::cuda{}, d_layout, din, grad.span(), normalizer, loss); },
+        needle);
+    cr::testing::expect_error_naming(
+        [&] {
+          (void)cr::policy_loss(cr::exec::seq, layout, hin, std::span<float>(want), normalizer,
+                                loss);
+        },
+        needle);
+  };
+  expect_named_on_both(kl_cov);
+  expect_named_on_both(clip_cov);
 }
 
 

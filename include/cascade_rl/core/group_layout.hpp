@@ -65,9 +65,7 @@ class group_layout {
 
   // Throws unless the layout covers exactly `count` sequences held by `argument`.
   void require_sequences(std::size_t count, std::string_view argument) const {
-    if (count != sequences())
-      detail::fail(argument, "has " + std::to_string(count) + " entries, but the groups hold " +
-                                 std::to_string(sequences()) + " sequences");
+    detail::require_one_per_sequence(count, sequences(), argument);
   }
 
  private:

@@ -3,6 +3,8 @@
 // by name so that the two counts cannot be swapped: uniform({.groups = 2, .size = 3}).
 
 #include <cstddef>
+#include <string>
+#include <string_view>
 
 #include "cascade_rl/core/error.hpp"
 
@@ -18,6 +20,15 @@ namespace detail {
 // The check both layouts make when they are built (host code).
 inline void require_valid(const uniform_groups& shape) {
   if (shape.size == 0) fail("uniform_groups.size", "must be at least 1 (sequences per group)");
+}
+
+// The check of an argument that holds one entry per sequence of a group layout (host
+// code; both layouts' require_sequences).
+inline void require_one_per_sequence(std::size_t count, std::size_t sequences,
+                                     std::string_view argument) {
+  if (count != sequences)
+    fail(argument, "has " + std::to_string(count) + " entries, but the groups hold " +
+                       std::to_string(sequences) + " sequences");
 }
 
 }  // namespace detail

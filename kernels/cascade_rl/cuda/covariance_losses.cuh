@@ -73,9 +73,10 @@ policy_loss_result run_covariance_loss(exec::cuda_policy policy,
       });
 }
 
-// A selection mask in device memory for one call: `tokens` replayed into it (checked on
-// the host for range and repeats, on the device against the layout's mask when the loss
-// runs), else left for the caller's selection kernel to write.
+// A selection mask in device memory for one call: `tokens` replayed into it, else left
+// for the caller's selection kernel to write. A replay is checked as the host checks it
+// and named as the host names it, "selection.tokens[k]": range and repeats on the host,
+// validity against the layout's mask (device memory) on the device.
 class device_selection {
  public:
   device_selection(exec::cuda_policy policy, const cuda::device_token_layout& layout)
@@ -88,6 +89,21 @@ class device_selection {
     cuda::check(cudaMemcpyAsync(mask_.data(), replayed_.data(), replayed_.size(),
                                 cudaMemcpyHostToDevice, policy.stream),
                 "cudaMemcpyAsync");
+    const cuda::device_report report =
+        cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
+          return cuda::check_selection_mask(temp, bytes, layout, mask_.data(), policy.stream);
+        });
+    if (report.first_refused == cuda::device_report::none) return;
+    // The device found the lowest masked token; the host names the first entry in replay
+    // order that holds one. On this error path the mask comes back, and the host's own
+    // check names it.
+    std::vector<std::uint8_t> valid(layout.tokens);
+    cuda::check(cudaMemcpyAsync(valid.data(), layout.mask, valid.size(), cudaMemcpyDeviceToHost,
+                                policy.stream),
+                "cudaMemcpyAsync");
+    cuda::check(cudaStreamSynchronize(policy.stream), "cudaStreamSynchronize");
+    (void)replayed_selection_mask(layout.tokens, tokens,
+                                  [&](std::size_t t) { return valid[t] != 0; });
   }
   [[nodiscard]] std::span<std::uint8_t> mask() const { return mask_; }
 

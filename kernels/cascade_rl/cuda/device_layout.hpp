@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "cascade_rl/core/host_device.hpp"
 #include "cascade_rl/core/uniform_groups.hpp"
@@ -47,6 +48,11 @@ struct device_group_layout {
   [[nodiscard]] static device_group_layout uniform(const uniform_groups& shape) {
     cascade_rl::detail::require_valid(shape);
     return {nullptr, shape.groups, shape.size, shape.groups * shape.size, shape.size};
+  }
+  // Host code: throws naming `argument` unless count is one per sequence (as
+  // group_layout::require_sequences).
+  void require_sequences(std::size_t count, std::string_view argument) const {
+    cascade_rl::detail::require_one_per_sequence(count, sequences, argument);
   }
   // offsets: group_count + 1 entries in device memory, offsets[group_count] == sequences.
   [[nodiscard]] static device_group_layout variable(const std::int64_t* offsets,

@@ -35,9 +35,7 @@ namespace cascade_rl::cuda::detail {
 template <class T>
 void require_group_sizes(std::size_t rewards, const device_group_layout& groups, std::size_t out,
                          const char* out_name, const char* what) {
-  if (rewards != groups.sequences)
-    cascade_rl::detail::fail("rewards", "has " + std::to_string(rewards) + " entries, but the groups hold " +
-                        std::to_string(groups.sequences) + " sequences");
+  groups.require_sequences(rewards, "rewards");
   cascade_rl::detail::require_size(out, rewards, out_name, what);
 }
 
@@ -59,9 +57,7 @@ template <std::floating_point T>
 void group_statistics(exec::cuda_policy policy, const cuda::device_group_layout& groups,
                       std::span<const T> rewards, std::span<group_statistic> statistics,
                       const group_statistics_options& options = {}) {
-  if (rewards.size() != groups.sequences)
-    detail::fail("rewards", "has " + std::to_string(rewards.size()) + " entries, but the groups hold " +
-                                std::to_string(groups.sequences) + " sequences");
+  groups.require_sequences(rewards.size(), "rewards");
   detail::require_size(statistics.size(), groups.groups, "statistics", "one per group");
   cuda::detail::run_groups_throwing(policy.stream, nullptr, [&](void* temp, std::size_t& bytes) {
     return cuda::group_statistics(temp, bytes, rewards.data(), groups, statistics.data(), options,
@@ -107,9 +103,7 @@ template <std::floating_point T>
 void leave_one_out_statistics(exec::cuda_policy policy, const cuda::device_group_layout& groups,
                               std::span<const T> rewards, std::span<T> loo_mean,
                               std::span<T> loo_std, const leave_one_out_options& options = {}) {
-  if (rewards.size() != groups.sequences)
-    detail::fail("rewards", "has " + std::to_string(rewards.size()) + " entries, but the groups hold " +
-                                std::to_string(groups.sequences) + " sequences");
+  groups.require_sequences(rewards.size(), "rewards");
   detail::require_size(loo_mean.size(), rewards.size(), "loo_mean", "one per sequence");
   if (!loo_std.empty())
     detail::require_size(loo_std.size(), rewards.size(), "loo_std", "one per sequence, or empty to skip");

@@ -34,9 +34,7 @@ namespace cascade_rl {
 template <std::floating_point T>
 void zero_variance_groups(exec::cuda_policy policy, const cuda::device_group_layout& groups,
                           std::span<const T> rewards, std::span<std::uint8_t> flags) {
-  if (rewards.size() != groups.sequences)
-    detail::fail("rewards", "has " + std::to_string(rewards.size()) + " entries, but the groups hold " +
-                                std::to_string(groups.sequences) + " sequences");
+  groups.require_sequences(rewards.size(), "rewards");
   detail::require_size(flags.size(), groups.groups, "flags", "one per group");
   const cuda::device_report report =
       cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
@@ -96,9 +94,7 @@ group_selection drop_zero_variance_groups(exec::cuda_policy policy,
                                           const cuda::device_group_layout& groups,
                                           std::span<const T> rewards,
                                           const zero_variance_filter_options& options = {}) {
-  if (rewards.size() != groups.sequences)
-    detail::fail("rewards", "has " + std::to_string(rewards.size()) + " entries, but the groups hold " +
-                                std::to_string(groups.sequences) + " sequences");
+  groups.require_sequences(rewards.size(), "rewards");
   const cudaStream_t stream = policy.stream;
   const std::size_t outputs = groups.groups + groups.sequences + groups.groups + 1 + 2;
   cuda::detail::device_buffer out(outputs * sizeof(std::int64_t), stream);

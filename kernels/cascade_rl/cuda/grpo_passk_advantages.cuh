@@ -23,10 +23,7 @@ void grpo_passk_advantages(exec::cuda_policy policy, const cuda::device_group_la
                            std::span<const T> scores, std::span<T> advantages,
                            const grpo_passk_options& options = {}) {
   detail::require_passk_options(options);
-  if (scores.size() != groups.sequences)
-    detail::fail("scores", "has " + std::to_string(scores.size()) +
-                               " entries, but the groups hold " + std::to_string(groups.sequences) +
-                               " sequences");
+  groups.require_sequences(scores.size(), "scores");
   detail::require_size(advantages.size(), scores.size(), "advantages", "one per score");
   const cuda::device_report report =
       cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {

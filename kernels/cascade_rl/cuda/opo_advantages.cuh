@@ -25,10 +25,7 @@ void opo_advantages(exec::cuda_policy policy, const cuda::device_group_layout& g
                     std::span<T> advantages, const opo_options& options = {}) {
   detail::require_size(tokens.sequences, scores.size(), "tokens", "one sequence per score");
   detail::require_size(advantages.size(), tokens.tokens, "advantages", "one per token");
-  if (scores.size() != groups.sequences)
-    detail::fail("scores", "has " + std::to_string(scores.size()) +
-                               " entries, but the groups hold " + std::to_string(groups.sequences) +
-                               " sequences");
+  groups.require_sequences(scores.size(), "scores");
   const cuda::device_report report =
       cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
         return cuda::opo_advantages(temp, bytes, scores.data(), groups, tokens, advantages.data(),

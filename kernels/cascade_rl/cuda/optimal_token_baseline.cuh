@@ -28,10 +28,7 @@ void optimal_token_baseline_advantages(exec::cuda_policy policy,
                                        const optimal_token_baseline_options& options = {}) {
   const std::size_t n = tokens.tokens;
   detail::require_otb_options(options);
-  if (tokens.sequences != groups.sequences)
-    detail::fail("tokens", "has " + std::to_string(tokens.sequences) +
-                               " entries, but the groups hold " + std::to_string(groups.sequences) +
-                               " sequences");
+  groups.require_sequences(tokens.sequences, "tokens");
   detail::require_size(inputs.token_rewards.size(), n, "token_rewards", "one per token");
   detail::require_size(inputs.old_log_probs.size(), n, "old_log_probs", "one per token");
   detail::require_size(inputs.sum_pi_squared.size(), n, "sum_pi_squared", "one per token");

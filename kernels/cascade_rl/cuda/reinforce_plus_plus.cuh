@@ -107,9 +107,7 @@ void reinforce_plus_plus_baseline_advantages(
   detail::require_whitening_options(options.whitening);
   detail::require_size(tokens.sequences, scores.size(), "tokens", "one sequence per score");
   detail::require_size(advantages.size(), tokens.tokens, "advantages", "one per token");
-  if (scores.size() != groups.sequences)
-    detail::fail("scores", "has " + std::to_string(scores.size()) + " entries, but the groups hold " +
-                               std::to_string(groups.sequences) + " sequences");
+  groups.require_sequences(scores.size(), "scores");
   const cuda::device_report report =
       cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
         return cuda::reinforce_plus_plus_baseline_advantages(temp, bytes, scores.data(), groups,

@@ -78,20 +78,6 @@ cudaError_t grpo_advantages(void* d_temp_storage, std::size_t& temp_storage_byte
                                nullptr, d_statistics, detail::group_params_of(options), stream);
 }
 
-// grpo_advantages<T>(...): the value type named first, as before the tuning
-// parameter (calls in the tests and benchmarks; a size query may pass null pointers), runs
-// the default tuning. T is not deduced here, so a call without template arguments or with
-// a policy takes the overload above.
-template <class T>
-  requires(!tuning_policy<T>)
-cudaError_t grpo_advantages(void* d_temp_storage, std::size_t& temp_storage_bytes,
-                            const std::type_identity_t<T>* d_rewards, const device_group_layout& groups,
-                            std::type_identity_t<T>* d_advantages, group_statistic* d_statistics,
-                            const grpo_options& options, cudaStream_t stream = nullptr) {
-  return grpo_advantages<default_tuning, T>(d_temp_storage, temp_storage_bytes, d_rewards, groups,
-                                            d_advantages, d_statistics, options, stream);
-}
-
 template <tuning_policy Tuning = default_tuning, class T>
 cudaError_t rloo_advantages(void* d_temp_storage, std::size_t& temp_storage_bytes,
                             const T* d_rewards, const device_group_layout& groups, T* d_advantages,

@@ -40,22 +40,6 @@ cudaError_t log_probs_from_logits(void* d_temp_storage, std::size_t& temp_storag
                         inverse, d_log_probs, d_entropy, report);
 }
 
-// log_probs_from_logits<T>(...): the value type named first, as before the tuning
-// parameter (calls in the tests and benchmarks; a size query may pass null pointers), runs
-// the default tuning. T is not deduced here, so a call without template arguments or with
-// a policy takes the overload above.
-template <class T>
-  requires(!tuning_policy<T>)
-cudaError_t log_probs_from_logits(void* d_temp_storage, std::size_t& temp_storage_bytes,
-                                  const std::type_identity_t<T>* d_logits, std::size_t rows,
-                                  std::size_t vocab, std::size_t row_stride,
-                                  const std::int64_t* d_labels, float* d_log_probs, float* d_entropy,
-                                  float temperature = 1.0f, cudaStream_t stream = nullptr) {
-  return log_probs_from_logits<default_tuning, T>(d_temp_storage, temp_storage_bytes, d_logits, rows,
-                                                  vocab, row_stride, d_labels, d_log_probs, d_entropy,
-                                                  temperature, stream);
-}
-
 // The backward pass: d_grad_logits[r * row_stride + v] = dL/dlogits for the seeds
 // d_log_prob_seeds[r] = dL/dlogp and d_entropy_seeds[r] = dL/dH (null: 0). The report
 // names a non-finite seed (first_nonfinite[0] and [1]) and a label outside [0, vocab).

@@ -140,23 +140,6 @@ cudaError_t reinforce_plus_plus_advantages(void* d_temp_storage, std::size_t& te
                                      options.whitening, w, report, nullptr, stream);
 }
 
-// reinforce_plus_plus_advantages<T>(...): the value type named first, as before the tuning
-// parameter (calls in the tests and benchmarks; a size query may pass null pointers), runs
-// the default tuning. T is not deduced here, so a call without template arguments or with
-// a policy takes the overload above.
-template <class T>
-  requires(!tuning_policy<T>)
-cudaError_t reinforce_plus_plus_advantages(void* d_temp_storage, std::size_t& temp_storage_bytes,
-                                           const std::type_identity_t<T>* d_token_rewards,
-                                           const device_token_layout& layout,
-                                           std::type_identity_t<T>* d_advantages,
-                                           const reinforce_plus_plus_options& options = {},
-                                           cudaStream_t stream = nullptr) {
-  return reinforce_plus_plus_advantages<default_tuning, T>(d_temp_storage, temp_storage_bytes,
-                                                           d_token_rewards, layout, d_advantages,
-                                                           options, stream);
-}
-
 // score_i - mean_g(score) on every valid token of sequence i, whitened over the batch.
 // layout.sequences must equal groups.sequences. Reports NaN or infinite scores (under
 // nonfinite_rule::error) and refused groups of one.

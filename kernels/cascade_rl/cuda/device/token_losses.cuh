@@ -143,27 +143,6 @@ cudaError_t ppo_clip_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
                             options.aggregation, normalizer, d_result, stream);
 }
 
-// ppo_clip_loss<T>(...): the value type named first, as before the tuning
-// parameter (calls in the tests and benchmarks; a size query may pass null pointers), runs
-// the default tuning. T is not deduced here, so a call without template arguments or with
-// a policy takes the overload above.
-template <class T>
-  requires(!tuning_policy<T>)
-cudaError_t ppo_clip_loss(void* d_temp_storage, std::size_t& temp_storage_bytes,
-                          const device_token_layout& layout, const std::type_identity_t<T>* d_log_probs,
-                          const std::type_identity_t<T>* d_old_log_probs,
-                          const std::type_identity_t<T>* d_advantages,
-                          const std::type_identity_t<T>* d_behaviour,
-                          const std::type_identity_t<T>* d_rollout_is_weights,
-                          std::type_identity_t<T>* d_grad_out, const loss_normalizer& normalizer,
-                          const ppo_clip_options& options, loss_tally* d_result,
-                          cudaStream_t stream = nullptr) {
-  return ppo_clip_loss<default_tuning, T>(d_temp_storage, temp_storage_bytes, layout, d_log_probs,
-                                          d_old_log_probs, d_advantages, d_behaviour,
-                                          d_rollout_is_weights, d_grad_out, normalizer, options,
-                                          d_result, stream);
-}
-
 namespace detail {
 
 // The ratio losses (CISPO, DPPO, DRO, SAPO): the options' token function
