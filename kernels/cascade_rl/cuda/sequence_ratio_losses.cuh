@@ -28,20 +28,13 @@ template <std::floating_point T>
 policy_loss_result gspo_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
                              const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
                              const loss_normalizer& normalizer, const gspo_options& options = {}) {
-  const std::span<const T> log_probs = inputs.log_probs, old_log_probs = inputs.old_log_probs;
-  const std::span<const T> advantages = inputs.advantages;
   detail::validate_gspo_options(options);
-  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
-  cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
-  cuda::detail::require_tokens(advantages.size(), layout, "advantages");
-  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
-  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
-  return cuda::detail::run_tokens_throwing<cuda::detail::ratio_loss_arguments>(
-      policy.stream, options.aggregation, normalizer,
-      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
-        return cuda::gspo_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
-                               advantages.data(), weights, grad_out.data(), normalizer, options,
-                               result, policy.stream);
+  return detail::run_ratio_inputs_loss(
+      policy, layout, inputs, grad_out, normalizer, options.aggregation,
+      [&](void* temp, std::size_t& bytes, const T* weights, cuda::loss_tally* result) {
+        return cuda::gspo_loss(temp, bytes, layout, inputs.log_probs.data(),
+                               inputs.old_log_probs.data(), inputs.advantages.data(), weights,
+                               grad_out.data(), normalizer, options, result, policy.stream);
       });
 }
 
@@ -50,42 +43,31 @@ policy_loss_result geo_mean_loss(exec::cuda_policy policy, const cuda::device_to
                                  const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
                                  const loss_normalizer& normalizer,
                                  const geo_mean_options& options = {}) {
-  const std::span<const T> log_probs = inputs.log_probs, old_log_probs = inputs.old_log_probs;
-  const std::span<const T> advantages = inputs.advantages;
   detail::validate_geo_mean_options(options);
-  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
-  cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
-  cuda::detail::require_tokens(advantages.size(), layout, "advantages");
-  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
-  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
-  return cuda::detail::run_tokens_throwing<cuda::detail::ratio_loss_arguments>(
-      policy.stream, options.aggregation, normalizer,
-      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
-        return cuda::geo_mean_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
-                                   advantages.data(), weights, grad_out.data(), normalizer, options,
-                                   result, policy.stream);
+  return detail::run_ratio_inputs_loss(
+      policy, layout, inputs, grad_out, normalizer, options.aggregation,
+      [&](void* temp, std::size_t& bytes, const T* weights, cuda::loss_tally* result) {
+        return cuda::geo_mean_loss(temp, bytes, layout, inputs.log_probs.data(),
+                                   inputs.old_log_probs.data(), inputs.advantages.data(), weights,
+                                   grad_out.data(), normalizer, options, result, policy.stream);
       });
 }
 
+// No rollout IS weights (refused, as on the host).
 template <std::floating_point T>
 policy_loss_result sequence_sapo_loss(exec::cuda_policy policy,
                                       const cuda::device_token_layout& layout,
                                       const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
                                       const loss_normalizer& normalizer,
                                       const sequence_sapo_options& options = {}) {
-  const std::span<const T> log_probs = inputs.log_probs, old_log_probs = inputs.old_log_probs;
-  const std::span<const T> advantages = inputs.advantages;
   detail::validate_sequence_sapo(options, inputs.rollout_is_weights.size());
-  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
-  cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
-  cuda::detail::require_tokens(advantages.size(), layout, "advantages");
-  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
-  return cuda::detail::run_tokens_throwing<cuda::detail::ratio_loss_arguments>(
-      policy.stream, options.aggregation, normalizer,
-      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
-        return cuda::sequence_sapo_loss(temp, bytes, layout, log_probs.data(),
-                                        old_log_probs.data(), advantages.data(), grad_out.data(),
-                                        normalizer, options, result, policy.stream);
+  return detail::run_ratio_inputs_loss(
+      policy, layout, inputs, grad_out, normalizer, options.aggregation,
+      [&](void* temp, std::size_t& bytes, const T*, cuda::loss_tally* result) {
+        return cuda::sequence_sapo_loss(temp, bytes, layout, inputs.log_probs.data(),
+                                        inputs.old_log_probs.data(), inputs.advantages.data(),
+                                        grad_out.data(), normalizer, options, result,
+                                        policy.stream);
       });
 }
 

@@ -133,6 +133,31 @@ policy_loss_result ppo_clip_loss(exec::cuda_policy policy, const cuda::device_to
       });
 }
 
+namespace detail {
+
+// The throwing layer of a loss that reads policy_ratio_inputs (its options validated
+// first): the inputs' sizes, named as the host names them, then the device layer's call
+// call(temp, bytes, weights, result), weights the rollout IS weights or null.
+template <std::floating_point T, class Call>
+policy_loss_result run_ratio_inputs_loss(exec::cuda_policy policy,
+                                         const cuda::device_token_layout& layout,
+                                         const policy_ratio_inputs<T>& inputs,
+                                         std::span<T> grad_out, const loss_normalizer& normalizer,
+                                         loss_aggregation aggregation, Call call) {
+  cuda::detail::require_tokens(inputs.log_probs.size(), layout, "log_probs");
+  cuda::detail::require_tokens(inputs.old_log_probs.size(), layout, "old_log_probs");
+  cuda::detail::require_tokens(inputs.advantages.size(), layout, "advantages");
+  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
+  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
+  return cuda::detail::run_tokens_throwing<cuda::detail::ratio_loss_arguments>(
+      policy.stream, aggregation, normalizer,
+      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
+        return call(temp, bytes, weights, result);
+      });
+}
+
+}  // namespace detail
+
 // The token-local ratio losses (CISPO, DPPO, DRO, SAPO) in one driver, the loss picked by
 // the options' type, as the host's policy_ratio_loss; cispo_loss, ... below are its names.
 template <std::floating_point T, detail::token_ratio_options Options>
@@ -140,20 +165,14 @@ policy_loss_result policy_ratio_loss(exec::cuda_policy policy,
                                      const cuda::device_token_layout& layout,
                                      const policy_ratio_inputs<T>& inputs, std::span<T> grad_out,
                                      const loss_normalizer& normalizer, const Options& options) {
-  const std::span<const T> log_probs = inputs.log_probs, old_log_probs = inputs.old_log_probs;
-  const std::span<const T> advantages = inputs.advantages;
   detail::validate_ratio_options(options);
-  cuda::detail::require_tokens(log_probs.size(), layout, "log_probs");
-  cuda::detail::require_tokens(old_log_probs.size(), layout, "old_log_probs");
-  cuda::detail::require_tokens(advantages.size(), layout, "advantages");
-  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
-  cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
-  return cuda::detail::run_tokens_throwing<cuda::detail::ratio_loss_arguments>(
-      policy.stream, options.aggregation, normalizer,
-      [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
-        return cuda::detail::ratio_loss(temp, bytes, layout, log_probs.data(), old_log_probs.data(),
-                                        advantages.data(), weights, grad_out.data(), normalizer,
-                                        options, result, policy.stream);
+  return detail::run_ratio_inputs_loss(
+      policy, layout, inputs, grad_out, normalizer, options.aggregation,
+      [&](void* temp, std::size_t& bytes, const T* weights, cuda::loss_tally* result) {
+        return cuda::detail::ratio_loss(temp, bytes, layout, inputs.log_probs.data(),
+                                        inputs.old_log_probs.data(), inputs.advantages.data(),
+                                        weights, grad_out.data(), normalizer, options, result,
+                                        policy.stream);
       });
 }
 
