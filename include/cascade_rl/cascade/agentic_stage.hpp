@@ -37,6 +37,7 @@
 #include "cascade_rl/cascade/log_prob_drift.hpp"
 #include "cascade_rl/cascade/metrics.hpp"
 #include "cascade_rl/cascade/prompt_pool.hpp"
+#include "cascade_rl/cascade/prompt_stage.hpp"
 #include "cascade_rl/cascade/stage.hpp"
 #include "cascade_rl/cascade/stage_config.hpp"
 #include "cascade_rl/cascade/step_parts.hpp"
@@ -103,26 +104,19 @@ episode_metrics measure_episodes(const P& policy, const rollout_batch& batch,
 }  // namespace detail
 
 template <PromptSource Source, EnvironmentFactory F, AdvantageEstimator E = grpo_estimator>
-class agentic_stage {
+class agentic_stage : public detail::prompt_stage<Source> {
+  using base = detail::prompt_stage<Source>;
+  using base::config_;
+  using base::source_;
+
  public:
   agentic_stage(stage_config config, Source source, F make_environment, E estimator = {})
-      : config_(std::move(config)), source_(std::move(source)),
+      : base(std::move(config), std::move(source)),
         make_environment_(std::move(make_environment)), estimator_(std::move(estimator)) {}
-
-  static constexpr bool data_parallel = true;
-
-  [[nodiscard]] const stage_config& config() const { return config_; }
-  [[nodiscard]] stage_config& config() { return config_; }
-  [[nodiscard]] const Source& source() const { return source_; }
 
   void validate() const {
     detail::validate_grpo_config(config_);
     detail::validate_episode_settings(config_);
-  }
-
-  [[nodiscard]] nlohmann::json state() const { return detail::source_state(source_); }
-  void load_state(const nlohmann::json& state) {
-    detail::load_source_state(source_, state, config_.name);
   }
 
   // Each evaluation set's score: the mean outcome of samples_per_prompt episodes per
@@ -184,8 +178,6 @@ class agentic_stage {
   }
 
  private:
-  stage_config config_;
-  Source source_;
   F make_environment_;
   E estimator_;
 };

@@ -29,6 +29,7 @@
 #include "cascade_rl/cascade/grpo_update_phase.hpp"
 #include "cascade_rl/cascade/metrics.hpp"
 #include "cascade_rl/cascade/prompt_pool.hpp"
+#include "cascade_rl/cascade/prompt_stage.hpp"
 #include "cascade_rl/cascade/rewards.hpp"
 #include "cascade_rl/cascade/stage.hpp"
 #include "cascade_rl/cascade/stage_config.hpp"
@@ -38,26 +39,19 @@
 namespace cascade_rl {
 
 template <PromptSource Source, Reward R, AdvantageEstimator E = grpo_estimator>
-class grpo_stage {
+class grpo_stage : public detail::prompt_stage<Source> {
+  using base = detail::prompt_stage<Source>;
+  using base::config_;
+  using base::source_;
+
  public:
   grpo_stage(stage_config config, Source source, R reward, E estimator = {})
-      : config_(std::move(config)), source_(std::move(source)), reward_(std::move(reward)),
+      : base(std::move(config), std::move(source)), reward_(std::move(reward)),
         estimator_(std::move(estimator)) {}
-
-  static constexpr bool data_parallel = true;
-
-  [[nodiscard]] const stage_config& config() const { return config_; }
-  [[nodiscard]] stage_config& config() { return config_; }
-  [[nodiscard]] const Source& source() const { return source_; }
 
   void validate() const {
     detail::validate_grpo_config(config_);
     detail::refuse_end_reason_filter(config_);
-  }
-
-  [[nodiscard]] nlohmann::json state() const { return detail::source_state(source_); }
-  void load_state(const nlohmann::json& state) {
-    detail::load_source_state(source_, state, config_.name);
   }
 
   template <Policy P>
@@ -87,8 +81,6 @@ class grpo_stage {
   }
 
  private:
-  stage_config config_;
-  Source source_;
   R reward_;
   E estimator_;
 };

@@ -36,6 +36,7 @@
 #include "cascade_rl/cascade/stage.hpp"
 #include "cascade_rl/cascade/stage_config.hpp"
 #include "cascade_rl/cascade/step_losses.hpp"
+#include "cascade_rl/cascade/prompt_stage.hpp"
 #include "cascade_rl/cascade/step_parts.hpp"
 #include "cascade_rl/cascade/teacher_registry.hpp"
 #include "cascade_rl/cascade/update.hpp"
@@ -47,19 +48,19 @@ struct no_reward {};
 
 template <PromptSource Source, class R = no_reward>
   requires std::same_as<R, no_reward> || Reward<R>
-class mopd_stage {
+class mopd_stage : public detail::prompt_stage<Source> {
+  using base = detail::prompt_stage<Source>;
+  using base::config_;
+  using base::source_;
+
  public:
   static constexpr bool has_reward = !std::same_as<R, no_reward>;
 
   mopd_stage(stage_config config, Source source, R reward = {})
-      : config_(std::move(config)), source_(std::move(source)), reward_(std::move(reward)) {
+      : base(std::move(config), std::move(source)), reward_(std::move(reward)) {
     if (config_.kind == stage_kind::generic) config_.kind = stage_kind::mopd;
   }
 
-  static constexpr bool data_parallel = true;
-
-  [[nodiscard]] const stage_config& config() const { return config_; }
-  [[nodiscard]] stage_config& config() { return config_; }
   [[nodiscard]] std::vector<std::string> required_teachers() const { return config_.domains; }
 
   void validate() const {
@@ -72,11 +73,6 @@ class mopd_stage {
                         "has domain '" + source_.at(i).domain +
                             "', which is not among the stage's domains (" +
                             detail::joined(config_.domains) + ")");
-  }
-
-  [[nodiscard]] nlohmann::json state() const { return detail::source_state(source_); }
-  void load_state(const nlohmann::json& state) {
-    detail::load_source_state(source_, state, config_.name);
   }
 
   template <Policy P>
@@ -174,8 +170,6 @@ class mopd_stage {
     for (std::size_t t = 0; t < advantages.size(); ++t) advantages[t] += w * on_tokens[t];
   }
 
-  stage_config config_;
-  Source source_;
   [[no_unique_address]] R reward_;
 };
 
