@@ -172,7 +172,7 @@ TEST(VerlNames, AdvantageEstimatorsByName) {
                    .grpo.scale_by_std);
   const auto otb = std::get<cascade_rl::optimal_token_baseline_options>(
       verl::adv_estimator("optimal_token_baseline"));
-  EXPECT_FALSE(otb.handle_zero_tail);
+  EXPECT_TRUE(otb.handle_zero_tail);  // veRL's default since 8acd940f1
   EXPECT_FALSE(otb.multi_turn);
   EXPECT_EQ(otb.epsilon, 1e-8);
   const auto tir = std::get<cascade_rl::optimal_token_baseline_options>(

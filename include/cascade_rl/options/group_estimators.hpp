@@ -81,7 +81,10 @@ struct reinforce_plus_plus_options {
 // The optimal token baseline (optimal_token_baseline.hpp).
 struct optimal_token_baseline_options {
   double epsilon = 1e-8;          // added to the group's sum of W (finite, >= 0)
-  bool handle_zero_tail = false;  // veRL's default: false single-turn, true multi-turn
+  // The unique longest row's baseline 0 past the others' lengths. veRL's functions default
+  // to true (both variants, since 8acd940f1): presets::verl sets it; false here keeps the
+  // plain estimator.
+  bool handle_zero_tail = false;
   bool multi_turn = false;        // positions by valid-token rank (veRL's tir_ variant)
 };
 

@@ -134,10 +134,11 @@ namespace cascade_rl::presets::verl {
   return {.grpo = grpo(norm_adv_by_std_in_grpo, epsilon), .whitening = whitening()};
 }
 
-// compute_optimal_token_baseline_advantage(handle_zero_tail = False, epsilon = 1e-8): veRL's
-// trainer passes neither, so its defaults hold. Positions are columns (offsets).
+// compute_optimal_token_baseline_advantage(handle_zero_tail = True, epsilon = 1e-8): veRL's
+// trainer passes neither, so its defaults hold (handle_zero_tail's is True since veRL
+// 8acd940f1, February 2026; it was False before). Positions are columns (offsets).
 [[nodiscard]] inline optimal_token_baseline_options optimal_token_baseline(
-    bool handle_zero_tail = false, double epsilon = 1e-8) {
+    bool handle_zero_tail = true, double epsilon = 1e-8) {
   return {.epsilon = epsilon, .handle_zero_tail = handle_zero_tail, .multi_turn = false};
 }
 

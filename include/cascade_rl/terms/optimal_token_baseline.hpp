@@ -28,6 +28,18 @@ CASCADE_RL_HD inline double otb_token_weight(double old_log_prob, double sum_pi_
                                   math::detail::product_rn(rollout_is_weight, rollout_is_weight));
 }
 
+// otb_token_weight's bits for a loop meant to vectorise (the host's, which stores each
+// weight before a later loop sums them): the same operations in the same order, but
+// without product_rn's asm statement, which stops the vectoriser. Nothing adds a product
+// in this expression, so each is rounded alone under any contraction setting (and
+// 1 - 2 e^x contracts to the same bits: 2 e^x is exact). The caller must not add the
+// result in the same expression: store it first.
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline double otb_token_weight_to_store(
+    double old_log_prob, double sum_pi_squared, double rollout_is_weight) {
+  const double w = 1.0 - 2.0 * math::exp(old_log_prob) + sum_pi_squared;
+  return w * (rollout_is_weight * rollout_is_weight);
+}
+
 // A group's sums at one position, rows added in index order.
 struct otb_sums {
   double weighted = 0.0;  // sum G W, each product rounded alone
