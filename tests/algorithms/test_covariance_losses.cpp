@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cascade_rl/algorithms/covariance_losses.hpp"
@@ -337,6 +338,207 @@ TEST(ClipCov, RefusalsNameTheArgumentAndIndex) {
             token_selection::seeded(1), grad, normalizer);
       },
       "advantages[" + std::to_string(valid) + "]");
+}
+
+// ---- large batches: the host's selection scan and loss pass ------------------------------
+
+// The seeded draw on a batch of ~140k tokens: every executor draws the rule's tokens (the
+// clip_num smallest (key, index) among all candidates, these from a draw of ratio 1 that
+// keeps them all), for a few tokens, many and every candidate; the loss has exec::seq's
+// bits on exec::par, and a replay of the draw in any order gives the same bits.
+TEST(ClipCov, LargeMaskedBatchDrawsTheRuleOnEveryExecutor) {
+  const auto b = cascade_rl::testing::tied_batch(61);
+  const auto layout = b.layout();
+  const auto weights = cascade_rl::testing::rollout_is_weights_of(b);
+  ASSERT_GT(layout.tokens(), 8u * 4 * 4096);
+  const auto counts = cascade_rl::local_loss_counts(exec::seq, layout);
+  const std::size_t valid = static_cast<std::size_t>(counts.tokens);
+  for (const clip_cov_options window :
+       {wide_options(), clip_cov_options{.clip_cov_lb = -0.05, .clip_cov_ub = 0.3}}) {
+    auto all = window;
+    all.clip_cov_ratio = 1.0;
+    const auto candidates =
+        cascade_rl::clip_cov_seeded_selection(exec::seq, layout, inputs_of(b), 8, all);
+    ASSERT_GT(candidates.size(), 1000u);
+    ASSERT_LT(candidates.size(), valid);
+    for (const double ratio : {0.0002, 0.01, 0.3, 2.0}) {
+      SCOPED_TRACE("ratio " + std::to_string(ratio) + ", window " +
+                   std::to_string(window.clip_cov_lb));
+      auto options = window;
+      options.clip_cov_ratio = ratio;
+      const std::size_t clip_num =
+          std::max<std::size_t>(static_cast<std::size_t>(ratio * static_cast<double>(valid)), 1);
+      std::vector<std::pair<std::uint64_t, std::size_t>> keyed;
+      for (const std::size_t t : candidates)
+        keyed.emplace_back(cascade_rl::terms::selection_key(8, t), t);
+      std::sort(keyed.begin(), keyed.end());
+      std::vector<std::size_t> want;
+      for (std::size_t k = 0; k < std::min(clip_num, keyed.size()); ++k)
+        want.push_back(keyed[k].second);
+      std::sort(want.begin(), want.end());
+      EXPECT_EQ(cascade_rl::clip_cov_seeded_selection(exec::seq, layout, inputs_of(b), 8, options),
+                want);
+      for (const int threads : {2, 3, 8})
+        EXPECT_EQ(cascade_rl::clip_cov_seeded_selection(exec::par.with_threads(threads), layout,
+                                                        inputs_of(b), 8, options),
+                  want)
+            << threads << " threads";
+      for (const loss_aggregation mode :
+           {loss_aggregation::token_mean, loss_aggregation::seq_mean_token_mean}) {
+        options.aggregation = mode;
+        const auto normalizer = counts.normalizer(mode, 700.0);
+        const auto in = inputs_of(b, std::span<const float>(weights));
+        std::vector<std::size_t> reported(want.size());
+        std::vector<float> seeded_grad(layout.tokens());
+        const auto seeded = cascade_rl::clip_cov_loss(
+            exec::par.with_threads(3), layout, in, token_selection::seeded(8), seeded_grad,
+            normalizer, options, std::span<std::size_t>(reported));
+        EXPECT_EQ(seeded.metrics.clipped, want.size());
+        EXPECT_EQ(reported, want);
+        cascade_rl::testing::expect_same_bits_as_seq(
+            layout.tokens(), [&](auto policy, std::span<float> grad) {
+              return cascade_rl::clip_cov_loss(policy, layout, in, token_selection::seeded(8), grad,
+                                               normalizer, options);
+            });
+        const auto replay = cascade_rl::testing::shuffled(want, 3);
+        std::vector<float> replayed_grad(layout.tokens());
+        const auto replayed = cascade_rl::clip_cov_loss(exec::par.with_threads(2), layout, in,
+                                                        token_selection::replay(replay),
+                                                        replayed_grad, normalizer, options);
+        EXPECT_EQ(std::bit_cast<std::uint64_t>(replayed.loss),
+                  std::bit_cast<std::uint64_t>(seeded.loss));
+        EXPECT_EQ(replayed_grad, seeded_grad);
+      }
+    }
+  }
+}
+
+// A NaN or infinite input on a valid token late in a large batch (beyond the first scan
+// range of exec::par) is named as before, the first bad input in the order log_probs,
+// old_log_probs, advantages, whatever the token order; masked tokens may hold anything.
+TEST(ClipCov, LargeBatchNamesTheFirstBadInputOnEveryExecutor) {
+  const auto b = cascade_rl::testing::tied_batch(63);
+  const auto layout = b.layout();
+  const auto normalizer =
+      cascade_rl::local_loss_counts(exec::seq, layout).normalizer(loss_aggregation::token_mean, 1);
+  std::size_t early = layout.tokens(), late = layout.tokens(), masked = layout.tokens();
+  for (std::size_t t = 0; t < layout.tokens(); ++t) {
+    if (layout.valid(t) && early == layout.tokens()) early = t;
+    if (layout.valid(t)) late = t;
+    if (!layout.valid(t) && masked == layout.tokens()) masked = t;
+  }
+  ASSERT_GT(late, layout.tokens() / 2);
+  ASSERT_LT(masked, layout.tokens());
+  auto log_probs = b.log_probs, old_log_probs = b.old_log_probs, advantages = b.advantages;
+  advantages[masked] = std::numeric_limits<float>::infinity();
+  log_probs[masked] = std::nanf("");
+  const policy_ratio_inputs<float> in{
+      .log_probs = log_probs, .old_log_probs = old_log_probs, .advantages = advantages};
+  std::vector<float> grad(layout.tokens());
+  const std::vector<std::size_t> replay{early};
+  const auto expect_named = [&](const std::string& name) {
+    for (const int threads : {1, 3, 8}) {
+      SCOPED_TRACE(std::to_string(threads) + " threads");
+      const auto policy = exec::par.with_threads(threads);
+      expect_error_naming(
+          [&] {
+            (void)cascade_rl::clip_cov_loss(policy, layout, in, token_selection::seeded(1), grad,
+                                            normalizer);
+          },
+          name);
+      expect_error_naming(
+          [&] {
+            (void)cascade_rl::clip_cov_loss(policy, layout, in, token_selection::replay(replay),
+                                            grad, normalizer);
+          },
+          name);
+      expect_error_naming(
+          [&] { (void)cascade_rl::kl_cov_loss(policy, layout, in, grad, normalizer); }, name);
+      expect_error_naming(
+          [&] { (void)cascade_rl::clip_cov_seeded_selection(policy, layout, in, 1); }, name);
+    }
+  };
+  // Masked tokens only: no refusal.
+  (void)cascade_rl::clip_cov_loss(exec::par.with_threads(3), layout, in, token_selection::seeded(1),
+                                  grad, normalizer);
+  old_log_probs[late] = -std::numeric_limits<float>::infinity();
+  expect_named("old_log_probs[" + std::to_string(late) + "]: is infinite");
+  // KL-Cov's selection reads no old log-probs.
+  EXPECT_NO_THROW((void)cascade_rl::kl_cov_selection(exec::par.with_threads(3), layout, in));
+  advantages[early] = std::nanf("");
+  expect_named("old_log_probs[" + std::to_string(late) + "]");
+  log_probs[late] = std::nanf("");
+  expect_named("log_probs[" + std::to_string(late) + "]: is NaN");
+  expect_error_naming(
+      [&] { (void)cascade_rl::kl_cov_selection(exec::par.with_threads(3), layout, in); },
+      "log_probs[" + std::to_string(late) + "]: is NaN");
+}
+
+// The selection's bytes are a buffer of the calling thread that every call leaves clean,
+// refused or not: a loss without a selected token has the same bits before and after
+// calls that selected (or began to select) others, on a larger and a smaller batch.
+TEST(ClipCov, SelectionsLeaveNoTraceOnLaterCalls) {
+  const auto b =
+      cascade_rl::testing::make_random_batch<double>(64, {.sequences = 50, .max_length = 30});
+  const auto layout = b.layout();
+  const auto big = cascade_rl::testing::tied_batch(65);
+  const auto big_layout = big.layout();
+  const auto normalizer =
+      cascade_rl::local_loss_counts(exec::seq, layout).normalizer(loss_aggregation::token_sum, 1);
+  auto options = wide_options(0.2);
+  options.aggregation = loss_aggregation::token_sum;
+  std::vector<std::size_t> valid;
+  std::size_t masked = layout.tokens();
+  for (std::size_t t = 0; t < layout.tokens(); ++t) {
+    if (layout.valid(t))
+      valid.push_back(t);
+    else if (masked == layout.tokens())
+      masked = t;
+  }
+  ASSERT_GT(valid.size(), 3u);
+  ASSERT_LT(masked, layout.tokens());
+  const auto unselected = [&] {
+    std::vector<double> grad(layout.tokens());
+    const std::vector<std::size_t> none;
+    const auto result = cascade_rl::clip_cov_loss(
+        exec::seq, layout, inputs_of(b), token_selection::replay(none), grad, normalizer, options);
+    EXPECT_EQ(result.metrics.clipped, 0u);
+    return std::make_pair(result.loss, grad);
+  };
+  const auto before = unselected();
+  std::vector<double> grad(layout.tokens());
+  (void)cascade_rl::clip_cov_loss(exec::seq, layout, inputs_of(b), token_selection::seeded(3), grad,
+                                  normalizer, options);
+  (void)cascade_rl::kl_cov_loss(exec::par.with_threads(2), layout, inputs_of(b), grad, normalizer,
+                                {.kl_cov_ratio = 0.5, .aggregation = loss_aggregation::token_sum});
+  EXPECT_EQ(unselected(), before);
+  // Refused part way: a repeat, a masked token, a token beyond the batch, a short
+  // selected_out, a bad normaliser (after the selection).
+  const std::vector<std::vector<std::size_t>> refused{
+      {valid[0], valid[1], valid[0]}, {valid[2], masked}, {valid[1], layout.tokens()}};
+  for (const auto& tokens : refused)
+    EXPECT_THROW(
+        (void)cascade_rl::clip_cov_loss(exec::seq, layout, inputs_of(b),
+                                        token_selection::replay(tokens), grad, normalizer, options),
+        cascade_rl::error);
+  std::size_t one = 0;
+  EXPECT_THROW(
+      (void)cascade_rl::clip_cov_loss(exec::seq, layout, inputs_of(b), token_selection::seeded(3),
+                                      grad, normalizer, options, std::span<std::size_t>(&one, 1)),
+      cascade_rl::error);
+  EXPECT_THROW(
+      (void)cascade_rl::kl_cov_loss(exec::seq, layout, inputs_of(b), token_selection::replay(valid),
+                                    grad, cascade_rl::loss_normalizer{}),
+      cascade_rl::error);
+  EXPECT_EQ(unselected(), before);
+  // A larger batch grows the buffer, a smaller one reuses it.
+  std::vector<float> big_grad(big_layout.tokens());
+  (void)cascade_rl::clip_cov_loss(exec::seq, big_layout, inputs_of(big), token_selection::seeded(3),
+                                  big_grad,
+                                  cascade_rl::local_loss_counts(exec::seq, big_layout)
+                                      .normalizer(loss_aggregation::token_sum, 1),
+                                  options);
+  EXPECT_EQ(unselected(), before);
 }
 
 TEST(ClipCov, VerlNameAndPreset) {

@@ -11,8 +11,10 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cascade_rl/algorithms/covariance_losses.hpp"
@@ -341,6 +343,64 @@ TEST(KlCov, RefusalsNameTheArgumentAndIndex) {
       "advantages[" + std::to_string(second) + "]");
   expect_error_naming([&] { (void)cascade_rl::kl_cov_selection(exec::seq, layout, bad_in); },
                       "advantages[" + std::to_string(second) + "]");
+}
+
+// KL-Cov's top-k on the same kind of batch, where most tokens tie with others: every
+// executor takes the k smallest (covariance_key(cov), index) of the valid tokens (the
+// means as the loss takes them), the smaller index first among equal cov, and the loss
+// has exec::seq's bits on exec::par.
+TEST(KlCov, LargeTiedBatchTakesTheTopKOnEveryExecutor) {
+  const auto b = cascade_rl::testing::tied_batch(62);
+  const auto layout = b.layout();
+  const auto weights = cascade_rl::testing::rollout_is_weights_of(b);
+  const auto counts = cascade_rl::local_loss_counts(exec::seq, layout);
+  const std::size_t valid = static_cast<std::size_t>(counts.tokens);
+  const auto means =
+      cascade_rl::detail::checked_covariance_means(exec::seq, layout, inputs_of(b), false);
+  ASSERT_EQ(means.valid, valid);
+  std::vector<std::pair<std::uint64_t, std::size_t>> keyed;
+  std::set<std::uint64_t> distinct;
+  for (std::size_t t = 0; t < layout.tokens(); ++t) {
+    if (!layout.valid(t)) continue;
+    const std::uint64_t key = cascade_rl::terms::covariance_key(cascade_rl::terms::covariance_term(
+        b.advantages[t], b.log_probs[t], means.advantage, means.log_prob));
+    keyed.emplace_back(key, t);
+    distinct.insert(key);
+  }
+  ASSERT_LT(distinct.size(), 30u);  // ties everywhere
+  std::sort(keyed.begin(), keyed.end());
+  for (const double ratio : {0.0002, 0.01, 0.3, 1.0}) {
+    SCOPED_TRACE("ratio " + std::to_string(ratio));
+    const std::size_t k =
+        std::max<std::size_t>(static_cast<std::size_t>(ratio * static_cast<double>(valid)), 1);
+    std::vector<std::size_t> want;
+    for (std::size_t i = 0; i < k; ++i) want.push_back(keyed[i].second);
+    std::sort(want.begin(), want.end());
+    kl_cov_options options{.kl_cov_ratio = ratio, .ppo_kl_coef = 0.3};
+    EXPECT_EQ(cascade_rl::kl_cov_selection(exec::seq, layout, inputs_of(b), options), want);
+    for (const int threads : {2, 3, 8})
+      EXPECT_EQ(cascade_rl::kl_cov_selection(exec::par.with_threads(threads), layout, inputs_of(b),
+                                             options),
+                want)
+          << threads << " threads";
+    const auto normalizer = counts.normalizer(options.aggregation, 700.0);
+    const auto in = inputs_of(b, std::span<const float>(weights));
+    std::vector<std::size_t> reported(want.size());
+    std::vector<float> own_grad(layout.tokens());
+    const auto own = cascade_rl::kl_cov_loss(exec::par.with_threads(8), layout, in, own_grad,
+                                             normalizer, options, std::span<std::size_t>(reported));
+    EXPECT_EQ(reported, want);
+    cascade_rl::testing::expect_same_bits_as_seq(
+        layout.tokens(), [&](auto policy, std::span<float> grad) {
+          return cascade_rl::kl_cov_loss(policy, layout, in, grad, normalizer, options);
+        });
+    const auto replay = cascade_rl::testing::shuffled(want, 4);
+    std::vector<float> replayed_grad(layout.tokens());
+    const auto replayed = cascade_rl::kl_cov_loss(
+        exec::seq, layout, in, token_selection::replay(replay), replayed_grad, normalizer, options);
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(replayed.loss), std::bit_cast<std::uint64_t>(own.loss));
+    EXPECT_EQ(replayed_grad, own_grad);
+  }
 }
 
 TEST(KlCov, VerlNameAndPreset) {

@@ -2,14 +2,17 @@
 // Properties the covariance-selection losses (Clip-Cov, KL-Cov) share on the host
 // executors, checked once for both: seq and par give the same bits, and a per-call
 // selection is not partition-invariant while a fixed global selection replayed into each
-// micro-batch is.
+// micro-batch is. Also a large tied batch and a bitwise seq/par check for the host's
+// selection scan.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -99,6 +102,44 @@ void expect_micro_batches_change_the_selection_but_not_a_replayed_one(
   EXPECT_NEAR(replayed_sum, whole.loss, 1e-12 * (1 + std::abs(whole.loss)));
   for (std::size_t t = 0; t < layout.tokens(); ++t)
     EXPECT_EQ(replayed_grad[t], whole_grad[t]) << "token " << t;
+}
+
+// A masked batch of many reduction blocks (so that exec::par scans several ranges side by
+// side) whose covariance takes a few values: log-probs and advantages on a few levels, so
+// that many tokens share their cov (+0 and -0 among them).
+inline random_batch<float> tied_batch(std::uint64_t seed) {
+  auto b = make_random_batch<float>(seed, {.sequences = 400, .max_length = 700});
+  std::mt19937_64 rng(seed);
+  for (std::size_t t = 0; t < b.tokens(); ++t) {
+    b.log_probs[t] = -0.25f * static_cast<float>(rng() % 4);
+    b.advantages[t] = 0.5f * static_cast<float>(static_cast<int>(rng() % 5) - 2);
+  }
+  return b;
+}
+
+inline std::vector<std::size_t> shuffled(std::vector<std::size_t> tokens, std::uint64_t seed) {
+  std::shuffle(tokens.begin(), tokens.end(), std::mt19937_64(seed));
+  return tokens;
+}
+
+// The loss under `policy` against exec::seq's: the same bits, value, metrics and gradient.
+template <class Run>
+void expect_same_bits_as_seq(std::size_t tokens, const Run& run) {
+  std::vector<float> seq_grad(tokens);
+  const policy_loss_result seq = run(exec::seq, std::span<float>(seq_grad));
+  for (const int threads : {2, 3, 8}) {
+    std::vector<float> grad(tokens);
+    const auto par = run(exec::par.with_threads(threads), std::span<float>(grad));
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(par.loss), std::bit_cast<std::uint64_t>(seq.loss))
+        << threads << " threads";
+    EXPECT_EQ(par.metrics.valid_tokens, seq.metrics.valid_tokens);
+    EXPECT_EQ(par.metrics.clipped, seq.metrics.clipped);
+    EXPECT_EQ(std::bit_cast<std::uint64_t>(par.metrics.approx_kl_sum),
+              std::bit_cast<std::uint64_t>(seq.metrics.approx_kl_sum));
+    for (std::size_t t = 0; t < tokens; ++t)
+      ASSERT_EQ(std::bit_cast<std::uint32_t>(grad[t]), std::bit_cast<std::uint32_t>(seq_grad[t]))
+          << "token " << t << ", " << threads << " threads";
+  }
 }
 
 }  // namespace cascade_rl::testing

@@ -78,6 +78,15 @@ CASCADE_RL_HD inline bool clip_cov_candidate(double logp, double old_logp, doubl
   return !(b.l2 > b.l1) && (cov < p.clip_cov_ub) && (cov > p.clip_cov_lb);
 }
 
+// clip_cov_candidate as a bit mask (all ones where it holds): the same comparisons of the
+// same values, combined with & and ~ so that a host loop of it vectorises.
+CASCADE_RL_HD CASCADE_RL_ALWAYS_INLINE inline std::uint64_t clip_cov_candidate_mask(
+    double logp, double old_logp, double advantage, double cov, const clip_cov_options& p) {
+  using math::detail::mask_of;
+  const clip_cov_branches b = clip_cov_branches_of(logp, old_logp, advantage, p);
+  return ~mask_of(b.l2 > b.l1) & mask_of(cov < p.clip_cov_ub) & mask_of(cov > p.clip_cov_lb);
+}
+
 // The token's loss, d/dlogp and approx_kl (old_logp - logp, unclamped: veRL's ppo_kl);
 // `clipped` is set on a selected token (veRL's pg_clipfrac counts those). Branch-free.
 CASCADE_RL_HD inline ppo_clip_token_result clip_cov_token(double logp, double old_logp,
