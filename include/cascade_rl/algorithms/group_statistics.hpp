@@ -108,6 +108,8 @@ inline void require_epsilon(double epsilon, std::string_view argument) {
 // Runs body(first, last, nonfinite_group) for each group [first, last), in parallel over
 // groups. nonfinite_group is true when the group holds a NaN or infinite value and the
 // rule zeroes such groups (under nonfinite_rule::error validation refused them).
+// min_parallel: groups below which it stays on the calling thread (a caller whose groups
+// carry whole sequences of tokens passes less).
 template <class Policy, std::floating_point T, class Body>
 void for_each_group(const Policy& policy, std::span<const T> values, const group_layout& groups,
                     nonfinite_rule nonfinite, Body&& body,
