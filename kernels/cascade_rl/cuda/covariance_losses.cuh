@@ -42,30 +42,48 @@ void run_covariance_selection(exec::cuda_policy policy, const cuda::device_token
   cuda::detail::throw_if_reported(cuda::detail::run_and_report(policy.stream, select), {});
 }
 
+// A selected token the layout's mask leaves out (the device finds the lowest) is refused.
+// A mask replayed from `replayed` (token_selection::tokens; empty: a caller's mask) is
+// named as the host names it, "selection.tokens[k]" for the first entry in replay order
+// holding such a token: on that error path the mask comes back and the host's own check
+// names it. A caller's mask is named "selected[t]".
+inline void refuse_masked_selection(exec::cuda_policy policy,
+                                    const cuda::device_token_layout& layout,
+                                    std::span<const std::uint8_t> selected,
+                                    std::span<const std::size_t> replayed) {
+  const cuda::device_report report =
+      cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
+        return cuda::check_selection_mask(temp, bytes, layout, selected.data(), policy.stream);
+      });
+  if (report.first_refused == cuda::device_report::none) return;
+  const std::size_t t = static_cast<std::size_t>(report.first_refused);
+  if (replayed.empty())
+    fail_at("selected", t, "selects token " + std::to_string(t) + ", which the mask leaves out");
+  std::vector<std::uint8_t> valid(layout.tokens);
+  cuda::check(cudaMemcpyAsync(valid.data(), layout.mask, valid.size(), cudaMemcpyDeviceToHost,
+                              policy.stream),
+              "cudaMemcpyAsync");
+  cuda::check(cudaStreamSynchronize(policy.stream), "cudaStreamSynchronize");
+  (void)replayed_selection_mask(layout.tokens, replayed,
+                                [&](std::size_t u) { return valid[u] != 0; });
+}
+
 // What both losses over a selection mask check and run (the options are validated by the
-// caller): the inputs' sizes, the mask against the layout, then `run(temp, bytes,
+// caller): the inputs' sizes, the mask against the layout (refuse_masked_selection;
+// `replayed`: the tokens the mask was replayed from, or empty), then `run(temp, bytes,
 // rollout_is_weights, result)`, the device layer's loss call.
 template <class T, class Run>
 policy_loss_result run_covariance_loss(exec::cuda_policy policy,
                                        const cuda::device_token_layout& layout,
                                        const policy_ratio_inputs<T>& inputs,
                                        std::span<const std::uint8_t> selected,
+                                       std::span<const std::size_t> replayed,
                                        std::span<T> grad_out, const loss_normalizer& normalizer,
                                        loss_aggregation aggregation, Run run) {
-  cuda::detail::require_tokens(inputs.log_probs.size(), layout, "log_probs");
-  cuda::detail::require_tokens(inputs.old_log_probs.size(), layout, "old_log_probs");
-  cuda::detail::require_tokens(inputs.advantages.size(), layout, "advantages");
-  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
+  const T* weights = checked_ratio_inputs(layout, inputs);
   cuda::detail::require_tokens(selected.size(), layout, "selected");
   cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
-  const cuda::device_report report =
-      cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
-        return cuda::check_selection_mask(temp, bytes, layout, selected.data(), policy.stream);
-      });
-  if (report.first_refused != cuda::device_report::none) {
-    const std::size_t t = static_cast<std::size_t>(report.first_refused);
-    fail_at("selected", t, "selects token " + std::to_string(t) + ", which the mask leaves out");
-  }
+  refuse_masked_selection(policy, layout, selected, replayed);
   return cuda::detail::run_tokens_throwing<cuda::detail::ratio_loss_arguments>(
       policy.stream, aggregation, normalizer,
       [&](void* temp, std::size_t& bytes, cuda::loss_tally* result) {
@@ -73,10 +91,9 @@ policy_loss_result run_covariance_loss(exec::cuda_policy policy,
       });
 }
 
-// A selection mask in device memory for one call: `tokens` replayed into it, else left
-// for the caller's selection kernel to write. A replay is checked as the host checks it
-// and named as the host names it, "selection.tokens[k]": range and repeats on the host,
-// validity against the layout's mask (device memory) on the device.
+// A selection mask in device memory for one call: `tokens` replayed into it (checked on
+// the host for range and repeats; against the layout's mask, which is in device memory,
+// by run_covariance_loss), else left for the caller's selection kernel to write.
 class device_selection {
  public:
   device_selection(exec::cuda_policy policy, const cuda::device_token_layout& layout)
@@ -89,21 +106,6 @@ class device_selection {
     cuda::check(cudaMemcpyAsync(mask_.data(), replayed_.data(), replayed_.size(),
                                 cudaMemcpyHostToDevice, policy.stream),
                 "cudaMemcpyAsync");
-    const cuda::device_report report =
-        cuda::detail::run_and_report(policy.stream, [&](void* temp, std::size_t& bytes) {
-          return cuda::check_selection_mask(temp, bytes, layout, mask_.data(), policy.stream);
-        });
-    if (report.first_refused == cuda::device_report::none) return;
-    // The device found the lowest masked token; the host names the first entry in replay
-    // order that holds one. On this error path the mask comes back, and the host's own
-    // check names it.
-    std::vector<std::uint8_t> valid(layout.tokens);
-    cuda::check(cudaMemcpyAsync(valid.data(), layout.mask, valid.size(), cudaMemcpyDeviceToHost,
-                                policy.stream),
-                "cudaMemcpyAsync");
-    cuda::check(cudaStreamSynchronize(policy.stream), "cudaStreamSynchronize");
-    (void)replayed_selection_mask(layout.tokens, tokens,
-                                  [&](std::size_t t) { return valid[t] != 0; });
   }
   [[nodiscard]] std::span<std::uint8_t> mask() const { return mask_; }
 
@@ -132,6 +134,30 @@ void clip_cov_seeded_selection(exec::cuda_policy policy, const cuda::device_toke
       });
 }
 
+namespace detail {
+
+// Clip-Cov over a mask (replayed: the tokens it was replayed from, or empty).
+template <std::floating_point T>
+policy_loss_result clip_cov_loss_on_mask(exec::cuda_policy policy,
+                                         const cuda::device_token_layout& layout,
+                                         const policy_ratio_inputs<T>& inputs,
+                                         std::span<const std::uint8_t> selected,
+                                         std::span<const std::size_t> replayed,
+                                         std::span<T> grad_out, const loss_normalizer& normalizer,
+                                         const clip_cov_options& options) {
+  validate_clip_cov_options(options);
+  return run_covariance_loss(
+      policy, layout, inputs, selected, replayed, grad_out, normalizer, options.aggregation,
+      [&](void* temp, std::size_t& bytes, const T* weights, cuda::loss_tally* result) {
+        return cuda::clip_cov_loss(temp, bytes, layout, inputs.log_probs.data(),
+                                   inputs.old_log_probs.data(), inputs.advantages.data(), weights,
+                                   selected.data(), grad_out.data(), normalizer, options, result,
+                                   policy.stream);
+      });
+}
+
+}  // namespace detail
+
 // Clip-Cov with the selection mask `selected` (one byte per token, device memory).
 template <std::floating_point T>
 policy_loss_result clip_cov_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
@@ -139,15 +165,8 @@ policy_loss_result clip_cov_loss(exec::cuda_policy policy, const cuda::device_to
                                  std::span<const std::uint8_t> selected, std::span<T> grad_out,
                                  const loss_normalizer& normalizer,
                                  const clip_cov_options& options = {}) {
-  detail::validate_clip_cov_options(options);
-  return detail::run_covariance_loss(
-      policy, layout, inputs, selected, grad_out, normalizer, options.aggregation,
-      [&](void* temp, std::size_t& bytes, const T* weights, cuda::loss_tally* result) {
-        return cuda::clip_cov_loss(temp, bytes, layout, inputs.log_probs.data(),
-                                   inputs.old_log_probs.data(), inputs.advantages.data(), weights,
-                                   selected.data(), grad_out.data(), normalizer, options, result,
-                                   policy.stream);
-      });
+  return detail::clip_cov_loss_on_mask(policy, layout, inputs, selected, {}, grad_out,
+                                       normalizer, options);
 }
 
 // Clip-Cov with a token_selection, as the host's overload: our seeded draw
@@ -161,8 +180,9 @@ policy_loss_result clip_cov_loss(exec::cuda_policy policy, const cuda::device_to
   detail::validate_clip_cov_options(options);
   if (selection.replayed) {
     const detail::device_selection replayed(policy, layout, selection.tokens);
-    return clip_cov_loss(policy, layout, inputs, std::span<const std::uint8_t>(replayed.mask()),
-                         grad_out, normalizer, options);
+    return detail::clip_cov_loss_on_mask(policy, layout, inputs,
+                                         std::span<const std::uint8_t>(replayed.mask()),
+                                         selection.tokens, grad_out, normalizer, options);
   }
   const detail::device_selection drawn(policy, layout);
   clip_cov_seeded_selection(policy, layout, inputs, selection.seed, drawn.mask(), options);
@@ -185,6 +205,30 @@ void kl_cov_selection(exec::cuda_policy policy, const cuda::device_token_layout&
       });
 }
 
+namespace detail {
+
+// KL-Cov over a mask (replayed: the tokens it was replayed from, or empty).
+template <std::floating_point T>
+policy_loss_result kl_cov_loss_on_mask(exec::cuda_policy policy,
+                                       const cuda::device_token_layout& layout,
+                                       const policy_ratio_inputs<T>& inputs,
+                                       std::span<const std::uint8_t> selected,
+                                       std::span<const std::size_t> replayed,
+                                       std::span<T> grad_out, const loss_normalizer& normalizer,
+                                       const kl_cov_options& options) {
+  validate_kl_cov_options(options);
+  return run_covariance_loss(
+      policy, layout, inputs, selected, replayed, grad_out, normalizer, options.aggregation,
+      [&](void* temp, std::size_t& bytes, const T* weights, cuda::loss_tally* result) {
+        return cuda::kl_cov_loss(temp, bytes, layout, inputs.log_probs.data(),
+                                 inputs.old_log_probs.data(), inputs.advantages.data(), weights,
+                                 selected.data(), grad_out.data(), normalizer, options, result,
+                                 policy.stream);
+      });
+}
+
+}  // namespace detail
+
 // KL-Cov with the selection mask `selected` (one byte per token, device memory).
 template <std::floating_point T>
 policy_loss_result kl_cov_loss(exec::cuda_policy policy, const cuda::device_token_layout& layout,
@@ -192,15 +236,8 @@ policy_loss_result kl_cov_loss(exec::cuda_policy policy, const cuda::device_toke
                                std::span<const std::uint8_t> selected, std::span<T> grad_out,
                                const loss_normalizer& normalizer,
                                const kl_cov_options& options = {}) {
-  detail::validate_kl_cov_options(options);
-  return detail::run_covariance_loss(
-      policy, layout, inputs, selected, grad_out, normalizer, options.aggregation,
-      [&](void* temp, std::size_t& bytes, const T* weights, cuda::loss_tally* result) {
-        return cuda::kl_cov_loss(temp, bytes, layout, inputs.log_probs.data(),
-                                 inputs.old_log_probs.data(), inputs.advantages.data(), weights,
-                                 selected.data(), grad_out.data(), normalizer, options, result,
-                                 policy.stream);
-      });
+  return detail::kl_cov_loss_on_mask(policy, layout, inputs, selected, {}, grad_out, normalizer,
+                                     options);
 }
 
 // KL-Cov with replayed tokens (token_selection::replay; a seeded selection is refused, as
@@ -214,8 +251,9 @@ policy_loss_result kl_cov_loss(exec::cuda_policy policy, const cuda::device_toke
   detail::validate_kl_cov_options(options);
   detail::require_replayed_kl_cov(selection);
   const detail::device_selection replayed(policy, layout, selection.tokens);
-  return kl_cov_loss(policy, layout, inputs, std::span<const std::uint8_t>(replayed.mask()),
-                     grad_out, normalizer, options);
+  return detail::kl_cov_loss_on_mask(policy, layout, inputs,
+                                     std::span<const std::uint8_t>(replayed.mask()),
+                                     selection.tokens, grad_out, normalizer, options);
 }
 
 template <std::floating_point T>

@@ -135,19 +135,27 @@ policy_loss_result ppo_clip_loss(exec::cuda_policy policy, const cuda::device_to
 
 namespace detail {
 
+// The sizes of policy_ratio_inputs, named as the host names them; returns the rollout IS
+// weights (null when none).
+template <std::floating_point T>
+const T* checked_ratio_inputs(const cuda::device_token_layout& layout,
+                              const policy_ratio_inputs<T>& inputs) {
+  cuda::detail::require_tokens(inputs.log_probs.size(), layout, "log_probs");
+  cuda::detail::require_tokens(inputs.old_log_probs.size(), layout, "old_log_probs");
+  cuda::detail::require_tokens(inputs.advantages.size(), layout, "advantages");
+  return cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
+}
+
 // The throwing layer of a loss that reads policy_ratio_inputs (its options validated
-// first): the inputs' sizes, named as the host names them, then the device layer's call
-// call(temp, bytes, weights, result), weights the rollout IS weights or null.
+// first): the inputs' sizes, then the device layer's call call(temp, bytes, weights,
+// result), weights the rollout IS weights or null.
 template <std::floating_point T, class Call>
 policy_loss_result run_ratio_inputs_loss(exec::cuda_policy policy,
                                          const cuda::device_token_layout& layout,
                                          const policy_ratio_inputs<T>& inputs,
                                          std::span<T> grad_out, const loss_normalizer& normalizer,
                                          loss_aggregation aggregation, Call call) {
-  cuda::detail::require_tokens(inputs.log_probs.size(), layout, "log_probs");
-  cuda::detail::require_tokens(inputs.old_log_probs.size(), layout, "old_log_probs");
-  cuda::detail::require_tokens(inputs.advantages.size(), layout, "advantages");
-  const T* weights = cuda::detail::given_weights_of(inputs.rollout_is_weights, layout);
+  const T* weights = checked_ratio_inputs(layout, inputs);
   cuda::detail::require_tokens(grad_out.size(), layout, "grad_out");
   return cuda::detail::run_tokens_throwing<cuda::detail::ratio_loss_arguments>(
       policy.stream, aggregation, normalizer,
